@@ -1,0 +1,1 @@
+//! subzero-protocol (under construction).

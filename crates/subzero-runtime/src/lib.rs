@@ -1,0 +1,1 @@
+//! subzero-runtime (under construction).

@@ -1,0 +1,1 @@
+//! subzero-testkit (under construction).

@@ -1,0 +1,1 @@
+//! subzero-worker (under construction).

@@ -1,0 +1,2 @@
+//! The `subzero` binary.
+fn main() {}
