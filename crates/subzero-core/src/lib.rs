@@ -13,3 +13,6 @@ pub mod ids;
 
 pub use error_code::{Coded, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};
+pub mod state;
+
+pub use state::{ChildState, RunStatus};

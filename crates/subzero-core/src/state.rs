@@ -1,0 +1,102 @@
+//! Value-level child and run states, as stored and sent on the wire.
+//!
+//! The typestate markers in `lifecycle` are the compile-time view of the same states;
+//! these enums are what a database row or a JSON document holds.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! wire_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vdoc])* $variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The stored and wire spelling.
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            /// Parse the stored and wire spelling.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// The state of a child session.
+    ChildState {
+        /// No active run and no worker; the transcript is at its last completed leaf.
+        Ready => "ready",
+        /// A run is active (running or stop requested); more may be queued.
+        Running => "running",
+        /// Execution ended without a confirmed terminal result; only `resume` continues it.
+        Interrupted => "interrupted",
+    }
+);
+
+wire_enum!(
+    /// The status of a run.
+    RunStatus {
+        /// Waiting behind the active run.
+        Queued => "queued",
+        /// Being processed by the worker.
+        Running => "running",
+        /// A matching stop was accepted; the worker has not confirmed yet.
+        StopRequested => "stop_requested",
+        /// The worker confirmed cancellation and its process tree is gone.
+        Stopped => "stopped",
+        /// Finished with a result; its transcript leaf is recorded.
+        Completed => "completed",
+        /// Finished with an error (model, limit, grant, checkpoint).
+        Failed => "failed",
+        /// Ended without a confirmed terminal result (worker or broker lost).
+        Interrupted => "interrupted",
+    }
+);
+
+impl RunStatus {
+    /// Whether no transition leaves this status.
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Stopped | RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+        )
+    }
+
+    /// Whether this is the child's active run (running or stop requested).
+    pub const fn is_active(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::StopRequested)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_round_trip_and_match_serde() {
+        for s in ChildState::ALL {
+            assert_eq!(ChildState::parse(s.as_str()), Some(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+    }
+}
