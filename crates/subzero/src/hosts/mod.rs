@@ -1,0 +1,623 @@
+//! `subzero hosts print|install <host>`: the stdio server entry that makes a host (Codex, Claude
+//! Code, OpenCode, Pi) start `subzero mcp`, printed or merged into the host's own config file.
+//!
+//! What callers may rely on:
+//! - `install` parses the host file with a format-keeping parser (`toml_edit` for TOML,
+//!   `serde_json` with `preserve_order` for JSON), changes only the `subzero` entry, and writes
+//!   nothing when the entry is already right ("already installed", exit 0).
+//! - A file is backed up (`<file>.bak.<UTC timestamp>`) before it is changed; a new file needs no
+//!   backup. `--dry-run` prints a unified diff and writes nothing.
+//! - An existing `subzero` entry whose managed fields differ is refused
+//!   ([`HostsError::ConflictingEntry`]) unless `--force`; fields subzero does not manage are kept.
+//! - JSON files with comments or trailing commas (JSONC) are refused, never rewritten.
+
+mod claude_code;
+mod codex;
+mod edit;
+mod json;
+mod opencode;
+mod pi;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use edit::Outcome;
+
+/// Name of the server entry in every host file.
+const SERVER_NAME: &str = "subzero";
+
+/// `subzero hosts …`
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostsCommand {
+    #[command(subcommand)]
+    pub action: HostsAction,
+}
+
+/// The two things `subzero hosts` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum HostsAction {
+    /// Print the host's configuration snippet for `subzero mcp`; nothing is written.
+    Print(PrintArgs),
+    /// Merge the `subzero` server entry into the host's own configuration file.
+    Install(InstallArgs),
+}
+
+/// The hosts Subzero knows how to configure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// OpenAI Codex CLI: `config.toml`, `[mcp_servers.subzero]`.
+    Codex,
+    /// Claude Code: `.mcp.json` (project) or `~/.claude.json` (user), `mcpServers.subzero`.
+    ClaudeCode,
+    /// OpenCode: `opencode.json`, `mcp.subzero`.
+    #[value(name = "opencode")]
+    OpenCode,
+    /// Pi 1.x: `mcp.json`, `mcpServers.subzero`.
+    Pi,
+}
+
+impl Host {
+    /// The name used on the command line and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::Codex => "codex",
+            Host::ClaudeCode => "claude-code",
+            Host::OpenCode => "opencode",
+            Host::Pi => "pi",
+        }
+    }
+}
+
+/// Which of the host's configuration files to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Scope {
+    /// The file inside the workspace (shared with whoever opens that project).
+    #[default]
+    Project,
+    /// The file in the user's home (every project).
+    User,
+}
+
+/// What the entry runs: `<binary> mcp [--workspace DIR] [--config FILE]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EntryArgs {
+    /// Which host file: the project's (inside the workspace) or the user's.
+    #[arg(long, value_enum, default_value_t = Scope::Project)]
+    pub scope: Scope,
+    /// Workspace the broker serves. Default: the current directory for project scope; for user
+    /// scope no `--workspace` is written and the broker uses the directory the host starts it in.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Subzero configuration file, passed to the broker as `--config FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub subzero_config: Option<PathBuf>,
+    /// The subzero executable the host starts. Default: this executable's absolute path.
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+}
+
+/// `subzero hosts print <host>`
+#[derive(Debug, Clone, clap::Args)]
+pub struct PrintArgs {
+    #[arg(value_enum)]
+    pub host: Host,
+    #[command(flatten)]
+    pub entry: EntryArgs,
+    /// Pi only: print the optional extension file (calls `pi.registerMcpServer`) instead of the
+    /// `mcp.json` entry.
+    #[arg(long)]
+    pub extension: bool,
+}
+
+/// `subzero hosts install <host>`
+#[derive(Debug, Clone, clap::Args)]
+pub struct InstallArgs {
+    #[arg(value_enum)]
+    pub host: Host,
+    #[command(flatten)]
+    pub entry: EntryArgs,
+    /// Show the change as a unified diff and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replace the fields subzero manages in an existing, different `subzero` entry.
+    #[arg(long)]
+    pub force: bool,
+    /// The host file to edit, instead of the scope's default location.
+    #[arg(long, value_name = "PATH")]
+    pub config_path: Option<PathBuf>,
+}
+
+/// Everything `subzero hosts` can fail with. Each message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum HostsError {
+    #[error("cannot tell where the home directory is (HOME is not set); pass --config-path PATH")]
+    HomeUnknown,
+    #[error(
+        "cannot read the current directory: {0}; run from an existing directory or pass --workspace DIR"
+    )]
+    CurrentDir(#[source] std::io::Error),
+    #[error("cannot determine the path of the subzero executable; pass --binary PATH")]
+    ExecutableUnknown,
+    #[error("workspace {path} is not an existing directory; create it or pass --workspace DIR")]
+    WorkspaceNotADirectory { path: PathBuf },
+    #[error(
+        "path {path} is not valid UTF-8, which host config files cannot hold; use a UTF-8 path"
+    )]
+    NonUtf8Path { path: PathBuf },
+    #[error("--extension is only for `pi`; `{host}` has no extension file")]
+    ExtensionNotForHost { host: &'static str },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot back up {path} to {backup}: {source}; nothing was changed")]
+    Backup {
+        path: PathBuf,
+        backup: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}; the file was left as it was")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not valid TOML ({message}); fix the file, or pass --config-path to edit another one"
+    )]
+    InvalidToml { path: PathBuf, message: String },
+    #[error(
+        "{path} is not valid JSON ({message}); fix the file, or pass --config-path to edit another one"
+    )]
+    InvalidJson { path: PathBuf, message: String },
+    #[error(
+        "{path} has {what} at line {line} (JSONC); subzero will not rewrite it because that would \
+         drop them: add the entry by hand from `subzero hosts print {host}`, or remove the {what}"
+    )]
+    JsoncNotSupported {
+        path: PathBuf,
+        line: usize,
+        what: &'static str,
+        host: &'static str,
+    },
+    #[error(
+        "`{key}` in {path} is {found}, expected {expected}; fix it by hand, then run install again"
+    )]
+    UnexpectedShape {
+        path: PathBuf,
+        key: String,
+        found: &'static str,
+        expected: &'static str,
+    },
+    #[error(
+        "{path} already has a different `subzero` entry:\n{existing}\nwanted:\n{wanted}\nre-run with \
+         --force to replace the fields subzero manages (other fields are kept); add --dry-run to \
+         see the change first"
+    )]
+    ConflictingEntry {
+        path: PathBuf,
+        existing: String,
+        wanted: String,
+    },
+    #[error("cannot write the command output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+impl HostsError {
+    /// Stable code for scripts and the troubleshooting page.
+    pub fn code(&self) -> &'static str {
+        match self {
+            HostsError::HomeUnknown => "hosts_home_unknown",
+            HostsError::CurrentDir(_) => "hosts_current_dir",
+            HostsError::ExecutableUnknown => "hosts_executable_unknown",
+            HostsError::WorkspaceNotADirectory { .. } => "hosts_workspace_missing",
+            HostsError::NonUtf8Path { .. } => "hosts_non_utf8_path",
+            HostsError::ExtensionNotForHost { .. } => "hosts_extension_not_for_host",
+            HostsError::Read { .. } => "hosts_read_failed",
+            HostsError::Backup { .. } => "hosts_backup_failed",
+            HostsError::Write { .. } => "hosts_write_failed",
+            HostsError::InvalidToml { .. } => "hosts_invalid_toml",
+            HostsError::InvalidJson { .. } => "hosts_invalid_json",
+            HostsError::JsoncNotSupported { .. } => "hosts_jsonc_not_supported",
+            HostsError::UnexpectedShape { .. } => "hosts_unexpected_shape",
+            HostsError::ConflictingEntry { .. } => "hosts_conflicting_entry",
+            HostsError::Output(_) => "hosts_output_failed",
+        }
+    }
+}
+
+/// The process facts `hosts` depends on, gathered once so tests can supply their own.
+#[derive(Debug, Clone)]
+pub struct HostEnv {
+    pub cwd: PathBuf,
+    pub home: Option<PathBuf>,
+    pub current_exe: Option<PathBuf>,
+    /// `$CODEX_HOME` (Codex's user directory, default `~/.codex`).
+    pub codex_home: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME` (OpenCode's user config lives in `<it>/opencode`, default `~/.config`).
+    pub xdg_config_home: Option<PathBuf>,
+    /// `$PI_CODING_AGENT_DIR` (Pi's agent directory, default `~/.pi/agent`).
+    pub pi_agent_dir: Option<PathBuf>,
+    /// Used for backup file names.
+    pub now: SystemTime,
+}
+
+impl HostEnv {
+    /// Reads the real process environment.
+    pub fn from_process() -> Result<Self, HostsError> {
+        let var = |name: &str| non_empty(std::env::var_os(name));
+        Ok(HostEnv {
+            cwd: std::env::current_dir().map_err(HostsError::CurrentDir)?,
+            home: var("HOME"),
+            current_exe: std::env::current_exe().ok(),
+            codex_home: var("CODEX_HOME"),
+            xdg_config_home: var("XDG_CONFIG_HOME"),
+            pi_agent_dir: var("PI_CODING_AGENT_DIR"),
+            now: SystemTime::now(),
+        })
+    }
+
+    fn home(&self) -> Result<&Path, HostsError> {
+        self.home.as_deref().ok_or(HostsError::HomeUnknown)
+    }
+}
+
+fn non_empty(value: Option<OsString>) -> Option<PathBuf> {
+    value.filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Entry point for `subzero hosts …`: reads the process environment, writes messages to `out`.
+pub fn run(cmd: HostsCommand, out: &mut dyn Write) -> Result<(), HostsError> {
+    let env = HostEnv::from_process()?;
+    run_in(&env, cmd, out)
+}
+
+/// [`run`] with an explicit environment.
+pub fn run_in(env: &HostEnv, cmd: HostsCommand, out: &mut dyn Write) -> Result<(), HostsError> {
+    match cmd.action {
+        HostsAction::Print(args) => print(env, &args, out),
+        HostsAction::Install(args) => install(env, &args, out),
+    }
+}
+
+/// The command line the host runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Launch {
+    command: String,
+    args: Vec<String>,
+}
+
+impl Launch {
+    /// `command` followed by `args`, for hosts that take one array.
+    fn argv(&self) -> Vec<String> {
+        std::iter::once(self.command.clone())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
+/// A value subzero writes into a host entry. Hosts differ in syntax, not in these.
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    Str(String),
+    Strings(Vec<String>),
+    Int(i64),
+    Bool(bool),
+    /// An object/table must exist; its contents belong to the user (e.g. `env`).
+    ObjectPresent,
+}
+
+/// The resolved facts of one `print`/`install`.
+#[derive(Debug)]
+struct Resolved {
+    launch: Launch,
+    /// The project directory: the workspace for project scope.
+    project_dir: PathBuf,
+}
+
+fn resolve(env: &HostEnv, entry: &EntryArgs) -> Result<Resolved, HostsError> {
+    let binary = match &entry.binary {
+        Some(path) => absolute(env, path),
+        None => env
+            .current_exe
+            .clone()
+            .ok_or(HostsError::ExecutableUnknown)?,
+    };
+    let workspace = match (&entry.workspace, entry.scope) {
+        (Some(dir), _) => Some(existing_dir(&absolute(env, dir))?),
+        (None, Scope::Project) => Some(existing_dir(&env.cwd)?),
+        (None, Scope::User) => None,
+    };
+    let mut args = vec!["mcp".to_owned()];
+    if let Some(dir) = &workspace {
+        args.push("--workspace".to_owned());
+        args.push(utf8(dir)?);
+    }
+    if let Some(file) = &entry.subzero_config {
+        args.push("--config".to_owned());
+        args.push(utf8(&absolute(env, file))?);
+    }
+    Ok(Resolved {
+        launch: Launch {
+            command: utf8(&binary)?,
+            args,
+        },
+        project_dir: workspace.unwrap_or_else(|| env.cwd.clone()),
+    })
+}
+
+/// Relative paths are taken from `env.cwd`; existing paths are canonicalized and others cleaned
+/// of `.`/`..` so that the same target always yields the same entry (keeping `install`
+/// idempotent).
+fn absolute(env: &HostEnv, path: &Path) -> PathBuf {
+    let joined = env.cwd.join(path);
+    std::fs::canonicalize(&joined).unwrap_or_else(|_| normalize_lexically(&joined))
+}
+
+fn normalize_lexically(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                clean.pop();
+            }
+            other => clean.push(other),
+        }
+    }
+    clean
+}
+
+fn existing_dir(path: &Path) -> Result<PathBuf, HostsError> {
+    match std::fs::canonicalize(path) {
+        Ok(dir) if dir.is_dir() => Ok(dir),
+        _ => Err(HostsError::WorkspaceNotADirectory {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+fn utf8(path: &Path) -> Result<String, HostsError> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| HostsError::NonUtf8Path {
+            path: path.to_path_buf(),
+        })
+}
+
+/// The file a host reads for this scope.
+fn default_config_path(
+    host: Host,
+    scope: Scope,
+    project_dir: &Path,
+    env: &HostEnv,
+) -> Result<PathBuf, HostsError> {
+    match host {
+        Host::Codex => codex::config_path(scope, project_dir, env),
+        Host::ClaudeCode => claude_code::config_path(scope, project_dir, env),
+        Host::OpenCode => opencode::config_path(scope, project_dir, env),
+        Host::Pi => pi::config_path(scope, project_dir, env),
+    }
+}
+
+/// The host file's new text with the `subzero` entry merged in (or `original` unchanged).
+fn merge(
+    host: Host,
+    path: &Path,
+    original: Option<&str>,
+    launch: &Launch,
+    force: bool,
+) -> Result<String, HostsError> {
+    match host {
+        Host::Codex => codex::merge(path, original, launch, force),
+        Host::ClaudeCode => claude_code::merge(path, original, launch, force),
+        Host::OpenCode => opencode::merge(path, original, launch, force),
+        Host::Pi => pi::merge(path, original, launch, force),
+    }
+}
+
+fn verify_hint(host: Host) -> &'static str {
+    match host {
+        Host::Codex => codex::VERIFY,
+        Host::ClaudeCode => claude_code::VERIFY,
+        Host::OpenCode => opencode::VERIFY,
+        Host::Pi => pi::VERIFY,
+    }
+}
+
+fn print(env: &HostEnv, args: &PrintArgs, out: &mut dyn Write) -> Result<(), HostsError> {
+    let resolved = resolve(env, &args.entry)?;
+    let text = if args.extension {
+        if args.host != Host::Pi {
+            return Err(HostsError::ExtensionNotForHost {
+                host: args.host.name(),
+            });
+        }
+        pi::extension_source(&resolved.launch)
+    } else {
+        // The snippet is exactly what `install` would write into an empty file.
+        let path = default_config_path(args.host, args.entry.scope, &resolved.project_dir, env)
+            .unwrap_or_else(|_| PathBuf::from(args.host.name()));
+        merge(args.host, &path, None, &resolved.launch, false)?
+    };
+    out.write_all(text.as_bytes()).map_err(HostsError::Output)
+}
+
+fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(), HostsError> {
+    let resolved = resolve(env, &args.entry)?;
+    let path = match &args.config_path {
+        Some(path) => env.cwd.join(path),
+        None => default_config_path(args.host, args.entry.scope, &resolved.project_dir, env)?,
+    };
+    let path = edit::resolve_symlink(&path);
+    let original = edit::read_optional(&path)?;
+    let updated = merge(
+        args.host,
+        &path,
+        original.as_deref(),
+        &resolved.launch,
+        args.force,
+    )?;
+    let outcome = edit::apply(
+        &path,
+        original.as_deref(),
+        &updated,
+        args.dry_run,
+        env.now,
+        out,
+    )?;
+    let host = args.host.name();
+    let shown = path.display();
+    let message = match outcome {
+        Outcome::Unchanged => {
+            format!("subzero is already installed for {host} in {shown}; nothing changed.\n")
+        }
+        Outcome::DryRun => format!("dry run: {shown} would change as shown; nothing written.\n"),
+        Outcome::Created => format!(
+            "created {shown} with the subzero entry for {host}.\n{}\n",
+            verify_hint(args.host)
+        ),
+        Outcome::Updated { backup } => format!(
+            "updated {shown} (backup: {}).\n{}\n",
+            backup.display(),
+            verify_hint(args.host)
+        ),
+    };
+    out.write_all(message.as_bytes())
+        .map_err(HostsError::Output)
+}
+
+#[cfg(test)]
+mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        top: Top,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Top {
+        Hosts(HostsCommand),
+    }
+
+    fn parse(args: &[&str]) -> HostsCommand {
+        let cli = Cli::try_parse_from(std::iter::once("subzero").chain(args.iter().copied()))
+            .expect("command line parses");
+        let Top::Hosts(cmd) = cli.top;
+        cmd
+    }
+
+    #[test]
+    fn install_command_line_parses_every_flag() {
+        let cmd = parse(&[
+            "hosts",
+            "install",
+            "claude-code",
+            "--dry-run",
+            "--scope",
+            "user",
+            "--config-path",
+            "x.json",
+            "--workspace",
+            "/w",
+            "--subzero-config",
+            "c.toml",
+            "--binary",
+            "/bin/subzero",
+            "--force",
+        ]);
+        let HostsAction::Install(args) = cmd.action else {
+            panic!("expected install");
+        };
+        assert_eq!(args.host, Host::ClaudeCode);
+        assert!(args.dry_run && args.force);
+        assert_eq!(args.entry.scope, Scope::User);
+        assert_eq!(args.config_path, Some(PathBuf::from("x.json")));
+        assert_eq!(args.entry.workspace, Some(PathBuf::from("/w")));
+        assert_eq!(args.entry.subzero_config, Some(PathBuf::from("c.toml")));
+        assert_eq!(args.entry.binary, Some(PathBuf::from("/bin/subzero")));
+    }
+
+    #[test]
+    fn host_names_on_the_command_line_are_the_documented_ones() {
+        for (name, host) in [
+            ("codex", Host::Codex),
+            ("claude-code", Host::ClaudeCode),
+            ("opencode", Host::OpenCode),
+            ("pi", Host::Pi),
+        ] {
+            let HostsAction::Print(args) = parse(&["hosts", "print", name]).action else {
+                panic!("expected print");
+            };
+            assert_eq!(args.host, host);
+            assert_eq!(host.name(), name);
+        }
+    }
+
+    #[test]
+    fn project_scope_runs_the_broker_on_the_current_directory() {
+        let kit = testkit::Kit::new();
+        let resolved = resolve(&kit.env, &kit.entry(Scope::Project)).expect("resolves");
+        let ws = kit.workspace_str();
+        assert_eq!(resolved.launch.command, testkit::BINARY);
+        assert_eq!(resolved.launch.args, ["mcp", "--workspace", ws.as_str()]);
+    }
+
+    #[test]
+    fn user_scope_without_workspace_omits_the_flag_and_passes_the_config() {
+        let kit = testkit::Kit::new();
+        let mut entry = kit.entry(Scope::User);
+        entry.subzero_config = Some(PathBuf::from("sz.toml"));
+        let resolved = resolve(&kit.env, &entry).expect("resolves");
+        let config = format!("{}/sz.toml", kit.workspace_str());
+        assert_eq!(resolved.launch.args, ["mcp", "--config", config.as_str()]);
+    }
+
+    #[test]
+    fn a_config_file_that_does_not_exist_yet_is_still_written_as_a_clean_absolute_path() {
+        let kit = testkit::Kit::new();
+        let mut entry = kit.entry(Scope::Project);
+        entry.subzero_config = Some(PathBuf::from("../conf/./sz.toml"));
+        let resolved = resolve(&kit.env, &entry).expect("resolves");
+        let parent = kit.workspace.parent().expect("parent");
+        let want = parent.join("conf/sz.toml");
+        assert_eq!(
+            resolved.launch.args.last(),
+            Some(&want.to_string_lossy().into_owned())
+        );
+    }
+
+    #[test]
+    fn a_missing_workspace_is_refused_with_its_path() {
+        let kit = testkit::Kit::new();
+        let mut entry = kit.entry(Scope::Project);
+        entry.workspace = Some(PathBuf::from("does-not-exist"));
+        let err = resolve(&kit.env, &entry).expect_err("refused");
+        assert_eq!(err.code(), "hosts_workspace_missing");
+        assert!(err.to_string().contains("does-not-exist"));
+    }
+
+    #[test]
+    fn extension_is_refused_for_hosts_other_than_pi() {
+        let kit = testkit::Kit::new();
+        let args = PrintArgs {
+            host: Host::Codex,
+            entry: kit.entry(Scope::Project),
+            extension: true,
+        };
+        let err = print(&kit.env, &args, &mut Vec::new()).expect_err("refused");
+        assert_eq!(err.code(), "hosts_extension_not_for_host");
+    }
+}
