@@ -1,1 +1,385 @@
-//! subzero-testkit (under construction).
+//! A scripted OpenAI-compatible Chat Completions server on loopback.
+//!
+//! Each request to any path takes the next [`Reply`] from the script (a request past the end
+//! of the script gets HTTP 500 `script exhausted`) and is recorded with its headers and body.
+//! The server runs on its own thread with its own runtime, so it works from plain `#[test]`
+//! functions and from normal binaries (`subzero demo`) alike.
+//!
+//! ```no_run
+//! use subzero_testkit::{Reply, ScriptedServer};
+//! let server = ScriptedServer::start(vec![
+//!     Reply::tool_call("call_1", "read", r#"{"path":"README.md"}"#),
+//!     Reply::text("All done."),
+//! ]).expect("server");
+//! let url = server.base_url(); // http://127.0.0.1:PORT/v1
+//! ```
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+/// One piece of a streamed (SSE) response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// One SSE event: `data: <payload>\n\n`.
+    Data(String),
+    /// Bytes sent as they are (for malformed streams).
+    Raw(String),
+    /// A pause before the next step.
+    Delay(Duration),
+    /// Stop sending, keep the connection open forever.
+    Hang,
+}
+
+impl Step {
+    /// A `chat.completion.chunk` with `delta`, like OpenAI sends it.
+    pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Self {
+        Step::Data(
+            json!({
+                "id": "chatcmpl-testkit",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "testkit",
+                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
+            })
+            .to_string(),
+        )
+    }
+
+    /// A text delta.
+    pub fn text(text: &str) -> Self {
+        Step::chunk(json!({ "content": text }), None)
+    }
+
+    /// A tool-call delta; `None` fields are left out (as lenient servers do).
+    pub fn tool_delta(
+        index: Option<u64>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: &str,
+    ) -> Self {
+        let mut call = json!({ "function": { "arguments": arguments } });
+        if let Some(index) = index {
+            call["index"] = json!(index);
+        }
+        if let Some(id) = id {
+            call["id"] = json!(id);
+            call["type"] = json!("function");
+        }
+        if let Some(name) = name {
+            call["function"]["name"] = json!(name);
+        }
+        Step::chunk(json!({ "tool_calls": [call] }), None)
+    }
+
+    /// The chunk carrying `finish_reason`.
+    pub fn finish(reason: &str) -> Self {
+        Step::chunk(json!({}), Some(reason))
+    }
+
+    /// The usage chunk (`stream_options.include_usage`).
+    pub fn usage(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Step::Data(
+            json!({
+                "id": "chatcmpl-testkit", "object": "chat.completion.chunk", "choices": [],
+                "usage": { "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens }
+            })
+            .to_string(),
+        )
+    }
+
+    /// `data: [DONE]`.
+    pub fn done() -> Self {
+        Step::Data("[DONE]".to_owned())
+    }
+
+    pub fn delay_ms(ms: u64) -> Self {
+        Step::Delay(Duration::from_millis(ms))
+    }
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// HTTP 200 `text/event-stream` with these steps.
+    Sse(Vec<Step>),
+    /// Any status with a body (401, 500, 503…).
+    Status { status: u16, body: String },
+    /// Never answer (not even headers).
+    Hang,
+}
+
+impl Reply {
+    /// A streamed text answer in a few deltas, `finish_reason: stop`, usage, `[DONE]`.
+    pub fn text(text: &str) -> Self {
+        let mut steps = split(text, 3)
+            .into_iter()
+            .map(|piece| Step::text(&piece))
+            .collect::<Vec<_>>();
+        steps.extend([Step::finish("stop"), Step::usage(10, 5), Step::done()]);
+        Reply::Sse(steps)
+    }
+
+    /// Text streamed exactly in these deltas.
+    pub fn text_deltas(deltas: &[&str]) -> Self {
+        let mut steps: Vec<Step> = deltas.iter().map(|d| Step::text(d)).collect();
+        steps.extend([Step::finish("stop"), Step::usage(10, 5), Step::done()]);
+        Reply::Sse(steps)
+    }
+
+    /// One tool call whose arguments are split across three chunks.
+    pub fn tool_call(id: &str, name: &str, arguments: &str) -> Self {
+        Reply::tool_calls(&[(id, name, arguments)])
+    }
+
+    /// Several tool calls (indexed), each with arguments split across chunks.
+    pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Self {
+        let mut steps = Vec::new();
+        for (n, (id, name, arguments)) in calls.iter().enumerate() {
+            let index = Some(n as u64);
+            let mut pieces = split(arguments, 3).into_iter();
+            let first = pieces.next().unwrap_or_default();
+            steps.push(Step::tool_delta(index, Some(id), Some(name), &first));
+            for piece in pieces {
+                steps.push(Step::tool_delta(index, None, None, &piece));
+            }
+        }
+        steps.extend([Step::finish("tool_calls"), Step::usage(10, 5), Step::done()]);
+        Reply::Sse(steps)
+    }
+
+    pub fn status(status: u16, body: &str) -> Self {
+        Reply::Status {
+            status,
+            body: body.to_owned(),
+        }
+    }
+}
+
+/// Splits `text` into up to `parts` pieces at char boundaries (at least one piece).
+fn split(text: &str, parts: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(parts.max(1));
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl RecordedRequest {
+    /// The body parsed as JSON.
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_str(&self.body).ok()
+    }
+
+    /// The first header with this (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Names of the tools declared in the request body.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.json()
+            .and_then(|b| b.get("tools").cloned())
+            .and_then(|t| t.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    script: Mutex<VecDeque<Reply>>,
+    log: Mutex<Vec<RecordedRequest>>,
+    logged: Condvar,
+}
+
+/// The running server; stops when dropped.
+#[derive(Debug)]
+pub struct ScriptedServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ScriptedServer {
+    /// Starts serving `script` on `127.0.0.1` at a free port.
+    pub fn start(script: Vec<Reply>) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            script: Mutex::new(script.into()),
+            ..Shared::default()
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let thread = std::thread::Builder::new()
+            .name("subzero-testkit".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = axum::serve(listener, app) => {}
+                        _ = rx => {}
+                    }
+                });
+            })?;
+        Ok(Self {
+            addr,
+            shared,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`; the worker appends `/chat/completions`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Appends a reply to the script.
+    pub fn push(&self, reply: Reply) {
+        lock(&self.shared.script).push_back(reply);
+    }
+
+    /// Every request so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// Waits until at least `n` requests were received; false on timeout.
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut log = lock(&self.shared.log);
+        while log.len() < n {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            log = self
+                .shared
+                .logged
+                .wait_timeout(log, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    lock(&shared.log).push(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+    });
+    shared.logged.notify_all();
+    let reply = lock(&shared.script).pop_front();
+    match reply {
+        None => plain(500, "script exhausted"),
+        Some(Reply::Status { status, body }) => plain(status, &body),
+        Some(Reply::Hang) => std::future::pending().await,
+        Some(Reply::Sse(steps)) => sse(steps),
+    }
+}
+
+fn plain(status: u16, body: &str) -> Response {
+    let mut response = Response::new(Body::from(body.to_owned()));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn sse(steps: Vec<Step>) -> Response {
+    let stream = futures::stream::unfold(steps.into_iter(), |mut steps| async move {
+        loop {
+            match steps.next()? {
+                Step::Data(payload) => {
+                    let bytes = Bytes::from(format!("data: {payload}\n\n"));
+                    return Some((Ok::<_, Infallible>(bytes), steps));
+                }
+                Step::Raw(raw) => return Some((Ok(Bytes::from(raw)), steps)),
+                Step::Delay(pause) => tokio::time::sleep(pause).await,
+                Step::Hang => std::future::pending::<()>().await,
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}

@@ -1,1 +1,459 @@
-//! subzero-worker (under construction).
+//! The Subzero worker: one process per child, run by the broker as `subzero worker`.
+//!
+//! It speaks JSON lines on stdin/stdout (see [`control`]), runs the model loop with exactly the
+//! granted tools, keeps the child's transcript tree, and contains every tool process: on
+//! cancel, stdin EOF or SIGTERM (also the parent-death signal) the whole tool tree is killed
+//! and reaped before the worker confirms or exits.
+
+pub mod control;
+
+mod containment;
+mod emit;
+mod model;
+mod redact;
+mod run;
+mod steering;
+mod time;
+mod tools;
+mod transcript;
+
+use std::io::BufRead;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use containment::Containment;
+use control::{
+    CONTROL_VERSION, DiscardReason, ErrorBody, Inbound, Outbound, RunStatus, StartRun, Steer,
+    WorkerEvent,
+};
+use run::{Completed, Progress, RunContext};
+use steering::SteerQueue;
+
+/// Command-line options of `subzero worker`.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerOptions {
+    /// An inherited descriptor (the child's flock-held lock file) that tool processes inherit.
+    pub lock_fd: Option<RawFd>,
+}
+
+/// Runs the worker until stdin closes or it is told to terminate; returns the exit code.
+pub fn run(options: WorkerOptions) -> i32 {
+    init_tracing();
+    // Installing fails only when a provider is already installed, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Err(err) = containment::fds::prepare(options.lock_fd) {
+        tracing::error!(%err, "the lock descriptor is unusable");
+        return 2;
+    }
+    if let Err(err) = containment::init_process() {
+        tracing::error!(%err, "cannot become a child subreaper");
+        return 2;
+    }
+    emit::emit(&Outbound::Hello {
+        name: "subzero-worker".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        transcript_version: transcript::TRANSCRIPT_VERSION,
+        control_version: CONTROL_VERSION,
+        protocols: model::PROTOCOLS.iter().map(|p| (*p).to_owned()).collect(),
+        steering: true,
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            tracing::error!(%err, "cannot start the async runtime");
+            return 2;
+        }
+    };
+    let scratch = std::env::temp_dir().join(format!("subzero-worker-{}", std::process::id()));
+    let code = runtime.block_on(Worker::new(scratch.clone()).serve());
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    let _ = std::fs::remove_dir_all(&scratch);
+    code
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SUBZERO_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(emit::RedactingStderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+enum Input {
+    Message(Inbound),
+    Eof,
+}
+
+/// Reads stdin on a plain thread (a blocked read must not hold up the runtime's shutdown).
+fn spawn_stdin_reader(tx: mpsc::UnboundedSender<Input>) {
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Inbound>(&line) {
+                Ok(message) => {
+                    if tx.send(Input::Message(message)).is_err() {
+                        return;
+                    }
+                }
+                Err(err) => reject_line(&line, &err),
+            }
+        }
+        let _ = tx.send(Input::Eof);
+    });
+}
+
+/// An unreadable line is logged by position only (it may hold a key); a `start_run` with a
+/// readable `runId` is answered with a failed settlement so the broker is not left waiting.
+fn reject_line(line: &str, err: &serde_json::Error) {
+    tracing::warn!(
+        line = err.line(),
+        column = err.column(),
+        category = ?err.classify(),
+        "ignoring an unreadable control line"
+    );
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+        return;
+    };
+    if value.get("type").and_then(|t| t.as_str()) == Some("start_run")
+        && let Some(run_id) = value.get("runId").and_then(|r| r.as_str())
+    {
+        emit::emit(&Outbound::RunSettled {
+            run_id: run_id.to_owned(),
+            status: RunStatus::Failed,
+            result: None,
+            error: Some(ErrorBody::new(
+                "invalid_request",
+                format!(
+                    "invalid_request: start_run is malformed at column {}",
+                    err.column()
+                ),
+            )),
+            usage: control::Usage::default(),
+        });
+    }
+}
+
+enum Outcome {
+    Completed(Completed),
+    Failed(ErrorBody),
+    Stopped,
+}
+
+struct Active {
+    run_id: String,
+    steers: Arc<SteerQueue>,
+    progress: run::SharedProgress,
+    cancel: Arc<Notify>,
+    handle: JoinHandle<Outcome>,
+}
+
+struct Worker {
+    containment: Arc<Containment>,
+    scratch: PathBuf,
+    active: Option<Active>,
+}
+
+impl Worker {
+    fn new(scratch: PathBuf) -> Self {
+        Self {
+            containment: Arc::new(Containment::new()),
+            scratch,
+            active: None,
+        }
+    }
+
+    async fn serve(mut self) -> i32 {
+        self.spawn_reaper();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        spawn_stdin_reader(tx);
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return 2;
+        };
+        loop {
+            tokio::select! {
+                input = rx.recv() => match input {
+                    Some(Input::Message(message)) => self.handle(message).await,
+                    Some(Input::Eof) | None => {
+                        tracing::info!("control channel closed; tearing down");
+                        self.teardown().await;
+                        return 0;
+                    }
+                },
+                outcome = wait_active(&mut self.active) => {
+                    if let Some(active) = self.active.take() {
+                        self.settle(active, outcome).await;
+                    }
+                }
+                _ = term.recv() => { self.teardown().await; return 0; }
+                _ = int.recv() => { self.teardown().await; return 0; }
+                _ = hup.recv() => { self.teardown().await; return 0; }
+            }
+        }
+    }
+
+    fn spawn_reaper(&self) {
+        let containment = self.containment.clone();
+        tokio::spawn(async move {
+            let mut sigchld = signal(SignalKind::child()).ok();
+            loop {
+                match sigchld.as_mut() {
+                    Some(s) => {
+                        let _ = tokio::time::timeout(Duration::from_millis(200), s.recv()).await;
+                    }
+                    None => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+                containment.reap();
+            }
+        });
+    }
+
+    async fn handle(&mut self, message: Inbound) {
+        match message {
+            Inbound::StartRun(start) => self.start(*start),
+            Inbound::Steer(steer) => self.steer(steer),
+            Inbound::Cancel(cancel) => match &self.active {
+                Some(active) if active.run_id == cancel.run_id => active.cancel.notify_one(),
+                _ => {
+                    // Not the active run: nothing runs for it; confirm after sweeping anyway.
+                    let reaped = if self.active.is_none() {
+                        self.containment.kill_all().await
+                    } else {
+                        0
+                    };
+                    emit::emit(&Outbound::CancelConfirmed {
+                        run_id: cancel.run_id,
+                        reaped,
+                    });
+                }
+            },
+        }
+    }
+
+    fn start(&mut self, start: StartRun) {
+        redact::add_secrets(
+            std::iter::once(start.model.key.as_str())
+                .chain(start.secrets.iter().map(String::as_str)),
+        );
+        if let Some(active) = &self.active {
+            tracing::warn!(active = %active.run_id, "start_run while a run is active");
+            emit::emit(&Outbound::RunSettled {
+                run_id: start.run_id,
+                status: RunStatus::Failed,
+                result: None,
+                error: Some(ErrorBody::new(
+                    "busy",
+                    format!("busy: run {} is still active in this worker", active.run_id),
+                )),
+                usage: control::Usage::default(),
+            });
+            return;
+        }
+        let run_id = start.run_id.clone();
+        let child_id = start.child_id.clone().unwrap_or_default();
+        let steers = Arc::new(SteerQueue::default());
+        let progress = Arc::new(std::sync::Mutex::new(Progress::default()));
+        let cancel = Arc::new(Notify::new());
+        let task = run_task(
+            Arc::new(start),
+            self.containment.clone(),
+            self.scratch.clone(),
+            steers.clone(),
+            progress.clone(),
+            cancel.clone(),
+        );
+        tracing::info!(child_id = %child_id, run_id = %run_id, "run started");
+        self.active = Some(Active {
+            run_id,
+            steers,
+            progress,
+            cancel,
+            handle: tokio::spawn(task),
+        });
+    }
+
+    fn steer(&self, steer: Steer) {
+        let refused = match &self.active {
+            Some(active) if active.run_id == steer.run_id => active.steers.offer(steer).err(),
+            _ => Some(steer),
+        };
+        if let Some(steer) = refused {
+            emit::event(
+                &steer.run_id,
+                WorkerEvent::SteerDiscarded {
+                    steer_id: steer.steer_id,
+                    request_id: steer.request_id,
+                    reason: DiscardReason::Stopped,
+                },
+            );
+        }
+    }
+
+    /// Reports a finished run: kills what is left of its tool tree, then leaf (when completed),
+    /// discarded steers, the settlement and — after a stop — the confirmation with the count.
+    async fn settle(&mut self, active: Active, outcome: Outcome) {
+        let reaped = self.containment.kill_all().await;
+        let usage = active.progress.lock().map(|p| p.usage).unwrap_or_default();
+        let partial = active
+            .progress
+            .lock()
+            .map(|p| redact::redact(&p.text))
+            .unwrap_or_default();
+        let partial = (!partial.is_empty()).then_some(partial);
+        let run_id = active.run_id.clone();
+        let reason = match &outcome {
+            Outcome::Completed(_) | Outcome::Stopped => DiscardReason::Stopped,
+            Outcome::Failed(e) if e.code == "limit_exceeded" => DiscardReason::Limit,
+            Outcome::Failed(_) => DiscardReason::Failed,
+        };
+        for steer in active.steers.close() {
+            emit::event(
+                &run_id,
+                WorkerEvent::SteerDiscarded {
+                    steer_id: steer.steer_id,
+                    request_id: steer.request_id,
+                    reason,
+                },
+            );
+        }
+        let (status, result, error) = match outcome {
+            Outcome::Completed(done) => {
+                emit::emit(&Outbound::LeafCommitted {
+                    run_id: run_id.clone(),
+                    leaf_id: done.leaf_id,
+                    digest: done.digest,
+                });
+                (RunStatus::Completed, Some(done.result), None)
+            }
+            Outcome::Failed(err) => (RunStatus::Failed, partial, Some(err)),
+            Outcome::Stopped => (RunStatus::Stopped, partial, None),
+        };
+        tracing::info!(run_id = %run_id, ?status, reaped, "run settled");
+        emit::emit(&Outbound::RunSettled {
+            run_id: run_id.clone(),
+            status,
+            result,
+            error,
+            usage,
+        });
+        if status == RunStatus::Stopped {
+            emit::emit(&Outbound::CancelConfirmed { run_id, reaped });
+        }
+    }
+
+    async fn teardown(&mut self) {
+        if let Some(mut active) = self.active.take() {
+            active.cancel.notify_one();
+            let outcome = tokio::time::timeout(Duration::from_millis(300), &mut active.handle)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(Outcome::Stopped);
+            active.handle.abort();
+            let outcome = match outcome {
+                Outcome::Completed(done) => Outcome::Completed(done),
+                _ => Outcome::Stopped,
+            };
+            self.settle(active, outcome).await;
+        } else {
+            let reaped = self.containment.kill_all().await;
+            tracing::info!(reaped, "tool tree torn down");
+        }
+    }
+}
+
+async fn wait_active(active: &mut Option<Active>) -> Outcome {
+    match active {
+        Some(active) => match (&mut active.handle).await {
+            Ok(outcome) => outcome,
+            Err(err) => Outcome::Failed(ErrorBody::new(
+                "internal",
+                format!("internal: the run task ended abnormally: {err}"),
+            )),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn run_task(
+    start: Arc<StartRun>,
+    containment: Arc<Containment>,
+    scratch: PathBuf,
+    steers: Arc<SteerQueue>,
+    progress: run::SharedProgress,
+    cancel: Arc<Notify>,
+) -> Outcome {
+    if let Err(err) = run::check_grant(&start) {
+        return Outcome::Failed(err);
+    }
+    let root = match std::fs::canonicalize(&start.workspace_root) {
+        Ok(root) if root.is_dir() => root,
+        _ => {
+            return Outcome::Failed(ErrorBody::new(
+                "invalid_request",
+                format!(
+                    "invalid_request: workspace root {} is not a directory",
+                    start.workspace_root
+                ),
+            ));
+        }
+    };
+    if let Err(err) = std::fs::create_dir_all(&scratch) {
+        return Outcome::Failed(ErrorBody::new(
+            "internal",
+            format!("internal: cannot create the scratch directory: {err}"),
+        ));
+    }
+    let transcript = match run::open_transcript(&start) {
+        Ok(t) => t,
+        Err(err) => return Outcome::Failed(err),
+    };
+    let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms);
+    let ctx = RunContext {
+        start: start.clone(),
+        tools: tools::ToolContext {
+            root,
+            containment,
+            scratch,
+        },
+        steers,
+        progress,
+    };
+    tokio::select! {
+        result = tokio::time::timeout(deadline, run::drive(ctx, transcript)) => match result {
+            Ok(Ok(done)) => Outcome::Completed(done),
+            Ok(Err(err)) => Outcome::Failed(err),
+            Err(_) => Outcome::Failed(
+                ErrorBody::new(
+                    "limit_exceeded",
+                    format!(
+                        "limit_exceeded: the run passed its deadline of {} ms (deadlineMs)",
+                        start.snapshot.limits.deadline_ms
+                    ),
+                )
+                .with_details(serde_json::json!({ "limit": "deadlineMs" })),
+            ),
+        },
+        () = cancel.notified() => Outcome::Stopped,
+    }
+}

@@ -1,0 +1,221 @@
+//! Containment of tool processes. This is the only module that signals or reaps processes.
+//!
+//! The worker is a child subreaper, so every descendant — also `setsid` and double-forked
+//! daemons — stays in its process subtree and is found by walking `/proc`. Each tool process
+//! leads its own process group. The worker reaps every child itself (`waitpid(-1)`), so
+//! tools read their exit status from here rather than from `std::process::Child`.
+
+pub mod fds;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+/// How long tool processes get between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_millis(150);
+/// Upper bound for the SIGKILL sweep (a process stuck in uninterruptible sleep).
+const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+
+/// Makes the worker a child subreaper and asks for SIGTERM when its parent dies.
+pub fn init_process() -> nix::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    Ok(())
+}
+
+/// Tracks tool process groups and exit statuses of reaped children.
+#[derive(Debug, Default)]
+pub struct Containment {
+    groups: Mutex<HashSet<i32>>,
+    exits: Mutex<HashMap<i32, i32>>,
+}
+
+impl Containment {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a tool process that leads its own process group.
+    pub fn register_group(&self, pid: u32) {
+        if let Ok(pid) = i32::try_from(pid) {
+            self.groups
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(pid);
+        }
+    }
+
+    /// Reaps every exited child without blocking and remembers the statuses.
+    pub fn reap(&self) {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => self.record(pid, code),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => self.record(pid, 128 + sig as i32),
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn record(&self, pid: Pid, code: i32) {
+        self.exits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pid.as_raw(), code);
+    }
+
+    /// The exit code of a reaped child (128 + signal when killed), consuming the record.
+    pub fn take_exit(&self, pid: u32) -> Option<i32> {
+        let pid = i32::try_from(pid).ok()?;
+        self.exits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&pid)
+    }
+
+    /// Kills one tool's process group at once (SIGKILL). Used when a tool overruns.
+    pub fn kill_group(&self, pid: u32) {
+        if let Ok(pid) = i32::try_from(pid) {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+
+    /// Tears the whole tool tree down: SIGTERM the groups and every descendant, a short grace,
+    /// SIGKILL whatever remains (found again via `/proc` each round), and reap until no
+    /// descendant is left. Returns how many distinct live processes were found.
+    pub async fn kill_all(&self) -> u32 {
+        let groups: Vec<i32> = self
+            .groups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        let me = std::process::id();
+        let mut seen: HashSet<u32> = HashSet::new();
+
+        self.reap();
+        for proc_ in descendants(me) {
+            if !proc_.zombie {
+                seen.insert(proc_.pid);
+                signal(proc_.pid, Signal::SIGTERM);
+            }
+        }
+        for group in &groups {
+            let _ = killpg(Pid::from_raw(*group), Signal::SIGTERM);
+        }
+
+        let grace_end = Instant::now() + GRACE;
+        while Instant::now() < grace_end {
+            self.reap();
+            if descendants(me).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+
+        let sweep_end = Instant::now() + SWEEP_LIMIT;
+        loop {
+            self.reap();
+            let remaining = descendants(me);
+            if remaining.is_empty() {
+                break;
+            }
+            if Instant::now() > sweep_end {
+                tracing::error!(
+                    remaining = remaining.len(),
+                    "tool processes survived SIGKILL"
+                );
+                break;
+            }
+            for proc_ in &remaining {
+                if !proc_.zombie {
+                    seen.insert(proc_.pid);
+                    signal(proc_.pid, Signal::SIGKILL);
+                }
+            }
+            for group in &groups {
+                let _ = killpg(Pid::from_raw(*group), Signal::SIGKILL);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.exits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        u32::try_from(seen.len()).unwrap_or(u32::MAX)
+    }
+}
+
+fn signal(pid: u32, sig: Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ProcInfo {
+    pid: u32,
+    zombie: bool,
+}
+
+/// Every process below `root` in the process tree, found by walking `/proc`.
+fn descendants(root: u32) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<u32, Vec<ProcInfo>> = HashMap::new();
+    for entry in entries.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, ppid)) = parse_stat(&stat) {
+            children.entry(ppid).or_default().push(ProcInfo {
+                pid,
+                zombie: state == 'Z',
+            });
+        }
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(parent) = stack.pop() {
+        if let Some(kids) = children.remove(&parent) {
+            for kid in kids {
+                stack.push(kid.pid);
+                found.push(kid);
+            }
+        }
+    }
+    found
+}
+
+/// Parses `(state, ppid)` from `/proc/<pid>/stat`; the command name may contain spaces and
+/// parentheses, so fields are read after the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_stat;
+
+    #[test]
+    fn stat_with_parentheses_in_the_name_parses() {
+        let stat = "123 (we ird) name)) S 45 123 123 0 -1";
+        assert_eq!(parse_stat(stat), Some(('S', 45)));
+    }
+}

@@ -1,0 +1,312 @@
+//! Streaming Chat Completions (`openai-completions`), lenient about common deviations:
+//! a missing tool-call `index`, missing `created`/`id`, unknown `finish_reason`, non-JSON
+//! keep-alive lines, and a stream that ends without `[DONE]`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::sse::SseParser;
+use super::{ModelError, ModelTurn, ToolCall};
+use crate::redact::redact;
+
+/// Bytes of an error body kept (after redaction) in `model_request_failed`.
+const EXCERPT_BYTES: usize = 512;
+
+/// One Chat Completions endpoint.
+#[derive(Debug, Clone)]
+pub struct ChatClient {
+    http: reqwest::Client,
+    endpoint: String,
+    model: String,
+    key: String,
+}
+
+impl ChatClient {
+    pub fn new(url: &str, model: &str, key: &str) -> Result<Self, ModelError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| ModelError::Transport(redact(&e.to_string())))?;
+        Ok(Self {
+            http,
+            endpoint: endpoint(url),
+            model: model.to_owned(),
+            key: key.to_owned(),
+        })
+    }
+
+    /// Sends one streaming request; `on_text` sees each text delta as it arrives.
+    pub async fn complete(
+        &self,
+        messages: Vec<Value>,
+        tools: Vec<Value>,
+        max_output_tokens: u32,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelTurn, ModelError> {
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "max_tokens": max_output_tokens,
+        });
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+        }
+        let mut request = self.http.post(&self.endpoint).json(&body);
+        if !self.key.is_empty() {
+            request = request.bearer_auth(&self.key);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| ModelError::Transport(redact(&e.without_url().to_string())))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ModelError::Http {
+                status: status.as_u16(),
+                excerpt: excerpt(response).await,
+            });
+        }
+        let mut parser = SseParser::new();
+        let mut assembler = Assembler::default();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ModelError::Transport(redact(&e.to_string())))?;
+            for data in parser.feed(&chunk) {
+                if assembler.event(&data, on_text)? {
+                    return Ok(assembler.finish());
+                }
+            }
+        }
+        for data in parser.finish() {
+            assembler.event(&data, on_text)?;
+        }
+        if !assembler.saw_anything {
+            return Err(ModelError::Stream(
+                "the stream ended without a single completion chunk".to_owned(),
+            ));
+        }
+        Ok(assembler.finish())
+    }
+}
+
+/// `url` is a base URL (`…/v1`) or already the full `…/chat/completions` endpoint.
+fn endpoint(url: &str) -> String {
+    let trimmed = url.trim_end_matches('/');
+    if trimmed.ends_with("/chat/completions") {
+        trimmed.to_owned()
+    } else {
+        format!("{trimmed}/chat/completions")
+    }
+}
+
+async fn excerpt(response: reqwest::Response) -> String {
+    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let text = redact(&String::from_utf8_lossy(&body));
+    let mut cut = text.len().min(EXCERPT_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text[..cut].to_owned()
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Assembles text and tool calls from chunks.
+#[derive(Debug, Default)]
+struct Assembler {
+    turn: ModelTurn,
+    calls: Vec<PartialCall>,
+    by_index: HashMap<u64, usize>,
+    saw_anything: bool,
+}
+
+impl Assembler {
+    /// Handles one SSE payload; returns true at `[DONE]`.
+    fn event(
+        &mut self,
+        data: &str,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            tracing::warn!(bytes = data.len(), "skipping a non-JSON stream event");
+            return Ok(false);
+        };
+        if let Some(error) = chunk.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_owned);
+            return Err(ModelError::Stream(redact(&message)));
+        }
+        self.saw_anything = true;
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            let field = |name: &str| usage.get(name).and_then(Value::as_u64).unwrap_or(0);
+            self.turn.input_tokens = field("prompt_tokens");
+            self.turn.output_tokens = field("completion_tokens");
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(false);
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.turn.finish_reason = Some(reason.to_owned());
+        }
+        let delta = choice.get("delta").or_else(|| choice.get("message"));
+        let Some(delta) = delta else {
+            return Ok(false);
+        };
+        if let Some(text) = delta.get("content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            self.turn.text.push_str(text);
+            on_text(text);
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.tool_delta(call);
+            }
+        }
+        Ok(false)
+    }
+
+    fn tool_delta(&mut self, call: &Value) {
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let function = call.get("function");
+        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
+        let arguments = function.and_then(|f| f.get("arguments")).and_then(|a| {
+            a.as_str()
+                .map(str::to_owned)
+                .or_else(|| (!a.is_null()).then(|| a.to_string()))
+        });
+        let slot = self.slot(call.get("index").and_then(Value::as_u64), id);
+        let Some(partial) = self.calls.get_mut(slot) else {
+            return;
+        };
+        if partial.id.is_none() {
+            partial.id = id.map(str::to_owned);
+        }
+        if let Some(name) = name
+            && partial.name.is_empty()
+        {
+            partial.name = name.to_owned();
+        }
+        if let Some(arguments) = arguments {
+            partial.arguments.push_str(&arguments);
+        }
+    }
+
+    /// Which call a delta belongs to: by `index` when present (a new `id` on a used index
+    /// starts a new call), else a new `id` starts a new call and no `id` continues the last.
+    fn slot(&mut self, index: Option<u64>, id: Option<&str>) -> usize {
+        let differs = |slot: usize, calls: &[PartialCall]| match (&calls[slot].id, id) {
+            (Some(have), Some(new)) => have != new,
+            _ => false,
+        };
+        match index {
+            Some(index) => match self.by_index.get(&index) {
+                Some(&slot) if !differs(slot, &self.calls) => slot,
+                _ => {
+                    self.calls.push(PartialCall::default());
+                    let slot = self.calls.len() - 1;
+                    self.by_index.insert(index, slot);
+                    slot
+                }
+            },
+            None => {
+                let last = self.calls.len().checked_sub(1);
+                match last {
+                    Some(slot) if id.is_none() || !differs(slot, &self.calls) => slot,
+                    _ => {
+                        self.calls.push(PartialCall::default());
+                        self.calls.len() - 1
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> ModelTurn {
+        self.turn.tool_calls = self
+            .calls
+            .into_iter()
+            .enumerate()
+            .filter(|(_, c)| !c.name.is_empty() || !c.arguments.is_empty())
+            .map(|(n, c)| ToolCall {
+                id: c.id.unwrap_or_else(|| format!("call_{n}")),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        self.turn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[Value]) -> ModelTurn {
+        let mut a = Assembler::default();
+        let mut sink = |_: &str| {};
+        for e in events {
+            a.event(&e.to_string(), &mut sink).expect("event");
+        }
+        a.finish()
+    }
+
+    #[test]
+    fn tool_call_split_across_chunks_without_index() {
+        let turn = feed(&[
+            json!({"choices":[{"delta":{"tool_calls":[{"id":"c1","function":{"name":"read","arguments":"{\"pa"}}]}}]}),
+            json!({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"th\":\"a\"}"}}]}}]}),
+            json!({"choices":[{"delta":{"tool_calls":[{"id":"c2","function":{"name":"ls","arguments":"{}"}}]},"finish_reason":"weird"}]}),
+        ]);
+        assert_eq!(turn.tool_calls.len(), 2);
+        assert_eq!(turn.tool_calls[0].arguments, "{\"path\":\"a\"}");
+        assert_eq!(turn.tool_calls[1].name, "ls");
+        assert_eq!(turn.finish_reason.as_deref(), Some("weird"));
+    }
+
+    #[test]
+    fn indexed_parallel_calls() {
+        let turn = feed(&[
+            json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"read","arguments":""}},{"index":1,"id":"b","function":{"name":"ls","arguments":"{"}}]}}]}),
+            json!({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"}"}},{"index":0,"function":{"arguments":"{}"}}]}}]}),
+        ]);
+        assert_eq!(turn.tool_calls[0].arguments, "{}");
+        assert_eq!(turn.tool_calls[1].arguments, "{}");
+    }
+
+    #[test]
+    fn endpoint_from_base() {
+        assert_eq!(endpoint("http://h/v1/"), "http://h/v1/chat/completions");
+        assert_eq!(
+            endpoint("http://h/v1/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+    }
+}

@@ -1,0 +1,473 @@
+//! One run: grant checks, transcript, the model loop with tools and steering, limits.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::control::{ErrorBody, StartRun, ToolState, Usage, WorkerEvent};
+use crate::emit;
+use crate::model::openai::ChatClient;
+use crate::model::{ModelError, PROTOCOLS};
+use crate::redact::{StreamRedactor, redact};
+use crate::steering::SteerQueue;
+use crate::tools::{self, ToolContext, ToolOutput};
+use crate::transcript::{
+    Entry, EntryType, EntryUsage, ToolCallRecord, Transcript, TranscriptError,
+};
+
+/// Text events are coalesced: at most one per this interval within a turn (plus turn ends).
+const TEXT_EVENT_INTERVAL: Duration = Duration::from_secs(2);
+/// Largest `text` event payload (`EventText` in the schema).
+const TEXT_EVENT_MAX: usize = 4096;
+
+/// What the run has produced so far; survives the run future being dropped (cancel, deadline).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The current turn's text, unredacted: redact before reporting it.
+    pub text: String,
+    pub usage: Usage,
+}
+
+pub type SharedProgress = Arc<Mutex<Progress>>;
+
+fn lock_progress(p: &SharedProgress) -> std::sync::MutexGuard<'_, Progress> {
+    p.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A completed run.
+#[derive(Debug)]
+pub struct Completed {
+    pub result: String,
+    pub leaf_id: String,
+    pub digest: String,
+}
+
+/// Checks what can be checked before the transcript or the model is touched.
+pub fn check_grant(start: &StartRun) -> Result<(), ErrorBody> {
+    if !PROTOCOLS.contains(&start.model.api.as_str()) {
+        return Err(ErrorBody::new(
+            "worker_incompatible",
+            format!(
+                "worker_incompatible: this worker speaks {:?}, not {:?}; pick a supported api",
+                PROTOCOLS, start.model.api
+            ),
+        ));
+    }
+    let snapshot = &start.snapshot;
+    if let Some(unknown) = snapshot
+        .tools
+        .iter()
+        .find(|t| !tools::BUILTIN.contains(&t.as_str()))
+    {
+        return Err(ErrorBody::new(
+            "unsupported_grant",
+            format!("unsupported_grant: this worker has no tool named {unknown:?}"),
+        ));
+    }
+    if !snapshot.write_capable
+        && let Some(writer) = snapshot
+            .tools
+            .iter()
+            .find(|t| tools::WRITING.contains(&t.as_str()))
+    {
+        return Err(ErrorBody::new(
+            "unsupported_grant",
+            format!("unsupported_grant: tool {writer:?} needs a write-capable grant"),
+        ));
+    }
+    if !snapshot.mcp_servers.is_empty() {
+        return Err(ErrorBody::new(
+            "unsupported_grant",
+            "unsupported_grant: this worker does not run MCP servers for user templates yet",
+        ));
+    }
+    Ok(())
+}
+
+fn limit(name: &str, message: String) -> ErrorBody {
+    ErrorBody::new("limit_exceeded", message).with_details(json!({ "limit": name }))
+}
+
+fn model_failed(err: &ModelError) -> ErrorBody {
+    let details = match err {
+        ModelError::Http { status, excerpt } => json!({ "status": status, "excerpt": excerpt }),
+        _ => json!({ "status": null }),
+    };
+    ErrorBody::new(
+        "model_request_failed",
+        redact(&format!("model_request_failed: {err}")),
+    )
+    .with_details(details)
+}
+
+fn transcript_error(err: TranscriptError) -> ErrorBody {
+    match err {
+        TranscriptError::Incompatible(msg) => ErrorBody::new("checkpoint_incompatible", msg),
+        TranscriptError::Io(e) => ErrorBody::new("internal", format!("transcript: {e}")),
+    }
+}
+
+/// The run's inputs that outlive the future.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub start: Arc<StartRun>,
+    pub tools: ToolContext,
+    pub steers: Arc<SteerQueue>,
+    pub progress: SharedProgress,
+}
+
+/// Opens the transcript (refusing an incompatible checkpoint before any model call).
+pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
+    Transcript::open(
+        &PathBuf::from(&start.transcript_path),
+        start.from_leaf.as_deref(),
+        start.expected_digest.as_deref(),
+    )
+    .map_err(transcript_error)
+}
+
+/// The model loop. Runs until the final answer (with no steer pending) or an error; the
+/// caller enforces the deadline and cancellation by dropping this future.
+pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
+    let start = ctx.start.clone();
+    let limits = &start.snapshot.limits;
+    let client = ChatClient::new(&start.model.url, &start.model.model, &start.model.key)
+        .map_err(|e| model_failed(&e))?;
+    let declared = tools::declarations(&start.snapshot.tools);
+    let system = system_prompt(&start);
+    let started = Instant::now();
+
+    if let Some(notice) = &start.recovery_notice {
+        let mut entry = Entry::new(EntryType::RecoveryNotice, "user");
+        entry.content = Some(notice.clone());
+        entry.run_id = Some(start.run_id.clone());
+        transcript.append(entry).map_err(transcript_error)?;
+    }
+    let mut prompt = Entry::new(EntryType::Prompt, "user");
+    prompt.content = Some(start.prompt.clone());
+    prompt.run_id = Some(start.run_id.clone());
+    transcript.append(prompt).map_err(transcript_error)?;
+
+    let mut turn: u32 = 0;
+    loop {
+        for steer in ctx.steers.take() {
+            let mut entry = Entry::new(EntryType::Steer, "user");
+            entry.content = Some(steer.message.clone());
+            entry.run_id = Some(start.run_id.clone());
+            entry.steer_id = Some(steer.steer_id.clone());
+            transcript.append(entry).map_err(transcript_error)?;
+            emit::event(
+                &start.run_id,
+                WorkerEvent::SteerApplied {
+                    steer_id: steer.steer_id,
+                    request_id: steer.request_id,
+                },
+            );
+        }
+        if turn >= limits.max_turns {
+            return Err(limit(
+                "maxTurns",
+                format!(
+                    "limit_exceeded: the run used its {} model turns (maxTurns)",
+                    limits.max_turns
+                ),
+            ));
+        }
+        turn += 1;
+        lock_progress(&ctx.progress).usage.turns = turn;
+        emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
+
+        let messages = messages(&system, &transcript);
+        let model_turn = {
+            let mut text_events = TextEvents::new(&start.run_id, ctx.progress.clone());
+            let result = client
+                .complete(
+                    messages,
+                    declared.clone(),
+                    limits.max_output_tokens,
+                    &mut |delta| text_events.push(delta),
+                )
+                .await;
+            text_events.finish();
+            result.map_err(|e| model_failed(&e))?
+        };
+        {
+            let mut p = lock_progress(&ctx.progress);
+            p.usage.input_tokens += model_turn.input_tokens;
+            p.usage.output_tokens += model_turn.output_tokens;
+            p.text.clone_from(&model_turn.text);
+        }
+
+        let mut entry = Entry::new(EntryType::Assistant, "assistant");
+        entry.content = (!model_turn.text.is_empty()).then(|| model_turn.text.clone());
+        entry.run_id = Some(start.run_id.clone());
+        entry.usage = Some(EntryUsage {
+            input_tokens: model_turn.input_tokens,
+            output_tokens: model_turn.output_tokens,
+        });
+        entry.tool_calls = model_turn
+            .tool_calls
+            .iter()
+            .map(|c| ToolCallRecord {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
+            .collect();
+        transcript.append(entry).map_err(transcript_error)?;
+
+        if let Some(budget) = limits.token_budget {
+            let used = {
+                let p = lock_progress(&ctx.progress);
+                p.usage.input_tokens + p.usage.output_tokens
+            };
+            if used > budget {
+                return Err(limit(
+                    "tokenBudget",
+                    format!(
+                        "limit_exceeded: the run used {used} tokens of its budget of {budget} (tokenBudget)"
+                    ),
+                ));
+            }
+        }
+        if model_turn.finish_reason.as_deref() == Some("length") {
+            return Err(limit(
+                "maxOutputTokens",
+                format!(
+                    "limit_exceeded: a model response hit the {} output-token cap (maxOutputTokens)",
+                    limits.max_output_tokens
+                ),
+            ));
+        }
+
+        if model_turn.tool_calls.is_empty() {
+            if ctx.steers.close_if_empty() {
+                let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
+                return Ok(Completed {
+                    result: redact(&model_turn.text),
+                    leaf_id,
+                    digest,
+                });
+            }
+            continue;
+        }
+
+        for call in &model_turn.tool_calls {
+            let shown_name = tool_name_for_event(&call.name);
+            emit::event(
+                &start.run_id,
+                WorkerEvent::Tool {
+                    name: shown_name.clone(),
+                    state: ToolState::Started,
+                },
+            );
+            let output = if start.snapshot.tools.iter().any(|t| t == &call.name) {
+                let remaining =
+                    Duration::from_millis(limits.deadline_ms).saturating_sub(started.elapsed());
+                let timeout = Duration::from_millis(limits.tool_timeout_ms).min(remaining);
+                match tokio::time::timeout(
+                    timeout,
+                    tools::execute(&ctx.tools, &call.name, &call.arguments),
+                )
+                .await
+                {
+                    Ok(output) => output,
+                    Err(_) => {
+                        return Err(limit(
+                            "toolTimeoutMs",
+                            format!(
+                                "limit_exceeded: tool {shown_name} ran longer than {} ms (toolTimeoutMs)",
+                                limits.tool_timeout_ms
+                            ),
+                        ));
+                    }
+                }
+            } else {
+                tracing::warn!(tool = %shown_name, "model called a tool that is not granted");
+                ToolOutput::error(format!(
+                    "tool {} is not granted to this child; granted tools: {}",
+                    call.name,
+                    start.snapshot.tools.join(", ")
+                ))
+            };
+            let mut entry = Entry::new(EntryType::ToolResult, "tool");
+            entry.tool_call_id = Some(call.id.clone());
+            entry.name = Some(call.name.clone());
+            entry.content = Some(output.text);
+            entry.is_error = Some(output.is_error);
+            entry.run_id = Some(start.run_id.clone());
+            transcript.append(entry).map_err(transcript_error)?;
+            emit::event(
+                &start.run_id,
+                WorkerEvent::Tool {
+                    name: shown_name,
+                    state: if output.is_error {
+                        ToolState::Failed
+                    } else {
+                        ToolState::Finished
+                    },
+                },
+            );
+        }
+    }
+}
+
+/// The tool name as events may carry it: redacted, `[A-Za-z0-9_.:-]{1,256}`.
+fn tool_name_for_event(name: &str) -> String {
+    let shown: String = redact(name)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.:-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(256)
+        .collect();
+    if shown.is_empty() {
+        "_".to_owned()
+    } else {
+        shown
+    }
+}
+
+/// Splits text into pieces of at most `TEXT_EVENT_MAX` bytes at char boundaries.
+fn text_pieces(mut text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    while text.len() > TEXT_EVENT_MAX {
+        let mut cut = TEXT_EVENT_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, rest) = text.split_at(cut);
+        pieces.push(head);
+        text = rest;
+    }
+    if !text.is_empty() {
+        pieces.push(text);
+    }
+    pieces
+}
+
+/// Snapshot instructions plus explicit skills.
+fn system_prompt(start: &StartRun) -> String {
+    let mut system = start.snapshot.instructions.clone();
+    for skill in &start.snapshot.skills {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(&format!("## Skill: {}\n\n{}", skill.name, skill.content));
+    }
+    system
+}
+
+/// The conversation for the model: the system prompt and the root→leaf path.
+fn messages(system: &str, transcript: &Transcript) -> Vec<Value> {
+    let mut out = Vec::new();
+    if !system.is_empty() {
+        out.push(json!({ "role": "system", "content": system }));
+    }
+    for entry in transcript.path() {
+        let content = entry.content.clone().unwrap_or_default();
+        match entry.kind {
+            EntryType::Header => {}
+            EntryType::Prompt | EntryType::Steer | EntryType::RecoveryNotice => {
+                out.push(json!({ "role": "user", "content": content }));
+            }
+            EntryType::Assistant => {
+                let mut message = json!({ "role": "assistant", "content": entry.content });
+                if !entry.tool_calls.is_empty() {
+                    message["tool_calls"] = entry
+                        .tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({ "id": c.id, "type": "function",
+                                    "function": { "name": c.name, "arguments": c.arguments } })
+                        })
+                        .collect();
+                }
+                out.push(message);
+            }
+            EntryType::ToolResult => {
+                out.push(json!({ "role": "tool", "tool_call_id": entry.tool_call_id, "content": content }));
+            }
+        }
+    }
+    out
+}
+
+/// Coalesces text deltas into `text` events (per turn, or every 2 s), redacted as a stream.
+struct TextEvents<'a> {
+    run_id: &'a str,
+    redactor: StreamRedactor,
+    pending: String,
+    last: Instant,
+    progress: SharedProgress,
+}
+
+impl<'a> TextEvents<'a> {
+    fn new(run_id: &'a str, progress: SharedProgress) -> Self {
+        lock_progress(&progress).text.clear();
+        Self {
+            run_id,
+            redactor: StreamRedactor::new(),
+            pending: String::new(),
+            last: Instant::now(),
+            progress,
+        }
+    }
+
+    fn push(&mut self, delta: &str) {
+        // Progress keeps the raw text (redacted whole when reported); events get the
+        // stream-redacted text.
+        lock_progress(&self.progress).text.push_str(delta);
+        let safe = self.redactor.push(delta);
+        self.pending.push_str(&safe);
+        if self.last.elapsed() >= TEXT_EVENT_INTERVAL {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.last = Instant::now();
+        let pending = std::mem::take(&mut self.pending);
+        for piece in text_pieces(&pending) {
+            emit::event(
+                self.run_id,
+                WorkerEvent::Text {
+                    text: piece.to_owned(),
+                },
+            );
+        }
+    }
+
+    fn finish(&mut self) {
+        let rest = self.redactor.finish();
+        self.pending.push_str(&rest);
+        self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_tool_names_fit_the_schema() {
+        assert_eq!(tool_name_for_event("read"), "read");
+        assert_eq!(tool_name_for_event("rm -rf /"), "rm_-rf__");
+        assert_eq!(tool_name_for_event(""), "_");
+        assert_eq!(tool_name_for_event(&"x".repeat(300)).len(), 256);
+    }
+
+    #[test]
+    fn long_text_is_split_at_char_boundaries() {
+        let text = "é".repeat(3000);
+        let pieces = text_pieces(&text);
+        assert!(pieces.iter().all(|p| p.len() <= TEXT_EVENT_MAX));
+        assert_eq!(pieces.concat(), text);
+    }
+}

@@ -1,0 +1,349 @@
+//! The worker-owned transcript: an append-only JSONL tree.
+//!
+//! Line 1 is the header (the root, `type: "header"`, with `version`); every other line is an
+//! entry with `id` and `parentId`. A run appends below the leaf it started from and never
+//! rewrites a line, so an interrupted branch stays in the file. The digest of a leaf is the
+//! SHA-256 of the root→leaf lines (each with its `\n`), as `sha256:<hex>`.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::redact::redact;
+
+/// The only transcript version this worker reads or writes.
+pub const TRANSCRIPT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryType {
+    Header,
+    Prompt,
+    Steer,
+    RecoveryNotice,
+    Assistant,
+    ToolResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    #[serde(rename = "type")]
+    pub kind: EntryType,
+    pub id: String,
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<EntryUsage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steer_id: Option<String>,
+    pub at: String,
+}
+
+impl Entry {
+    /// A new entry of `kind`; `id`, `parentId` and `at` are filled in by [`Transcript::append`].
+    pub fn new(kind: EntryType, role: &str) -> Self {
+        Self {
+            kind,
+            id: String::new(),
+            parent_id: None,
+            version: None,
+            role: Some(role.to_owned()),
+            content: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            is_error: None,
+            usage: None,
+            run_id: None,
+            steer_id: None,
+            at: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    /// Maps to `checkpoint_incompatible`; the file was not touched.
+    #[error("{0}")]
+    Incompatible(String),
+    #[error("transcript i/o failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An open transcript positioned at a leaf.
+#[derive(Debug)]
+pub struct Transcript {
+    file: File,
+    lines: HashMap<String, (Entry, String)>,
+    leaf: String,
+    root: String,
+}
+
+impl Transcript {
+    /// Opens (or creates) the transcript and positions it at `from_leaf` (the last entry of
+    /// the file when `None`).
+    /// Refuses — leaving the file untouched — an unknown version, a missing leaf or a digest
+    /// that does not match the root→leaf path.
+    pub fn open(
+        path: &Path,
+        from_leaf: Option<&str>,
+        expected_digest: Option<&str>,
+    ) -> Result<Self, TranscriptError> {
+        let existing = match std::fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => return Err(err.into()),
+        };
+        match existing {
+            Some(bytes) if !bytes.is_empty() => {
+                Self::open_existing(path, &bytes, from_leaf, expected_digest)
+            }
+            _ => {
+                if let Some(leaf) = from_leaf {
+                    return Err(TranscriptError::Incompatible(format!(
+                        "checkpoint_incompatible: transcript {} does not exist, so leaf {leaf} cannot be resumed",
+                        path.display()
+                    )));
+                }
+                Self::create(path)
+            }
+        }
+    }
+
+    fn create(path: &Path) -> Result<Self, TranscriptError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut this = Self {
+            file,
+            lines: HashMap::new(),
+            leaf: String::new(),
+            root: String::new(),
+        };
+        let mut header = Entry::new(EntryType::Header, "system");
+        header.role = None;
+        header.version = Some(TRANSCRIPT_VERSION);
+        let root = this.append(header)?;
+        this.root.clone_from(&root);
+        this.file.sync_all()?;
+        Ok(this)
+    }
+
+    fn open_existing(
+        path: &Path,
+        bytes: &[u8],
+        from_leaf: Option<&str>,
+        expected_digest: Option<&str>,
+    ) -> Result<Self, TranscriptError> {
+        let incompatible = |why: String| {
+            TranscriptError::Incompatible(format!(
+                "checkpoint_incompatible: transcript {}: {why}",
+                path.display()
+            ))
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| incompatible("not UTF-8".into()))?;
+        let complete = text.ends_with('\n');
+        let raw_lines: Vec<&str> = text.lines().collect();
+        let mut lines = HashMap::new();
+        let mut root = None;
+        let mut last = None;
+        for (n, line) in raw_lines.iter().enumerate() {
+            let parsed: Result<Entry, _> = serde_json::from_str(line);
+            let entry = match parsed {
+                Ok(entry) => entry,
+                // A torn last line from a crash mid-write is skipped; anything else is damage.
+                Err(_) if n + 1 == raw_lines.len() && !complete => break,
+                Err(_) if n == 0 => return Err(incompatible("no readable header".into())),
+                Err(err) => return Err(incompatible(format!("line {} unreadable: {err}", n + 1))),
+            };
+            if n == 0 {
+                if entry.kind != EntryType::Header {
+                    return Err(incompatible("first line is not a header".into()));
+                }
+                if entry.version != Some(TRANSCRIPT_VERSION) {
+                    return Err(incompatible(format!(
+                        "unknown transcript version {:?} (this worker reads {TRANSCRIPT_VERSION})",
+                        entry.version
+                    )));
+                }
+                root = Some(entry.id.clone());
+            }
+            last = Some(entry.id.clone());
+            lines.insert(entry.id.clone(), (entry, (*line).to_owned()));
+        }
+        let root = root.ok_or_else(|| incompatible("no header".into()))?;
+        // `fromLeaf: null` continues from the current end of the file (schema), which is the
+        // last entry written; the root is always addressable by its id.
+        let leaf = match from_leaf {
+            Some(leaf) => leaf.to_owned(),
+            None => last.unwrap_or_else(|| root.clone()),
+        };
+        if !lines.contains_key(&leaf) {
+            return Err(incompatible(format!(
+                "leaf {leaf} is not in the transcript"
+            )));
+        }
+        let mut this = Self {
+            file: OpenOptions::new().read(true).open(path)?,
+            lines,
+            leaf,
+            root,
+        };
+        let digest = this
+            .digest()
+            .ok_or_else(|| incompatible("leaf path is broken".into()))?;
+        if let Some(expected) = expected_digest
+            && expected != digest
+        {
+            return Err(incompatible(format!(
+                "digest of leaf {} does not match the recorded checkpoint",
+                this.leaf
+            )));
+        }
+        // Validated: only now open for appending.
+        this.file = OpenOptions::new().append(true).open(path)?;
+        if !complete {
+            this.file.write_all(b"\n")?;
+        }
+        Ok(this)
+    }
+
+    /// Appends `entry` below the current leaf, which it becomes. Content is redacted.
+    pub fn append(&mut self, mut entry: Entry) -> Result<String, TranscriptError> {
+        entry.id = format!("e_{}", ulid::Ulid::new());
+        entry.parent_id = if self.leaf.is_empty() {
+            None
+        } else {
+            Some(self.leaf.clone())
+        };
+        entry.at = crate::time::now_rfc3339();
+        let line = redact(&serde_json::to_string(&entry).map_err(std::io::Error::other)?);
+        let stored: Entry = serde_json::from_str(&line).map_err(std::io::Error::other)?;
+        let mut buf = line.clone().into_bytes();
+        buf.push(b'\n');
+        self.file.write_all(&buf)?;
+        self.leaf.clone_from(&stored.id);
+        let id = stored.id.clone();
+        self.lines.insert(id.clone(), (stored, line));
+        Ok(id)
+    }
+
+    /// Flushes the file to disk and returns `(leafId, digest)`.
+    pub fn commit(&mut self) -> Result<(String, String), TranscriptError> {
+        self.file.sync_all()?;
+        let digest = self.digest().ok_or_else(|| {
+            TranscriptError::Incompatible("transcript leaf path is broken".to_owned())
+        })?;
+        Ok((self.leaf.clone(), digest))
+    }
+
+    /// Entries from the root to the current leaf (inclusive).
+    pub fn path(&self) -> Vec<&Entry> {
+        self.path_lines()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect()
+    }
+
+    fn path_lines(&self) -> Option<Vec<(&Entry, &str)>> {
+        let mut out = Vec::new();
+        let mut cursor = Some(self.leaf.as_str());
+        while let Some(id) = cursor {
+            let (entry, line) = self.lines.get(id)?;
+            out.push((entry, line.as_str()));
+            if out.len() > self.lines.len() {
+                return None; // a cycle
+            }
+            cursor = entry.parent_id.as_deref();
+        }
+        out.reverse();
+        (out.first()?.0.id == self.root || self.root.is_empty()).then_some(out)
+    }
+
+    /// The digest of the root→leaf path.
+    pub fn digest(&self) -> Option<String> {
+        let mut hasher = Sha256::new();
+        for (_, line) in self.path_lines()? {
+            hasher.update(line.as_bytes());
+            hasher.update(b"\n");
+        }
+        Some(format!("sha256:{}", hex::encode(hasher.finalize())))
+    }
+
+    #[cfg(test)]
+    pub fn leaf(&self) -> &str {
+        &self.leaf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_keeps_later_entries_and_a_wrong_digest_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let mut t = Transcript::open(&path, None, None).expect("create");
+        let root = t.leaf().to_owned();
+        let mut prompt = Entry::new(EntryType::Prompt, "user");
+        prompt.content = Some("hello".into());
+        t.append(prompt.clone()).expect("append");
+        let (leaf, digest) = t.commit().expect("commit");
+        t.append(prompt.clone()).expect("append interrupted");
+        drop(t);
+
+        let before = std::fs::read(&path).expect("read");
+        let err = Transcript::open(&path, Some(&leaf), Some("sha256:00")).expect_err("refused");
+        assert!(matches!(err, TranscriptError::Incompatible(_)));
+        assert_eq!(before, std::fs::read(&path).expect("read"));
+
+        let mut t = Transcript::open(&path, Some(&leaf), Some(&digest)).expect("resume");
+        t.append(prompt.clone()).expect("append");
+        assert_eq!(t.path().len(), 3);
+        drop(t);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.lines().count(), 4, "the interrupted entry is kept");
+
+        let t = Transcript::open(&path, Some(&root), None).expect("root is a leaf");
+        assert_eq!(t.path().len(), 1);
+    }
+}

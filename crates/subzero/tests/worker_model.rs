@@ -1,0 +1,225 @@
+//! Model loop behaviour: no retries on HTTP errors, steering, limits, lenient streams.
+
+mod worker_support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use subzero_testkit::{Reply, ScriptedServer, Step};
+use worker_support::{RunSpec, WAIT, WorkerProc, researcher};
+
+fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
+    (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    )
+}
+
+#[test]
+fn a_503_makes_exactly_one_request_and_fails_the_run() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![
+        Reply::status(503, "overloaded, try later"),
+        Reply::text("should never be asked for"),
+    ])
+    .expect("server");
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new(
+            "run_503",
+            server.base_url(),
+            researcher(),
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    let settled = worker.settled("run_503");
+    assert_eq!(settled["status"], "failed");
+    assert_eq!(settled["error"]["code"], "model_request_failed");
+    assert_eq!(settled["error"]["details"]["status"], 503);
+    assert_eq!(
+        settled["error"]["details"]["excerpt"],
+        "overloaded, try later"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(server.requests().len(), 1, "no retry");
+}
+
+#[test]
+fn a_steer_sent_mid_run_appears_in_the_next_request() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![
+        Reply::Sse(vec![
+            Step::delay_ms(600),
+            Step::tool_delta(Some(0), Some("c1"), Some("ls"), "{}"),
+            Step::finish("tool_calls"),
+            Step::done(),
+        ]),
+        Reply::text("steered answer"),
+    ])
+    .expect("server");
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new(
+            "run_s",
+            server.base_url(),
+            researcher(),
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    assert!(server.wait_for_requests(1, WAIT));
+    worker.send(
+        &json!({ "type": "steer", "runId": "run_s", "steerId": "st_1", "requestId": "req-1",
+                         "message": "focus on the README please" }),
+    );
+    let settled = worker.settled("run_s");
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(!requests[0].body.contains("focus on the README"));
+    assert!(requests[1].body.contains("focus on the README please"));
+    let applied = worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
+    assert_eq!(applied["event"]["steerId"], "st_1");
+    assert_eq!(applied["event"]["requestId"], "req-1");
+    let file = std::fs::read_to_string(&transcript).expect("transcript");
+    assert!(file.contains("focus on the README please"));
+}
+
+#[test]
+fn a_steer_pending_at_the_final_answer_gets_one_more_turn() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![
+        Reply::Sse(vec![
+            Step::delay_ms(600),
+            Step::text("first answer"),
+            Step::finish("stop"),
+            Step::done(),
+        ]),
+        Reply::text("second answer"),
+    ])
+    .expect("server");
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new(
+            "run_f",
+            server.base_url(),
+            researcher(),
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    assert!(server.wait_for_requests(1, WAIT));
+    worker.send(&json!({ "type": "steer", "runId": "run_f", "steerId": "st_2", "message": "also mention tests" }));
+    let settled = worker.settled("run_f");
+    assert_eq!(settled["result"], "second answer");
+    assert_eq!(settled["usage"]["turns"], 2);
+    assert!(server.requests()[1].body.contains("also mention tests"));
+}
+
+#[test]
+fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![Reply::Sse(vec![
+        Step::delay_ms(600),
+        Step::Raw("HTTP garbage\n".into()),
+    ])])
+    .expect("server");
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new(
+            "run_d",
+            server.base_url(),
+            researcher(),
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    assert!(server.wait_for_requests(1, WAIT));
+    worker.send(&json!({ "type": "steer", "runId": "run_d", "steerId": "st_3", "message": "x" }));
+    let settled = worker.settled("run_d");
+    assert_eq!(
+        settled["status"], "failed",
+        "a malformed stream fails the run"
+    );
+    assert_eq!(settled["error"]["code"], "model_request_failed");
+    let discarded = worker.expect("steer_discarded", |v| {
+        v["event"]["kind"] == "steer_discarded"
+    });
+    assert_eq!(discarded["event"]["steerId"], "st_3");
+    assert_eq!(discarded["event"]["reason"], "failed");
+}
+
+#[test]
+fn max_turns_fails_with_limit_exceeded_keeping_usage() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![Reply::Sse(vec![
+        Step::text("partial words"),
+        Step::tool_delta(None, Some("c1"), Some("ls"), "{}"),
+        Step::finish("tool_calls"),
+        Step::usage(7, 3),
+        Step::done(),
+    ])])
+    .expect("server");
+    let mut snapshot = researcher();
+    snapshot["limits"]["maxTurns"] = json!(1);
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new("run_l", server.base_url(), snapshot, ws.path(), &transcript).message(),
+    );
+    let settled = worker.settled("run_l");
+    assert_eq!(settled["status"], "failed");
+    assert_eq!(settled["error"]["code"], "limit_exceeded");
+    assert_eq!(settled["error"]["details"]["limit"], "maxTurns");
+    assert_eq!(settled["result"], "partial words");
+    assert_eq!(settled["usage"]["inputTokens"], 7);
+    assert_eq!(settled["usage"]["outputTokens"], 3);
+}
+
+#[test]
+fn a_hanging_model_hits_the_deadline() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![Reply::Sse(vec![Step::text("thinking"), Step::Hang])])
+        .expect("server");
+    let mut snapshot = researcher();
+    snapshot["limits"]["deadlineMs"] = json!(700);
+    let mut worker = WorkerProc::spawn();
+    worker.send(
+        &RunSpec::new("run_h", server.base_url(), snapshot, ws.path(), &transcript).message(),
+    );
+    let settled = worker.settled("run_h");
+    assert_eq!(settled["error"]["code"], "limit_exceeded");
+    assert_eq!(settled["error"]["details"]["limit"], "deadlineMs");
+    assert_eq!(settled["result"], "thinking");
+}
+
+#[test]
+fn an_unadvertised_api_is_refused() {
+    let (ws, state) = dirs();
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![]).expect("server");
+    let mut worker = WorkerProc::spawn();
+    let mut message = RunSpec::new(
+        "run_api",
+        server.base_url(),
+        researcher(),
+        ws.path(),
+        &transcript,
+    )
+    .message();
+    message["model"]["api"] = json!("anthropic-messages");
+    worker.send(&message);
+    let settled = worker.settled("run_api");
+    assert_eq!(settled["error"]["code"], "worker_incompatible");
+    assert!(server.requests().is_empty());
+}

@@ -1,0 +1,276 @@
+//! Drives a real `subzero worker` process over pipes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct WorkerProc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    seen: Vec<Value>,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl WorkerProc {
+    pub fn spawn() -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero"));
+        cmd.arg("worker");
+        Self::spawn_command(cmd)
+    }
+
+    /// Starts the worker through bash with `lock` open (without close-on-exec) as fd 9.
+    pub fn spawn_with_lock_fd(lock: &Path) -> Self {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg("exec 9>>\"$1\"; exec \"$2\" worker --lock-fd 9")
+            .arg("bash")
+            .arg(lock)
+            .arg(env!("CARGO_BIN_EXE_subzero"));
+        Self::spawn_command(cmd)
+    }
+
+    fn spawn_command(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .env_clear()
+            .env("SUBZERO_LOG", "debug")
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn subzero worker");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = channel();
+        let out_text = Arc::new(Mutex::new(String::new()));
+        let err_text = Arc::new(Mutex::new(String::new()));
+        let out_copy = out_text.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                out_copy.lock().expect("lock").push_str(&line);
+                out_copy.lock().expect("lock").push('\n');
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let err_copy = err_text.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                err_copy
+                    .lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+            stdout: out_text,
+            stderr: err_text,
+        }
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to worker");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next line matching `pred` (every line read is kept in `seen`).
+    pub fn expect(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(found) = self.seen.iter().find(|v| pred(v)) {
+            return found.clone();
+        }
+        let end = Instant::now() + WAIT;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(value) => {
+                    self.seen.push(value.clone());
+                    if pred(&value) {
+                        return value;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => panic!(
+                    "timed out waiting for {what}; lines so far: {:#?}\nstderr:\n{}",
+                    self.seen,
+                    self.stderr_text()
+                ),
+            }
+        }
+    }
+
+    pub fn expect_type(&mut self, kind: &str, run_id: &str) -> Value {
+        self.expect(kind, |v| v["type"] == kind && v["runId"] == run_id)
+    }
+
+    pub fn settled(&mut self, run_id: &str) -> Value {
+        self.expect_type("run_settled", run_id)
+    }
+
+    /// Events of a run seen so far.
+    pub fn events(&self, run_id: &str) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|v| v["type"] == "event" && v["runId"] == run_id)
+            .map(|v| v["event"].clone())
+            .collect()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    pub fn stdout_text(&self) -> String {
+        self.stdout.lock().expect("lock").clone()
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        self.stdin.take();
+        if self.wait_exit(Duration::from_secs(3)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn snapshot(template: &str, tools: &[&str], write_capable: bool) -> Value {
+    json!({
+        "templateId": template,
+        "description": "test template",
+        "instructions": "You are a test child.",
+        "tools": tools,
+        "skills": [],
+        "mcpServers": [],
+        "writeCapable": write_capable,
+        "limits": { "maxTurns": 48, "deadlineMs": 1800000, "toolTimeoutMs": 180000, "maxOutputTokens": 8192 },
+        "digest": "sha256:0"
+    })
+}
+
+pub fn researcher() -> Value {
+    snapshot("researcher", &["read", "grep", "find", "ls"], false)
+}
+
+pub fn coder() -> Value {
+    snapshot(
+        "coder",
+        &["read", "grep", "find", "ls", "write", "edit", "bash"],
+        true,
+    )
+}
+
+pub struct RunSpec<'a> {
+    pub run_id: &'a str,
+    pub prompt: &'a str,
+    pub url: String,
+    pub key: &'a str,
+    pub snapshot: Value,
+    pub workspace: &'a Path,
+    pub transcript: &'a Path,
+    pub from_leaf: Option<&'a str>,
+    pub expected_digest: Option<&'a str>,
+    pub recovery_notice: Option<&'a str>,
+    pub secrets: Vec<&'a str>,
+}
+
+impl<'a> RunSpec<'a> {
+    pub fn new(
+        run_id: &'a str,
+        url: String,
+        snapshot: Value,
+        workspace: &'a Path,
+        transcript: &'a Path,
+    ) -> Self {
+        Self {
+            run_id,
+            prompt: "do the task",
+            url,
+            key: "sk-test-key-0000",
+            snapshot,
+            workspace,
+            transcript,
+            from_leaf: None,
+            expected_digest: None,
+            recovery_notice: None,
+            secrets: Vec::new(),
+        }
+    }
+
+    pub fn message(&self) -> Value {
+        json!({
+            "type": "start_run",
+            "runId": self.run_id,
+            "prompt": self.prompt,
+            "model": { "url": self.url, "model": "test-model", "api": "openai-completions", "key": self.key },
+            "snapshot": self.snapshot,
+            "workspaceRoot": self.workspace,
+            "transcriptPath": self.transcript,
+            "fromLeaf": self.from_leaf,
+            "expectedDigest": self.expected_digest,
+            "recoveryNotice": self.recovery_notice,
+            "secrets": self.secrets,
+        })
+    }
+}
+
+/// The `role: tool` message contents of a recorded request body.
+pub fn tool_messages(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl WorkerProc {
+    /// Sends SIGTERM (what the parent-death signal delivers).
+    pub fn terminate(&self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+}
