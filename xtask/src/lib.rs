@@ -1,0 +1,19 @@
+//! Subzero's build tasks: `codegen` writes `generated/`, `check` proves it is fresh and
+//! agrees with `schema-src/` and the fixtures. A library so that `subzero-protocol`'s tests
+//! run the very same checks in-process.
+
+pub mod check;
+pub mod codegen;
+pub mod compare;
+pub mod fixtures;
+pub mod source;
+
+use std::path::PathBuf;
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .map_or(manifest.clone(), std::path::Path::to_path_buf)
+}
