@@ -14,7 +14,9 @@ use ulid::Ulid;
 
 /// Why a piece of text is not an id of the expected kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind} `{shown}` is malformed: expected `{prefix}` followed by 26 Crockford base32 characters, e.g. `{prefix}01JH8Z6Q2V3W4X5Y6Z7A8B9C0D`")]
+#[error(
+    "{kind} `{shown}` is malformed: expected `{prefix}` followed by 26 Crockford base32 characters, e.g. `{prefix}01JH8Z6Q2V3W4X5Y6Z7A8B9C0D`"
+)]
 pub struct IdParseError {
     kind: &'static str,
     prefix: &'static str,
@@ -117,7 +119,9 @@ fn shorten(text: &str) -> String {
 ///
 /// Sequence numbers start at 1 and strictly increase per child; cursor `0` means
 /// "from the beginning". A reader that passes `n` receives events with `seq > n`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct EventSeq(u64);
 

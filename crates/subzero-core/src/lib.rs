@@ -2,17 +2,31 @@
 //!
 //! Lifecycles are types: a `Child<Ready>` has no `steer`, a stop needs the active
 //! `RunId`, a resume needs a `Checkpoint` that only verification can produce. Storage
-//! and the wire are dynamic, so [`AnyChild`]-style values carry loaded state back up
+//! and the wire are dynamic, so [`AnyChild`] and [`AnyRun`] carry loaded state back up
 //! into the typed world through one checked boundary.
+//!
+//! Modules: [`ids`], [`digest`], [`state`], [`error_code`], [`lifecycle`] (typestate
+//! child/run, capability tokens, `AnyChild`/`AnyRun`), [`queue`] (bounded FIFO of
+//! follow-ups), [`events`] (per-child event log with bounded retention and cursor gaps),
+//! [`template`] (built-in and user templates, the immutable grant snapshot) and
+//! [`limits`] (policy limits with the seed's defaults).
 //!
 //! This crate depends on no async runtime, database, MCP, HTTP or process crate; a
 //! test enforces that through `cargo metadata`.
 
+pub mod digest;
 pub mod error_code;
+pub mod events;
 pub mod ids;
+pub mod lifecycle;
+pub mod limits;
+pub mod queue;
+pub mod state;
+pub mod template;
 
+pub use digest::Sha256Digest;
 pub use error_code::{Coded, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};
-pub mod state;
-
+pub use lifecycle::{AnyChild, AnyRun, Checkpoint, Child, LifecycleError, Run};
+pub use limits::{LimitExceeded, LimitName, Limits};
 pub use state::{ChildState, RunStatus};

@@ -1,0 +1,27 @@
+//! Typestate lifecycles of children and runs, their capability tokens, and the
+//! value-level twins used at the storage boundary.
+//!
+//! See `docs/lifecycle.md` for the diagrams, the transition table and the compile-fail
+//! cases that document what cannot be written.
+
+pub mod any;
+pub mod child;
+pub mod error;
+pub mod proof;
+pub mod run;
+
+pub use any::{
+    ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord, Resumed, RunRecord,
+    RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
+};
+pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
+pub use error::LifecycleError;
+pub use proof::{
+    Checkpoint, LeafRecorded, LeafRef, Steering, StopConfirmed, Supervisor, WorkerCapabilities,
+};
+pub use run::{Failure, Run};
+
+mod sealed {
+    /// Seals the state traits: no state can be added outside this crate.
+    pub trait Sealed {}
+}

@@ -1,0 +1,7 @@
+// Rule: stop requires the id of the run the caller means to stop (expectedRunId).
+use subzero_ui_tests::running;
+
+fn main() {
+    let child = running();
+    let _ = child.stop();
+}
