@@ -1,267 +1,277 @@
 //! Worker control protocol (broker ⇄ `subzero worker`), one JSON object per line.
 //!
-//! These types follow `docs/protocol.md` ("Worker control protocol"). They live in this one
-//! module so they can be swapped for the generated `subzero-protocol` types at integration.
+//! The wire types are the generated `subzero-protocol` types: a line read from stdin is a
+//! [`BrokerMessage`] checked with [`Validate`]; every line written is a [`WorkerMessage`].
+//! This module is the thin I/O layer between those and the worker: it unpacks the broker's
+//! messages into the shapes the worker keeps ([`StartRun`], [`Steer`]) and builds wire values
+//! (errors, usage) from what the worker produces.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
 use serde_json::Value;
+pub use subzero_protocol::{
+    BrokerMessage, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage, EventText, GrantSnapshot,
+    InvalidRequest, LeafId, PromptText, RequestId, RunId, RunSettledStatus as RunStatus,
+    SteerDiscardReason as DiscardReason, SteerId, ToolName, ToolState, Usage, Validate,
+    WorkerEvent, WorkerMessage as Outbound, WorkerModel,
+};
 
 /// Version of the control protocol spoken by this worker.
-pub const CONTROL_VERSION: u32 = 1;
+pub const CONTROL_VERSION: u64 = 1;
+/// Longest error message the contract allows (characters).
+const ERROR_MESSAGE_MAX: usize = 4096;
 
-/// A line read from the worker's stdin.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// A line read from the worker's stdin, unpacked.
+#[derive(Debug, Clone)]
 pub enum Inbound {
     StartRun(Box<StartRun>),
     Steer(Steer),
     Cancel(Cancel),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The fields of a `start_run`.
+#[derive(Clone)]
 pub struct StartRun {
-    /// Required by the schema; used only for log context here.
-    #[serde(default)]
-    pub child_id: Option<String>,
-    pub run_id: String,
-    pub prompt: String,
-    pub model: ModelSpec,
+    pub child_id: ChildId,
+    pub run_id: RunId,
+    pub prompt: PromptText,
+    pub model: WorkerModel,
     pub snapshot: GrantSnapshot,
     pub workspace_root: String,
     pub transcript_path: String,
-    #[serde(default)]
     pub from_leaf: Option<String>,
-    #[serde(default)]
     pub expected_digest: Option<String>,
-    #[serde(default)]
     pub recovery_notice: Option<String>,
-    #[serde(default)]
     pub secrets: Vec<String>,
 }
 
-/// The model endpoint; `key` appears only in `start_run`.
-#[derive(Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelSpec {
-    pub url: String,
-    pub model: String,
-    #[serde(default = "default_api")]
-    pub api: String,
-    pub key: String,
-}
-
-impl std::fmt::Debug for ModelSpec {
+impl std::fmt::Debug for StartRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelSpec")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("api", &self.api)
-            .field("key", &"<redacted>")
-            .finish()
+        // Never the key, the prompt or the secrets.
+        f.debug_struct("StartRun")
+            .field("child_id", &self.child_id)
+            .field("run_id", &self.run_id)
+            .field("model", &self.model.model)
+            .field("template", &self.snapshot.template_id)
+            .finish_non_exhaustive()
     }
 }
 
-fn default_api() -> String {
-    "openai-completions".to_owned()
-}
-
-/// The frozen grant snapshot of a child (`GrantSnapshot` in the protocol).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GrantSnapshot {
-    #[serde(default)]
-    pub template_id: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub instructions: String,
-    #[serde(default)]
-    pub tools: Vec<String>,
-    #[serde(default)]
-    pub skills: Vec<Skill>,
-    #[serde(default)]
-    pub mcp_servers: Vec<McpServer>,
-    #[serde(default)]
-    pub write_capable: bool,
-    #[serde(default)]
-    pub limits: RunLimits,
-    #[serde(default)]
-    pub digest: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Skill {
-    pub name: String,
-    pub content: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct McpServer {
-    pub name: String,
-    pub command: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env_refs: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    pub allowed_tools: Vec<String>,
-}
-
-/// Per-run limits; absent fields take the protocol defaults.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct RunLimits {
-    pub max_turns: u32,
-    pub deadline_ms: u64,
-    pub tool_timeout_ms: u64,
-    pub max_output_tokens: u32,
-    pub token_budget: Option<u64>,
-}
-
-impl Default for RunLimits {
-    fn default() -> Self {
-        Self {
-            max_turns: 48,
-            deadline_ms: 1_800_000,
-            tool_timeout_ms: 180_000,
-            max_output_tokens: 8192,
-            token_budget: None,
-        }
+impl StartRun {
+    /// The granted built-in tool names.
+    pub fn granted_tools(&self) -> Vec<String> {
+        self.snapshot
+            .tools
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The fields of a `steer`.
+#[derive(Debug, Clone)]
 pub struct Steer {
-    pub run_id: String,
-    pub steer_id: String,
-    #[serde(default)]
-    pub request_id: Option<String>,
+    pub run_id: RunId,
+    pub steer_id: SteerId,
+    pub request_id: Option<RequestId>,
     pub message: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The fields of a `cancel`.
+#[derive(Debug, Clone)]
 pub struct Cancel {
-    pub run_id: String,
+    pub run_id: RunId,
 }
 
-/// A line written to the worker's stdout.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Outbound {
-    #[serde(rename_all = "camelCase")]
-    Hello {
-        name: String,
-        version: String,
-        transcript_version: u32,
-        control_version: u32,
-        protocols: Vec<String>,
-        steering: bool,
-    },
-    #[serde(rename_all = "camelCase")]
-    Event { run_id: String, event: WorkerEvent },
-    #[serde(rename_all = "camelCase")]
-    LeafCommitted {
-        run_id: String,
-        leaf_id: String,
-        digest: String,
-    },
-    #[serde(rename_all = "camelCase")]
-    RunSettled {
-        run_id: String,
-        status: RunStatus,
-        result: Option<String>,
-        error: Option<ErrorBody>,
-        usage: Usage,
-    },
-    #[serde(rename_all = "camelCase")]
-    CancelConfirmed { run_id: String, reaped: u32 },
+/// Why a control line was not accepted.
+#[derive(Debug)]
+pub enum LineError {
+    /// Not a broker message at all (the serde error says where, never what).
+    Malformed(serde_json::Error),
+    /// A broker message that breaks a bound of the contract.
+    Invalid(InvalidRequest),
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WorkerEvent {
-    TurnStarted {
-        turn: u32,
-    },
-    Text {
-        text: String,
-    },
-    Tool {
-        name: String,
-        state: ToolState,
-    },
-    #[serde(rename_all = "camelCase")]
-    SteerApplied {
-        steer_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        request_id: Option<String>,
-    },
-    #[serde(rename_all = "camelCase")]
-    SteerDiscarded {
-        steer_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        request_id: Option<String>,
-        reason: DiscardReason,
-    },
+/// Reads one control line: a [`BrokerMessage`] that passes [`Validate`].
+pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
+    let message: BrokerMessage = serde_json::from_str(line).map_err(LineError::Malformed)?;
+    message.validate().map_err(LineError::Invalid)?;
+    Ok(match message {
+        BrokerMessage::StartRun {
+            child_id,
+            expected_digest,
+            from_leaf,
+            model,
+            prompt,
+            recovery_notice,
+            run_id,
+            secrets,
+            snapshot,
+            transcript_path,
+            workspace_root,
+        } => Inbound::StartRun(Box::new(StartRun {
+            child_id,
+            run_id,
+            prompt,
+            model,
+            snapshot,
+            workspace_root: workspace_root.to_string(),
+            transcript_path: transcript_path.to_string(),
+            from_leaf: from_leaf.map(String::from),
+            expected_digest: expected_digest.map(String::from),
+            recovery_notice: recovery_notice.map(String::from),
+            secrets: secrets.0.into_iter().map(String::from).collect(),
+        })),
+        BrokerMessage::Steer {
+            message,
+            request_id,
+            run_id,
+            steer_id,
+        } => Inbound::Steer(Steer {
+            run_id,
+            steer_id,
+            request_id,
+            message: message.to_string(),
+        }),
+        BrokerMessage::Cancel { run_id } => Inbound::Cancel(Cancel { run_id }),
+    })
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolState {
-    Started,
-    Finished,
-    Failed,
+/// Builds wire error bodies from the worker's messages.
+pub trait ErrorBodyExt {
+    /// An error with `code`; the message is cut to the contract's 4096 characters.
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self;
+    /// Adds the members of `details` (an object; anything else is ignored).
+    fn with_details(self, details: Value) -> Self;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DiscardReason {
-    Stopped,
-    Failed,
-    Limit,
-    Interrupted,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Completed,
-    Failed,
-    Stopped,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ErrorBody {
-    pub code: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
-}
-
-impl ErrorBody {
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_owned(),
-            message: message.into(),
-            details: None,
+impl ErrorBodyExt for ErrorBody {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message: String = message.into();
+        if let Some((cut, _)) = message.char_indices().nth(ERROR_MESSAGE_MAX) {
+            message.truncate(cut);
+        }
+        if message.is_empty() {
+            message = code.to_string();
+        }
+        let message = ErrorMessage::try_from(message)
+            .or_else(|_| ErrorMessage::try_from(code.to_string()))
+            .or_else(|_| ErrorMessage::try_from("error"));
+        ErrorBody {
+            code,
+            details: serde_json::Map::new(),
+            message: match message {
+                Ok(m) => m,
+                // 1..4096 characters always converts; keep a total function anyway.
+                Err(_) => return internal_fallback(code),
+            },
         }
     }
 
-    pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+    fn with_details(mut self, details: Value) -> Self {
+        if let Value::Object(map) = details {
+            self.details.extend(map);
+        }
         self
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
+fn internal_fallback(code: ErrorCode) -> ErrorBody {
+    let message = serde_json::from_value(Value::String("error".to_owned()));
+    ErrorBody {
+        code,
+        details: serde_json::Map::new(),
+        message: message.unwrap_or_else(|_| unreachable!("`error` is a valid message")),
+    }
+}
+
+/// Token and turn counts of a run, as the worker accumulates them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub turns: u32,
+}
+
+impl From<RunUsage> for Usage {
+    fn from(u: RunUsage) -> Self {
+        Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            turns: u64::from(u.turns),
+        }
+    }
+}
+
+/// For a `start_run` that did not parse: the error the broker should see. An `api` the worker
+/// does not speak is `worker_incompatible` and a tool name it does not know is
+/// `unsupported_grant` (the schema makes both parse errors); anything else is
+/// `invalid_request`, located by line and column only (the line may hold a key).
+pub fn start_run_rejection(
+    raw: &Value,
+    protocols: &[&str],
+    tools: &[&str],
+    err: &str,
+) -> ErrorBody {
+    let api = raw
+        .pointer("/model/api")
+        .and_then(Value::as_str)
+        .unwrap_or("openai-completions");
+    if !protocols.contains(&api) {
+        return ErrorBody::new(
+            ErrorCode::WorkerIncompatible,
+            format!(
+                "worker_incompatible: this worker speaks {protocols:?}, not {api:?}; pick a supported api"
+            ),
+        );
+    }
+    let unknown = raw
+        .pointer("/snapshot/tools")
+        .and_then(Value::as_array)
+        .and_then(|t| {
+            t.iter()
+                .filter_map(Value::as_str)
+                .find(|name| !tools.contains(name))
+        });
+    if let Some(unknown) = unknown {
+        return ErrorBody::new(
+            ErrorCode::UnsupportedGrant,
+            format!("unsupported_grant: this worker has no tool named {unknown:?}"),
+        );
+    }
+    ErrorBody::new(
+        ErrorCode::InvalidRequest,
+        format!("invalid_request: start_run is malformed: {err}"),
+    )
+}
+
+/// The first line: who this worker is and what it speaks.
+pub fn hello(
+    version: &str,
+    transcript_version: u32,
+    protocols: &[&str],
+) -> Result<Outbound, serde_json::Error> {
+    serde_json::from_value(serde_json::json!({
+        "type": "hello",
+        "name": "subzero-worker",
+        "version": version,
+        "transcriptVersion": transcript_version,
+        "controlVersion": CONTROL_VERSION,
+        "protocols": protocols,
+        "steering": true,
+    }))
+}
+
+/// Parses a run id for a reply to a line that did not parse.
+pub fn run_id_of(raw: &Value) -> Option<RunId> {
+    raw.get("runId")
+        .and_then(Value::as_str)
+        .and_then(|r| RunId::try_from(r).ok())
+}
+
+/// `NAME → env:VAR` references of a server, as plain strings.
+pub fn env_refs(refs: &BTreeMap<String, subzero_protocol::EnvRef>) -> BTreeMap<String, String> {
+    refs.iter()
+        .map(|(name, reference)| (name.clone(), reference.to_string()))
+        .collect()
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
-use crate::control::{Outbound, WorkerEvent};
+use crate::control::{Outbound, RunId, WorkerEvent};
 use crate::redact::redact;
 
 static STDOUT: Mutex<()> = Mutex::new(());
@@ -30,9 +30,9 @@ pub fn emit(message: &Outbound) {
 }
 
 /// Emits an `event` line for `run_id`.
-pub fn event(run_id: &str, event: WorkerEvent) {
+pub fn event(run_id: &RunId, event: WorkerEvent) {
     emit(&Outbound::Event {
-        run_id: run_id.to_owned(),
+        run_id: run_id.clone(),
         event,
     });
 }

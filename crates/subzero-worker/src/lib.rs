@@ -29,8 +29,8 @@ use tokio::task::JoinHandle;
 
 use containment::Containment;
 use control::{
-    CONTROL_VERSION, DiscardReason, ErrorBody, Inbound, Outbound, RunStatus, StartRun, Steer,
-    WorkerEvent,
+    DiscardReason, ErrorBody, ErrorBodyExt, ErrorCode, Inbound, LineError, Outbound, RunId,
+    RunStatus, RunUsage, StartRun, Steer, WorkerEvent,
 };
 use run::{Completed, Progress, RunContext};
 use steering::SteerQueue;
@@ -55,14 +55,17 @@ pub fn run(options: WorkerOptions) -> i32 {
         tracing::error!(%err, "cannot become a child subreaper");
         return 2;
     }
-    emit::emit(&Outbound::Hello {
-        name: "subzero-worker".to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        transcript_version: transcript::TRANSCRIPT_VERSION,
-        control_version: CONTROL_VERSION,
-        protocols: model::PROTOCOLS.iter().map(|p| (*p).to_owned()).collect(),
-        steering: true,
-    });
+    match control::hello(
+        env!("CARGO_PKG_VERSION"),
+        transcript::TRANSCRIPT_VERSION,
+        model::PROTOCOLS,
+    ) {
+        Ok(hello) => emit::emit(&hello),
+        Err(err) => {
+            tracing::error!(%err, "the hello line breaks the contract");
+            return 2;
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -82,8 +85,12 @@ pub fn run(options: WorkerOptions) -> i32 {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SUBZERO_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("SUBZERO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // rmcp traces whole JSON-RPC messages (tool arguments and results) below warn.
+    if let Ok(directive) = "rmcp=warn".parse() {
+        filter = filter.add_directive(directive);
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(emit::RedactingStderr)
@@ -105,7 +112,7 @@ fn spawn_stdin_reader(tx: mpsc::UnboundedSender<Input>) {
             if line.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Inbound>(&line) {
+            match control::parse_line(&line) {
                 Ok(message) => {
                     if tx.send(Input::Message(message)).is_err() {
                         return;
@@ -120,31 +127,43 @@ fn spawn_stdin_reader(tx: mpsc::UnboundedSender<Input>) {
 
 /// An unreadable line is logged by position only (it may hold a key); a `start_run` with a
 /// readable `runId` is answered with a failed settlement so the broker is not left waiting.
-fn reject_line(line: &str, err: &serde_json::Error) {
-    tracing::warn!(
-        line = err.line(),
-        column = err.column(),
-        category = ?err.classify(),
-        "ignoring an unreadable control line"
-    );
+fn reject_line(line: &str, err: &LineError) {
+    let reason = match err {
+        LineError::Malformed(e) => {
+            tracing::warn!(
+                line = e.line(),
+                column = e.column(),
+                category = ?e.classify(),
+                "ignoring an unreadable control line"
+            );
+            format!("at column {}", e.column())
+        }
+        LineError::Invalid(e) => {
+            tracing::warn!(
+                field = e.field(),
+                "ignoring a control line that breaks the contract"
+            );
+            e.to_string()
+        }
+    };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
         return;
     };
     if value.get("type").and_then(|t| t.as_str()) == Some("start_run")
-        && let Some(run_id) = value.get("runId").and_then(|r| r.as_str())
+        && let Some(run_id) = control::run_id_of(&value)
     {
+        let error = match err {
+            LineError::Invalid(e) => e.to_error_body(),
+            LineError::Malformed(_) => {
+                control::start_run_rejection(&value, model::PROTOCOLS, tools::BUILTIN, &reason)
+            }
+        };
         emit::emit(&Outbound::RunSettled {
-            run_id: run_id.to_owned(),
+            run_id,
             status: RunStatus::Failed,
             result: None,
-            error: Some(ErrorBody::new(
-                "invalid_request",
-                format!(
-                    "invalid_request: start_run is malformed at column {}",
-                    err.column()
-                ),
-            )),
-            usage: control::Usage::default(),
+            error: Some(error),
+            usage: RunUsage::default().into(),
         });
     }
 }
@@ -156,7 +175,7 @@ enum Outcome {
 }
 
 struct Active {
-    run_id: String,
+    run_id: RunId,
     steers: Arc<SteerQueue>,
     progress: run::SharedProgress,
     cancel: Arc<Notify>,
@@ -243,7 +262,7 @@ impl Worker {
                     };
                     emit::emit(&Outbound::CancelConfirmed {
                         run_id: cancel.run_id,
-                        reaped,
+                        reaped: u64::from(reaped),
                     });
                 }
             },
@@ -252,25 +271,28 @@ impl Worker {
 
     fn start(&mut self, start: StartRun) {
         redact::add_secrets(
-            std::iter::once(start.model.key.as_str())
+            std::iter::once(start.model.key.expose())
                 .chain(start.secrets.iter().map(String::as_str)),
         );
         if let Some(active) = &self.active {
-            tracing::warn!(active = %active.run_id, "start_run while a run is active");
+            tracing::warn!(active = %active.run_id.as_str(), "start_run while a run is active");
             emit::emit(&Outbound::RunSettled {
                 run_id: start.run_id,
                 status: RunStatus::Failed,
                 result: None,
                 error: Some(ErrorBody::new(
-                    "busy",
-                    format!("busy: run {} is still active in this worker", active.run_id),
+                    ErrorCode::Busy,
+                    format!(
+                        "busy: run {} is still active in this worker",
+                        active.run_id.as_str()
+                    ),
                 )),
-                usage: control::Usage::default(),
+                usage: RunUsage::default().into(),
             });
             return;
         }
         let run_id = start.run_id.clone();
-        let child_id = start.child_id.clone().unwrap_or_default();
+        let child_id = start.child_id.to_string();
         let steers = Arc::new(SteerQueue::default());
         let progress = Arc::new(std::sync::Mutex::new(Progress::default()));
         let cancel = Arc::new(Notify::new());
@@ -282,7 +304,7 @@ impl Worker {
             progress.clone(),
             cancel.clone(),
         );
-        tracing::info!(child_id = %child_id, run_id = %run_id, "run started");
+        tracing::info!(child_id = %child_id, run_id = %run_id.as_str(), "run started");
         self.active = Some(Active {
             run_id,
             steers,
@@ -313,7 +335,12 @@ impl Worker {
     /// discarded steers, the settlement and — after a stop — the confirmation with the count.
     async fn settle(&mut self, active: Active, outcome: Outcome) {
         let reaped = self.containment.kill_all().await;
-        let usage = active.progress.lock().map(|p| p.usage).unwrap_or_default();
+        let usage = active
+            .progress
+            .lock()
+            .map(|p| p.usage)
+            .unwrap_or_default()
+            .into();
         let partial = active
             .progress
             .lock()
@@ -323,7 +350,7 @@ impl Worker {
         let run_id = active.run_id.clone();
         let reason = match &outcome {
             Outcome::Completed(_) | Outcome::Stopped => DiscardReason::Stopped,
-            Outcome::Failed(e) if e.code == "limit_exceeded" => DiscardReason::Limit,
+            Outcome::Failed(e) if e.code == ErrorCode::LimitExceeded => DiscardReason::Limit,
             Outcome::Failed(_) => DiscardReason::Failed,
         };
         for steer in active.steers.close() {
@@ -337,18 +364,31 @@ impl Worker {
             );
         }
         let (status, result, error) = match outcome {
-            Outcome::Completed(done) => {
-                emit::emit(&Outbound::LeafCommitted {
-                    run_id: run_id.clone(),
-                    leaf_id: done.leaf_id,
-                    digest: done.digest,
-                });
-                (RunStatus::Completed, Some(done.result), None)
-            }
+            Outcome::Completed(done) => match (
+                control::LeafId::try_from(done.leaf_id.as_str()),
+                control::Digest::try_from(done.digest.as_str()),
+            ) {
+                (Ok(leaf_id), Ok(digest)) => {
+                    emit::emit(&Outbound::LeafCommitted {
+                        run_id: run_id.clone(),
+                        leaf_id,
+                        digest,
+                    });
+                    (RunStatus::Completed, Some(done.result), None)
+                }
+                _ => (
+                    RunStatus::Failed,
+                    Some(done.result),
+                    Some(ErrorBody::new(
+                        ErrorCode::Internal,
+                        "internal: the transcript produced a leaf id or digest outside the contract",
+                    )),
+                ),
+            },
             Outcome::Failed(err) => (RunStatus::Failed, partial, Some(err)),
             Outcome::Stopped => (RunStatus::Stopped, partial, None),
         };
-        tracing::info!(run_id = %run_id, ?status, reaped, "run settled");
+        tracing::info!(run_id = %run_id.as_str(), ?status, reaped, "run settled");
         emit::emit(&Outbound::RunSettled {
             run_id: run_id.clone(),
             status,
@@ -357,7 +397,10 @@ impl Worker {
             usage,
         });
         if status == RunStatus::Stopped {
-            emit::emit(&Outbound::CancelConfirmed { run_id, reaped });
+            emit::emit(&Outbound::CancelConfirmed {
+                run_id,
+                reaped: u64::from(reaped),
+            });
         }
     }
 
@@ -387,7 +430,7 @@ async fn wait_active(active: &mut Option<Active>) -> Outcome {
         Some(active) => match (&mut active.handle).await {
             Ok(outcome) => outcome,
             Err(err) => Outcome::Failed(ErrorBody::new(
-                "internal",
+                ErrorCode::Internal,
                 format!("internal: the run task ended abnormally: {err}"),
             )),
         },
@@ -410,7 +453,7 @@ async fn run_task(
         Ok(root) if root.is_dir() => root,
         _ => {
             return Outcome::Failed(ErrorBody::new(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 format!(
                     "invalid_request: workspace root {} is not a directory",
                     start.workspace_root
@@ -420,32 +463,40 @@ async fn run_task(
     };
     if let Err(err) = std::fs::create_dir_all(&scratch) {
         return Outcome::Failed(ErrorBody::new(
-            "internal",
+            ErrorCode::Internal,
             format!("internal: cannot create the scratch directory: {err}"),
         ));
     }
-    let transcript = match run::open_transcript(&start) {
-        Ok(t) => t,
-        Err(err) => return Outcome::Failed(err),
+    let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms.get());
+    let tools = tools::ToolContext {
+        root,
+        containment,
+        scratch,
     };
-    let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms);
-    let ctx = RunContext {
-        start: start.clone(),
-        tools: tools::ToolContext {
-            root,
-            containment,
-            scratch,
-        },
-        steers,
-        progress,
+    let work = async {
+        // Servers first: a grant they cannot satisfy fails before the transcript is touched.
+        let mcp = Arc::new(run::start_mcp(&start, &tools).await?);
+        let transcript = run::open_transcript(&start)?;
+        let ctx = RunContext {
+            start: start.clone(),
+            tools,
+            steers,
+            progress,
+            mcp: mcp.clone(),
+        };
+        let result = run::drive(ctx, transcript).await;
+        if let Ok(mcp) = Arc::try_unwrap(mcp) {
+            mcp.close().await;
+        }
+        result
     };
     tokio::select! {
-        result = tokio::time::timeout(deadline, run::drive(ctx, transcript)) => match result {
+        result = tokio::time::timeout(deadline, work) => match result {
             Ok(Ok(done)) => Outcome::Completed(done),
             Ok(Err(err)) => Outcome::Failed(err),
             Err(_) => Outcome::Failed(
                 ErrorBody::new(
-                    "limit_exceeded",
+                    ErrorCode::LimitExceeded,
                     format!(
                         "limit_exceeded: the run passed its deadline of {} ms (deadlineMs)",
                         start.snapshot.limits.deadline_ms

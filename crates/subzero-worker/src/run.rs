@@ -1,17 +1,22 @@
 //! One run: grant checks, transcript, the model loop with tools and steering, limits.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::control::{ErrorBody, StartRun, ToolState, Usage, WorkerEvent};
+use crate::control::{
+    ErrorBody, ErrorBodyExt, ErrorCode, EventText, RunId, RunUsage, StartRun, ToolName, ToolState,
+    WorkerEvent,
+};
 use crate::emit;
 use crate::model::openai::ChatClient;
 use crate::model::{ModelError, PROTOCOLS};
 use crate::redact::{StreamRedactor, redact};
 use crate::steering::SteerQueue;
+use crate::tools::mcp::{McpTools, ServerSpec};
 use crate::tools::{self, ToolContext, ToolOutput};
 use crate::transcript::{
     Entry, EntryType, EntryUsage, ToolCallRecord, Transcript, TranscriptError,
@@ -27,7 +32,7 @@ const TEXT_EVENT_MAX: usize = 4096;
 pub struct Progress {
     /// The current turn's text, unredacted: redact before reporting it.
     pub text: String,
-    pub usage: Usage,
+    pub usage: RunUsage,
 }
 
 pub type SharedProgress = Arc<Mutex<Progress>>;
@@ -46,9 +51,10 @@ pub struct Completed {
 
 /// Checks what can be checked before the transcript or the model is touched.
 pub fn check_grant(start: &StartRun) -> Result<(), ErrorBody> {
-    if !PROTOCOLS.contains(&start.model.api.as_str()) {
+    let api = start.model.api.to_string();
+    if !PROTOCOLS.contains(&api.as_str()) {
         return Err(ErrorBody::new(
-            "worker_incompatible",
+            ErrorCode::WorkerIncompatible,
             format!(
                 "worker_incompatible: this worker speaks {:?}, not {:?}; pick a supported api",
                 PROTOCOLS, start.model.api
@@ -59,10 +65,10 @@ pub fn check_grant(start: &StartRun) -> Result<(), ErrorBody> {
     if let Some(unknown) = snapshot
         .tools
         .iter()
-        .find(|t| !tools::BUILTIN.contains(&t.as_str()))
+        .find(|t| !tools::BUILTIN.contains(&t.to_string().as_str()))
     {
         return Err(ErrorBody::new(
-            "unsupported_grant",
+            ErrorCode::UnsupportedGrant,
             format!("unsupported_grant: this worker has no tool named {unknown:?}"),
         ));
     }
@@ -70,24 +76,49 @@ pub fn check_grant(start: &StartRun) -> Result<(), ErrorBody> {
         && let Some(writer) = snapshot
             .tools
             .iter()
-            .find(|t| tools::WRITING.contains(&t.as_str()))
+            .find(|t| tools::WRITING.contains(&t.to_string().as_str()))
     {
         return Err(ErrorBody::new(
-            "unsupported_grant",
+            ErrorCode::UnsupportedGrant,
             format!("unsupported_grant: tool {writer:?} needs a write-capable grant"),
-        ));
-    }
-    if !snapshot.mcp_servers.is_empty() {
-        return Err(ErrorBody::new(
-            "unsupported_grant",
-            "unsupported_grant: this worker does not run MCP servers for user templates yet",
         ));
     }
     Ok(())
 }
 
+/// Starts the snapshot's MCP servers and checks every allowed tool against their lists.
+pub async fn start_mcp(start: &StartRun, tools: &ToolContext) -> Result<McpTools, ErrorBody> {
+    let specs: Vec<ServerSpec> = start
+        .snapshot
+        .mcp_servers
+        .iter()
+        .map(|s| ServerSpec {
+            name: s.name.to_string(),
+            command: s.command.to_string(),
+            args: s.args.iter().map(|a| a.as_str().to_owned()).collect(),
+            env_refs: crate::control::env_refs(&s.env_refs),
+            allowed_tools: s
+                .allowed_tools
+                .iter()
+                .map(|t| t.as_str().to_owned())
+                .collect(),
+        })
+        .collect();
+    if specs.is_empty() {
+        return Ok(McpTools::default());
+    }
+    // The control protocol carries no resolved values for `env:VAR` references, and the
+    // worker's own environment is cleared by the broker: nothing is resolved here, so a
+    // server with env references is refused rather than started without them.
+    let env_values = BTreeMap::new();
+    let startup = Duration::from_millis(start.snapshot.limits.tool_timeout_ms.get());
+    McpTools::start(tools, &specs, &env_values, startup)
+        .await
+        .map_err(|e| ErrorBody::new(ErrorCode::UnsupportedGrant, e.to_string()))
+}
+
 fn limit(name: &str, message: String) -> ErrorBody {
-    ErrorBody::new("limit_exceeded", message).with_details(json!({ "limit": name }))
+    ErrorBody::new(ErrorCode::LimitExceeded, message).with_details(json!({ "limit": name }))
 }
 
 fn model_failed(err: &ModelError) -> ErrorBody {
@@ -96,7 +127,7 @@ fn model_failed(err: &ModelError) -> ErrorBody {
         _ => json!({ "status": null }),
     };
     ErrorBody::new(
-        "model_request_failed",
+        ErrorCode::ModelRequestFailed,
         redact(&format!("model_request_failed: {err}")),
     )
     .with_details(details)
@@ -104,8 +135,10 @@ fn model_failed(err: &ModelError) -> ErrorBody {
 
 fn transcript_error(err: TranscriptError) -> ErrorBody {
     match err {
-        TranscriptError::Incompatible(msg) => ErrorBody::new("checkpoint_incompatible", msg),
-        TranscriptError::Io(e) => ErrorBody::new("internal", format!("transcript: {e}")),
+        TranscriptError::Incompatible(msg) => {
+            ErrorBody::new(ErrorCode::CheckpointIncompatible, msg)
+        }
+        TranscriptError::Io(e) => ErrorBody::new(ErrorCode::Internal, format!("transcript: {e}")),
     }
 }
 
@@ -116,6 +149,8 @@ pub struct RunContext {
     pub tools: ToolContext,
     pub steers: Arc<SteerQueue>,
     pub progress: SharedProgress,
+    /// The run's MCP servers and their allowed tools.
+    pub mcp: Arc<McpTools>,
 }
 
 /// Opens the transcript (refusing an incompatible checkpoint before any model call).
@@ -133,21 +168,27 @@ pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
 pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
     let start = ctx.start.clone();
     let limits = &start.snapshot.limits;
-    let client = ChatClient::new(&start.model.url, &start.model.model, &start.model.key)
-        .map_err(|e| model_failed(&e))?;
-    let declared = tools::declarations(&start.snapshot.tools);
+    let client = ChatClient::new(
+        &start.model.url,
+        &start.model.model,
+        start.model.key.expose(),
+    )
+    .map_err(|e| model_failed(&e))?;
+    let granted = start.granted_tools();
+    let mut declared = tools::declarations(&granted);
+    declared.extend(ctx.mcp.declarations().iter().cloned());
     let system = system_prompt(&start);
     let started = Instant::now();
 
     if let Some(notice) = &start.recovery_notice {
         let mut entry = Entry::new(EntryType::RecoveryNotice, "user");
         entry.content = Some(notice.clone());
-        entry.run_id = Some(start.run_id.clone());
+        entry.run_id = Some(start.run_id.to_string());
         transcript.append(entry).map_err(transcript_error)?;
     }
     let mut prompt = Entry::new(EntryType::Prompt, "user");
-    prompt.content = Some(start.prompt.clone());
-    prompt.run_id = Some(start.run_id.clone());
+    prompt.content = Some(start.prompt.to_string());
+    prompt.run_id = Some(start.run_id.to_string());
     transcript.append(prompt).map_err(transcript_error)?;
 
     let mut turn: u32 = 0;
@@ -155,8 +196,8 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
         for steer in ctx.steers.take() {
             let mut entry = Entry::new(EntryType::Steer, "user");
             entry.content = Some(steer.message.clone());
-            entry.run_id = Some(start.run_id.clone());
-            entry.steer_id = Some(steer.steer_id.clone());
+            entry.run_id = Some(start.run_id.to_string());
+            entry.steer_id = Some(steer.steer_id.to_string());
             transcript.append(entry).map_err(transcript_error)?;
             emit::event(
                 &start.run_id,
@@ -166,7 +207,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 },
             );
         }
-        if turn >= limits.max_turns {
+        if u64::from(turn) >= limits.max_turns.get() {
             return Err(limit(
                 "maxTurns",
                 format!(
@@ -177,7 +218,9 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
         }
         turn += 1;
         lock_progress(&ctx.progress).usage.turns = turn;
-        emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
+        if let Some(turn) = std::num::NonZeroU64::new(u64::from(turn)) {
+            emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
+        }
 
         let messages = messages(&system, &transcript);
         let model_turn = {
@@ -186,7 +229,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 .complete(
                     messages,
                     declared.clone(),
-                    limits.max_output_tokens,
+                    u32::try_from(limits.max_output_tokens.get()).unwrap_or(u32::MAX),
                     &mut |delta| text_events.push(delta),
                 )
                 .await;
@@ -202,7 +245,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
 
         let mut entry = Entry::new(EntryType::Assistant, "assistant");
         entry.content = (!model_turn.text.is_empty()).then(|| model_turn.text.clone());
-        entry.run_id = Some(start.run_id.clone());
+        entry.run_id = Some(start.run_id.to_string());
         entry.usage = Some(EntryUsage {
             input_tokens: model_turn.input_tokens,
             output_tokens: model_turn.output_tokens,
@@ -218,7 +261,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             .collect();
         transcript.append(entry).map_err(transcript_error)?;
 
-        if let Some(budget) = limits.token_budget {
+        if let Some(budget) = limits.token_budget.map(std::num::NonZeroU64::get) {
             let used = {
                 let p = lock_progress(&ctx.progress);
                 p.usage.input_tokens + p.usage.output_tokens
@@ -256,23 +299,20 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
 
         for call in &model_turn.tool_calls {
             let shown_name = tool_name_for_event(&call.name);
-            emit::event(
-                &start.run_id,
-                WorkerEvent::Tool {
-                    name: shown_name.clone(),
-                    state: ToolState::Started,
-                },
-            );
-            let output = if start.snapshot.tools.iter().any(|t| t == &call.name) {
-                let remaining =
-                    Duration::from_millis(limits.deadline_ms).saturating_sub(started.elapsed());
-                let timeout = Duration::from_millis(limits.tool_timeout_ms).min(remaining);
-                match tokio::time::timeout(
-                    timeout,
-                    tools::execute(&ctx.tools, &call.name, &call.arguments),
-                )
-                .await
-                {
+            tool_event(&start.run_id, &shown_name, ToolState::Started);
+            let builtin = granted.iter().any(|t| t == &call.name);
+            let output = if builtin || ctx.mcp.allows(&call.name) {
+                let remaining = Duration::from_millis(limits.deadline_ms.get())
+                    .saturating_sub(started.elapsed());
+                let timeout = Duration::from_millis(limits.tool_timeout_ms.get()).min(remaining);
+                let execution = async {
+                    if builtin {
+                        tools::execute(&ctx.tools, &call.name, &call.arguments).await
+                    } else {
+                        ctx.mcp.call(&call.name, &call.arguments).await
+                    }
+                };
+                match tokio::time::timeout(timeout, execution).await {
                     Ok(output) => output,
                     Err(_) => {
                         return Err(limit(
@@ -286,10 +326,15 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 }
             } else {
                 tracing::warn!(tool = %shown_name, "model called a tool that is not granted");
+                let names: Vec<&str> = granted
+                    .iter()
+                    .map(String::as_str)
+                    .chain(ctx.mcp.names())
+                    .collect();
                 ToolOutput::error(format!(
                     "tool {} is not granted to this child; granted tools: {}",
                     call.name,
-                    start.snapshot.tools.join(", ")
+                    names.join(", ")
                 ))
             };
             let mut entry = Entry::new(EntryType::ToolResult, "tool");
@@ -297,20 +342,23 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             entry.name = Some(call.name.clone());
             entry.content = Some(output.text);
             entry.is_error = Some(output.is_error);
-            entry.run_id = Some(start.run_id.clone());
+            entry.run_id = Some(start.run_id.to_string());
             transcript.append(entry).map_err(transcript_error)?;
-            emit::event(
-                &start.run_id,
-                WorkerEvent::Tool {
-                    name: shown_name,
-                    state: if output.is_error {
-                        ToolState::Failed
-                    } else {
-                        ToolState::Finished
-                    },
-                },
-            );
+            let state = if output.is_error {
+                ToolState::Failed
+            } else {
+                ToolState::Finished
+            };
+            tool_event(&start.run_id, &shown_name, state);
         }
+    }
+}
+
+/// Emits a `tool` event; `shown` is already a valid `ToolName` (see [`tool_name_for_event`]).
+fn tool_event(run_id: &RunId, shown: &str, state: ToolState) {
+    match ToolName::try_from(shown) {
+        Ok(name) => emit::event(run_id, WorkerEvent::Tool { name, state }),
+        Err(err) => tracing::error!(%err, "a sanitized tool name broke the contract"),
     }
 }
 
@@ -354,12 +402,16 @@ fn text_pieces(mut text: &str) -> Vec<&str> {
 
 /// Snapshot instructions plus explicit skills.
 fn system_prompt(start: &StartRun) -> String {
-    let mut system = start.snapshot.instructions.clone();
-    for skill in &start.snapshot.skills {
+    let mut system = start.snapshot.instructions.to_string();
+    for skill in start.snapshot.skills.iter() {
         if !system.is_empty() {
             system.push_str("\n\n");
         }
-        system.push_str(&format!("## Skill: {}\n\n{}", skill.name, skill.content));
+        system.push_str(&format!(
+            "## Skill: {}\n\n{}",
+            skill.name.as_str(),
+            skill.content.as_str()
+        ));
     }
     system
 }
@@ -401,7 +453,7 @@ fn messages(system: &str, transcript: &Transcript) -> Vec<Value> {
 
 /// Coalesces text deltas into `text` events (per turn, or every 2 s), redacted as a stream.
 struct TextEvents<'a> {
-    run_id: &'a str,
+    run_id: &'a RunId,
     redactor: StreamRedactor,
     pending: String,
     last: Instant,
@@ -409,7 +461,7 @@ struct TextEvents<'a> {
 }
 
 impl<'a> TextEvents<'a> {
-    fn new(run_id: &'a str, progress: SharedProgress) -> Self {
+    fn new(run_id: &'a RunId, progress: SharedProgress) -> Self {
         lock_progress(&progress).text.clear();
         Self {
             run_id,
@@ -435,12 +487,10 @@ impl<'a> TextEvents<'a> {
         self.last = Instant::now();
         let pending = std::mem::take(&mut self.pending);
         for piece in text_pieces(&pending) {
-            emit::event(
-                self.run_id,
-                WorkerEvent::Text {
-                    text: piece.to_owned(),
-                },
-            );
+            match EventText::try_from(piece) {
+                Ok(text) => emit::event(self.run_id, WorkerEvent::Text { text }),
+                Err(err) => tracing::error!(%err, "a text piece broke the contract"),
+            }
         }
     }
 

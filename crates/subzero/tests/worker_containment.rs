@@ -83,14 +83,14 @@ fn cancel_kills_background_setsid_and_double_forked_processes() {
         &server,
         ws.path(),
         &transcript,
-        "run_c",
+        "run_00000000000000000000000063",
         &marker,
     );
 
-    worker.send(&json!({ "type": "cancel", "runId": "run_c" }));
-    let settled = worker.settled("run_c");
+    worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000063" }));
+    let settled = worker.settled("run_00000000000000000000000063");
     assert_eq!(settled["status"], "stopped");
-    let confirmed = worker.expect_type("cancel_confirmed", "run_c");
+    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000063");
     assert!(marked(&marker).is_empty(), "no straggler survives cancel");
     let reaped = confirmed["reaped"].as_u64().expect("reaped count");
     assert!(
@@ -112,7 +112,7 @@ fn stdin_eof_kills_the_tool_tree_and_exits_within_a_second() {
         &server,
         ws.path(),
         &transcript,
-        "run_e",
+        "run_00000000000000000000000065",
         &marker,
     );
 
@@ -131,7 +131,7 @@ fn stdin_eof_kills_the_tool_tree_and_exits_within_a_second() {
         marked(&marker).is_empty(),
         "no straggler survives stdin EOF"
     );
-    let confirmed = worker.expect_type("cancel_confirmed", "run_e");
+    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000065");
     assert!(
         confirmed["reaped"].as_u64().unwrap_or(0) >= 4,
         "{confirmed}"
@@ -151,7 +151,7 @@ fn sigterm_tears_down_like_eof() {
         &server,
         ws.path(),
         &transcript,
-        "run_t",
+        "run_00000000000000000000000074",
         &marker,
     );
     worker.terminate();

@@ -31,14 +31,14 @@ fn researcher_declares_only_read_tools_and_an_ungranted_call_is_never_executed()
     .expect("server");
     let mut worker = WorkerProc::spawn();
     let spec = RunSpec::new(
-        "run_r",
+        "run_00000000000000000000000072",
         server.base_url(),
         researcher(),
         ws.path(),
         &transcript,
     );
     worker.send(&spec.message());
-    let settled = worker.settled("run_r");
+    let settled = worker.settled("run_00000000000000000000000072");
     assert_eq!(settled["status"], "completed", "{settled}");
 
     let requests = server.requests();
@@ -48,7 +48,7 @@ fn researcher_declares_only_read_tools_and_an_ungranted_call_is_never_executed()
     assert!(!marker.exists(), "the ungranted bash call must not run");
     assert!(
         worker
-            .events("run_r")
+            .events("run_00000000000000000000000072")
             .iter()
             .any(|e| e["kind"] == "tool" && e["name"] == "bash" && e["state"] == "failed")
     );
@@ -65,26 +65,47 @@ fn mcp_servers_and_unknown_tools_fail_before_any_model_call() {
     let mut snapshot = researcher();
     snapshot["mcpServers"] = json!([{ "name": "x", "command": "true", "args": [], "envRefs": {}, "allowedTools": ["a"] }]);
     worker.send(
-        &RunSpec::new("run_m", server.base_url(), snapshot, ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_0000000000000000000000006D",
+            server.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    let settled = worker.settled("run_m");
+    let settled = worker.settled("run_0000000000000000000000006D");
     assert_eq!(settled["status"], "failed");
     assert_eq!(settled["error"]["code"], "unsupported_grant");
 
     let mut snapshot = researcher();
     snapshot["tools"] = json!(["read", "teleport"]);
     worker.send(
-        &RunSpec::new("run_u", server.base_url(), snapshot, ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_00000000000000000000000075",
+            server.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    let settled = worker.settled("run_u");
+    let settled = worker.settled("run_00000000000000000000000075");
     assert_eq!(settled["error"]["code"], "unsupported_grant");
 
     let mut snapshot = researcher();
     snapshot["tools"] = json!(["read", "bash"]);
     worker.send(
-        &RunSpec::new("run_w", server.base_url(), snapshot, ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_00000000000000000000000077",
+            server.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    let settled = worker.settled("run_w");
+    let settled = worker.settled("run_00000000000000000000000077");
     assert_eq!(settled["error"]["code"], "unsupported_grant");
 
     assert!(server.requests().is_empty(), "no model call was made");

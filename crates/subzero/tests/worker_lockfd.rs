@@ -22,9 +22,19 @@ fn tool_processes_inherit_the_lock_fd_and_no_other_worker_descriptor() {
     .expect("server");
     let mut worker = WorkerProc::spawn_with_lock_fd(&lock);
     worker.send(
-        &RunSpec::new("run_fd", server.base_url(), coder(), ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_00000000000000000000006664",
+            server.base_url(),
+            coder(),
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    assert_eq!(worker.settled("run_fd")["status"], "completed");
+    assert_eq!(
+        worker.settled("run_00000000000000000000006664")["status"],
+        "completed"
+    );
     let listing = tool_messages(&server.requests()[1].json().expect("json"))[0].clone();
     assert!(
         listing.contains(&format!(" 9 -> {}", lock.display())),

@@ -27,7 +27,7 @@ fn a_503_makes_exactly_one_request_and_fails_the_run() {
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
-            "run_503",
+            "run_00000000000000000000353033",
             server.base_url(),
             researcher(),
             ws.path(),
@@ -35,7 +35,7 @@ fn a_503_makes_exactly_one_request_and_fails_the_run() {
         )
         .message(),
     );
-    let settled = worker.settled("run_503");
+    let settled = worker.settled("run_00000000000000000000353033");
     assert_eq!(settled["status"], "failed");
     assert_eq!(settled["error"]["code"], "model_request_failed");
     assert_eq!(settled["error"]["details"]["status"], 503);
@@ -64,7 +64,7 @@ fn a_steer_sent_mid_run_appears_in_the_next_request() {
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
-            "run_s",
+            "run_00000000000000000000000073",
             server.base_url(),
             researcher(),
             ws.path(),
@@ -74,17 +74,17 @@ fn a_steer_sent_mid_run_appears_in_the_next_request() {
     );
     assert!(server.wait_for_requests(1, WAIT));
     worker.send(
-        &json!({ "type": "steer", "runId": "run_s", "steerId": "st_1", "requestId": "req-1",
+        &json!({ "type": "steer", "runId": "run_00000000000000000000000073", "steerId": "st_00000000000000000000000031", "requestId": "req-1",
                          "message": "focus on the README please" }),
     );
-    let settled = worker.settled("run_s");
+    let settled = worker.settled("run_00000000000000000000000073");
     assert_eq!(settled["status"], "completed", "{settled}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0].body.contains("focus on the README"));
     assert!(requests[1].body.contains("focus on the README please"));
     let applied = worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
-    assert_eq!(applied["event"]["steerId"], "st_1");
+    assert_eq!(applied["event"]["steerId"], "st_00000000000000000000000031");
     assert_eq!(applied["event"]["requestId"], "req-1");
     let file = std::fs::read_to_string(&transcript).expect("transcript");
     assert!(file.contains("focus on the README please"));
@@ -107,7 +107,7 @@ fn a_steer_pending_at_the_final_answer_gets_one_more_turn() {
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
-            "run_f",
+            "run_00000000000000000000000066",
             server.base_url(),
             researcher(),
             ws.path(),
@@ -116,8 +116,8 @@ fn a_steer_pending_at_the_final_answer_gets_one_more_turn() {
         .message(),
     );
     assert!(server.wait_for_requests(1, WAIT));
-    worker.send(&json!({ "type": "steer", "runId": "run_f", "steerId": "st_2", "message": "also mention tests" }));
-    let settled = worker.settled("run_f");
+    worker.send(&json!({ "type": "steer", "runId": "run_00000000000000000000000066", "steerId": "st_00000000000000000000000032", "message": "also mention tests" }));
+    let settled = worker.settled("run_00000000000000000000000066");
     assert_eq!(settled["result"], "second answer");
     assert_eq!(settled["usage"]["turns"], 2);
     assert!(server.requests()[1].body.contains("also mention tests"));
@@ -135,7 +135,7 @@ fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
-            "run_d",
+            "run_00000000000000000000000064",
             server.base_url(),
             researcher(),
             ws.path(),
@@ -144,8 +144,8 @@ fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
         .message(),
     );
     assert!(server.wait_for_requests(1, WAIT));
-    worker.send(&json!({ "type": "steer", "runId": "run_d", "steerId": "st_3", "message": "x" }));
-    let settled = worker.settled("run_d");
+    worker.send(&json!({ "type": "steer", "runId": "run_00000000000000000000000064", "steerId": "st_00000000000000000000000033", "message": "x" }));
+    let settled = worker.settled("run_00000000000000000000000064");
     assert_eq!(
         settled["status"], "failed",
         "a malformed stream fails the run"
@@ -154,7 +154,10 @@ fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
     let discarded = worker.expect("steer_discarded", |v| {
         v["event"]["kind"] == "steer_discarded"
     });
-    assert_eq!(discarded["event"]["steerId"], "st_3");
+    assert_eq!(
+        discarded["event"]["steerId"],
+        "st_00000000000000000000000033"
+    );
     assert_eq!(discarded["event"]["reason"], "failed");
 }
 
@@ -174,9 +177,16 @@ fn max_turns_fails_with_limit_exceeded_keeping_usage() {
     snapshot["limits"]["maxTurns"] = json!(1);
     let mut worker = WorkerProc::spawn();
     worker.send(
-        &RunSpec::new("run_l", server.base_url(), snapshot, ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_0000000000000000000000006C",
+            server.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    let settled = worker.settled("run_l");
+    let settled = worker.settled("run_0000000000000000000000006C");
     assert_eq!(settled["status"], "failed");
     assert_eq!(settled["error"]["code"], "limit_exceeded");
     assert_eq!(settled["error"]["details"]["limit"], "maxTurns");
@@ -195,9 +205,16 @@ fn a_hanging_model_hits_the_deadline() {
     snapshot["limits"]["deadlineMs"] = json!(700);
     let mut worker = WorkerProc::spawn();
     worker.send(
-        &RunSpec::new("run_h", server.base_url(), snapshot, ws.path(), &transcript).message(),
+        &RunSpec::new(
+            "run_00000000000000000000000068",
+            server.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
     );
-    let settled = worker.settled("run_h");
+    let settled = worker.settled("run_00000000000000000000000068");
     assert_eq!(settled["error"]["code"], "limit_exceeded");
     assert_eq!(settled["error"]["details"]["limit"], "deadlineMs");
     assert_eq!(settled["result"], "thinking");
@@ -210,7 +227,7 @@ fn an_unadvertised_api_is_refused() {
     let server = ScriptedServer::start(vec![]).expect("server");
     let mut worker = WorkerProc::spawn();
     let mut message = RunSpec::new(
-        "run_api",
+        "run_00000000000000000000617069",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -219,7 +236,7 @@ fn an_unadvertised_api_is_refused() {
     .message();
     message["model"]["api"] = json!("anthropic-messages");
     worker.send(&message);
-    let settled = worker.settled("run_api");
+    let settled = worker.settled("run_00000000000000000000617069");
     assert_eq!(settled["error"]["code"], "worker_incompatible");
     assert!(server.requests().is_empty());
 }

@@ -39,7 +39,7 @@ fn key_split_across_deltas_in_arguments_and_as_property_name_is_redacted() {
     .expect("server");
     let mut worker = WorkerProc::spawn();
     let mut spec = RunSpec::new(
-        "run_k",
+        "run_0000000000000000000000006B",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -48,7 +48,7 @@ fn key_split_across_deltas_in_arguments_and_as_property_name_is_redacted() {
     spec.key = KEY;
     spec.secrets = vec![SECRET];
     worker.send(&spec.message());
-    let settled = worker.settled("run_k");
+    let settled = worker.settled("run_0000000000000000000000006B");
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "final: [REDACTED] and [REDACTED]");
 
@@ -89,7 +89,7 @@ fn an_http_error_body_echoing_the_key_is_redacted_and_401_is_never_completed() {
     let server = ScriptedServer::start(vec![Reply::status(401, &body)]).expect("server");
     let mut worker = WorkerProc::spawn();
     let mut spec = RunSpec::new(
-        "run_401",
+        "run_00000000000000000000343031",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -97,7 +97,7 @@ fn an_http_error_body_echoing_the_key_is_redacted_and_401_is_never_completed() {
     );
     spec.key = KEY;
     worker.send(&spec.message());
-    let settled = worker.settled("run_401");
+    let settled = worker.settled("run_00000000000000000000343031");
     assert_eq!(settled["status"], "failed");
     assert_eq!(settled["error"]["code"], "model_request_failed");
     assert_eq!(settled["error"]["details"]["status"], 401);

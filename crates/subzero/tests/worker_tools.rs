@@ -74,9 +74,15 @@ fn every_tool_works_and_bad_inputs_are_tool_errors() {
     .expect("server");
 
     let mut worker = WorkerProc::spawn();
-    let spec = RunSpec::new("run_tools", server.base_url(), coder(), root, &transcript);
+    let spec = RunSpec::new(
+        "run_0000000000000000746F6F6C73",
+        server.base_url(),
+        coder(),
+        root,
+        &transcript,
+    );
     worker.send(&spec.message());
-    let settled = worker.settled("run_tools");
+    let settled = worker.settled("run_0000000000000000746F6F6C73");
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "all tools ran");
 
@@ -142,7 +148,7 @@ fn every_tool_works_and_bad_inputs_are_tool_errors() {
         "a non-unique edit changes nothing"
     );
     let tool_events: Vec<_> = worker
-        .events("run_tools")
+        .events("run_0000000000000000746F6F6C73")
         .into_iter()
         .filter(|e| e["kind"] == "tool")
         .collect();

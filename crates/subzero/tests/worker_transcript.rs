@@ -25,7 +25,7 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
 
     // Run 1 completes: leaf + digest.
     let mut spec = RunSpec::new(
-        "run_1",
+        "run_00000000000000000000000031",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -33,8 +33,11 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     );
     spec.prompt = "first prompt";
     worker.send(&spec.message());
-    let leaf = worker.expect_type("leaf_committed", "run_1");
-    assert_eq!(worker.settled("run_1")["status"], "completed");
+    let leaf = worker.expect_type("leaf_committed", "run_00000000000000000000000031");
+    assert_eq!(
+        worker.settled("run_00000000000000000000000031")["status"],
+        "completed"
+    );
     let leaf_id = leaf["leafId"].as_str().expect("leaf").to_owned();
     let digest = leaf["digest"].as_str().expect("digest").to_owned();
     assert!(digest.starts_with("sha256:"));
@@ -42,7 +45,7 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     // Run 2 is interrupted while the model hangs.
     server.push(Reply::Hang);
     let mut spec = RunSpec::new(
-        "run_2",
+        "run_00000000000000000000000032",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -53,25 +56,29 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     spec.expected_digest = Some(&digest);
     worker.send(&spec.message());
     assert!(server.wait_for_requests(2, WAIT));
-    worker.send(&json!({ "type": "cancel", "runId": "run_2" }));
-    assert_eq!(worker.settled("run_2")["status"], "stopped");
+    worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000032" }));
+    assert_eq!(
+        worker.settled("run_00000000000000000000000032")["status"],
+        "stopped"
+    );
 
     // A wrong digest is refused and the file is untouched.
     let before = std::fs::read(&transcript).expect("read");
     let mut spec = RunSpec::new(
-        "run_bad",
+        "run_00000000000000000000626164",
         server.base_url(),
         researcher(),
         ws.path(),
         &transcript,
     );
     spec.from_leaf = Some(&leaf_id);
-    spec.expected_digest = Some("sha256:0000");
+    spec.expected_digest =
+        Some("sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff");
     worker.send(&spec.message());
-    let settled = worker.settled("run_bad");
+    let settled = worker.settled("run_00000000000000000000626164");
     assert_eq!(settled["error"]["code"], "checkpoint_incompatible");
     let mut spec = RunSpec::new(
-        "run_missing",
+        "run_0000000000006D697373696E67",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -80,7 +87,7 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     spec.from_leaf = Some("e_NOSUCHLEAF");
     worker.send(&spec.message());
     assert_eq!(
-        worker.settled("run_missing")["error"]["code"],
+        worker.settled("run_0000000000006D697373696E67")["error"]["code"],
         "checkpoint_incompatible"
     );
     assert_eq!(
@@ -97,7 +104,7 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     // Run 3 resumes from run 1's leaf with a recovery notice.
     server.push(Reply::text("resumed done"));
     let mut spec = RunSpec::new(
-        "run_3",
+        "run_00000000000000000000000033",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -110,7 +117,10 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
         "Recovery: the previous run was interrupted; the working tree may contain interrupted changes.",
     );
     worker.send(&spec.message());
-    assert_eq!(worker.settled("run_3")["status"], "completed");
+    assert_eq!(
+        worker.settled("run_00000000000000000000000033")["status"],
+        "completed"
+    );
 
     let all = entries(&transcript);
     assert_eq!(all[0]["type"], "header");
@@ -152,7 +162,7 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
-            "run_a",
+            "run_00000000000000000000000061",
             server.base_url(),
             researcher(),
             ws.path(),
@@ -161,15 +171,18 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
         .message(),
     );
     assert!(server.wait_for_requests(1, WAIT));
-    worker.send(&json!({ "type": "cancel", "runId": "run_a" }));
-    assert_eq!(worker.settled("run_a")["status"], "stopped");
+    worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000061" }));
+    assert_eq!(
+        worker.settled("run_00000000000000000000000061")["status"],
+        "stopped"
+    );
 
     let root = entries(&transcript)[0]["id"]
         .as_str()
         .expect("root id")
         .to_owned();
     let mut spec = RunSpec::new(
-        "run_b",
+        "run_00000000000000000000000062",
         server.base_url(),
         researcher(),
         ws.path(),
@@ -178,7 +191,10 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
     spec.from_leaf = Some(&root);
     spec.recovery_notice = Some("interrupted during the first run");
     worker.send(&spec.message());
-    assert_eq!(worker.settled("run_b")["status"], "completed");
+    assert_eq!(
+        worker.settled("run_00000000000000000000000062")["status"],
+        "completed"
+    );
 
     let other = state.path().join("future.jsonl");
     std::fs::write(
@@ -187,10 +203,18 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
     )
     .expect("write");
     let before = std::fs::read(&other).expect("read");
-    worker
-        .send(&RunSpec::new("run_v", server.base_url(), researcher(), ws.path(), &other).message());
+    worker.send(
+        &RunSpec::new(
+            "run_00000000000000000000000076",
+            server.base_url(),
+            researcher(),
+            ws.path(),
+            &other,
+        )
+        .message(),
+    );
     assert_eq!(
-        worker.settled("run_v")["error"]["code"],
+        worker.settled("run_00000000000000000000000076")["error"]["code"],
         "checkpoint_incompatible"
     );
     assert_eq!(before, std::fs::read(&other).expect("read"));

@@ -3,6 +3,7 @@
 
 mod bash;
 mod fs;
+pub mod mcp;
 mod search;
 
 use std::path::{Component, Path, PathBuf};

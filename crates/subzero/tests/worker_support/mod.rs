@@ -182,7 +182,7 @@ pub fn snapshot(template: &str, tools: &[&str], write_capable: bool) -> Value {
         "mcpServers": [],
         "writeCapable": write_capable,
         "limits": { "maxTurns": 48, "deadlineMs": 1800000, "toolTimeoutMs": 180000, "maxOutputTokens": 8192 },
-        "digest": "sha256:0"
+        "digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000"
     })
 }
 
@@ -238,6 +238,7 @@ impl<'a> RunSpec<'a> {
     pub fn message(&self) -> Value {
         json!({
             "type": "start_run",
+            "childId": "ch_01JDZ8Q4W3V9K2M5N7P8R0S1T2",
             "runId": self.run_id,
             "prompt": self.prompt,
             "model": { "url": self.url, "model": "test-model", "api": "openai-completions", "key": self.key },

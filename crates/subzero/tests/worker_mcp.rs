@@ -1,0 +1,276 @@
+//! User-template MCP servers: the worker starts exactly the configured server, declares only
+//! the allowed tools (as `<server>__<tool>`), refuses the rest, and leaves no server behind.
+
+mod worker_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use subzero_testkit::{Reply, ScriptedServer};
+use worker_support::{RunSpec, WorkerProc, researcher, tool_messages};
+
+/// The fake server binary of `subzero-testkit`: next to `subzero` when cargo built it (any
+/// `cargo test` run that includes `-p subzero-testkit`), otherwise built once into a private
+/// target directory (the outer cargo holds the lock of the shared one).
+fn fake_server() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let subzero = Path::new(env!("CARGO_BIN_EXE_subzero"));
+        let sibling = subzero.with_file_name("fake-mcp-server");
+        if sibling.exists() {
+            return sibling;
+        }
+        let target = subzero
+            .parent()
+            .and_then(Path::parent)
+            .expect("target dir")
+            .join("fake-mcp-server");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "subzero-testkit", "--bin", "fake-mcp-server"])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build for the fake MCP server");
+        assert!(status.success(), "building fake-mcp-server failed");
+        target.join("debug").join("fake-mcp-server")
+    })
+}
+
+fn with_server(mut snapshot: Value, tools: &str, allowed: &[&str], record: &Path) -> Value {
+    snapshot["mcpServers"] = json!([{
+        "name": "fake",
+        "command": fake_server(),
+        "args": ["--tools", tools, "--record", record, "--grandchild"],
+        "envRefs": {},
+        "allowedTools": allowed,
+    }]);
+    snapshot
+}
+
+fn pid_in(path: &Path) -> u32 {
+    std::fs::read_to_string(path)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid")
+}
+
+/// A live process, not a zombie waiting for its parent.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+fn assert_gone(pids: &[u32]) {
+    let end = Instant::now() + Duration::from_secs(2);
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in pids {
+        assert!(!alive(*pid), "process {pid} survived the run");
+    }
+}
+
+#[test]
+fn an_allowed_tool_is_declared_and_called_and_an_unlisted_one_is_refused() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![
+        Reply::tool_calls(&[
+            ("c1", "fake__lookup", r#"{"text":"hi"}"#),
+            ("c2", "fake__secret", "{}"),
+        ]),
+        Reply::text("done"),
+    ])
+    .expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let snapshot = with_server(researcher(), "lookup,secret", &["lookup"], record.path());
+    worker.send(
+        &RunSpec::new(
+            "run_00000000000000000000000061",
+            model.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    let settled = worker.settled("run_00000000000000000000000061");
+    assert_eq!(settled["status"], "completed", "{settled}");
+
+    let requests = model.requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        ["read", "grep", "find", "ls", "fake__lookup"]
+    );
+    let results = tool_messages(&requests[1].json().expect("json"));
+    assert!(
+        results[0].contains(r#"lookup ok: {"text":"hi"}"#),
+        "{results:?}"
+    );
+    assert!(results[1].contains("not granted"), "{results:?}");
+    let calls = std::fs::read_to_string(record.path().join("calls")).expect("calls");
+    assert_eq!(
+        calls, "lookup\n",
+        "the disallowed tool must never reach the server"
+    );
+
+    let events = worker.events("run_00000000000000000000000061");
+    let tool_event = |name: &str, state: &str| {
+        events
+            .iter()
+            .any(|e| e["kind"] == "tool" && e["name"] == name && e["state"] == state)
+    };
+    assert!(tool_event("fake__lookup", "started"));
+    assert!(tool_event("fake__lookup", "finished"));
+    assert!(tool_event("fake__secret", "failed"));
+
+    assert_gone(&[
+        pid_in(&record.path().join("pid")),
+        pid_in(&record.path().join("grandchild-pid")),
+    ]);
+}
+
+#[test]
+fn a_granted_tool_the_server_does_not_list_fails_before_any_model_call() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![Reply::text("never")]).expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let snapshot = with_server(
+        researcher(),
+        "lookup",
+        &["lookup", "missing"],
+        record.path(),
+    );
+    worker.send(
+        &RunSpec::new(
+            "run_0000000000000000000000006D",
+            model.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    let settled = worker.settled("run_0000000000000000000000006D");
+    assert_eq!(settled["status"], "failed", "{settled}");
+    assert_eq!(settled["error"]["code"], "unsupported_grant", "{settled}");
+    let message = settled["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("missing"), "{message}");
+    assert!(model.requests().is_empty(), "no model request may be made");
+    assert!(!transcript.exists(), "the transcript is not touched");
+    assert_gone(&[
+        pid_in(&record.path().join("pid")),
+        pid_in(&record.path().join("grandchild-pid")),
+    ]);
+}
+
+#[test]
+fn the_server_environment_is_cleared_and_never_holds_the_key() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![Reply::text("done")]).expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    let spec = RunSpec::new(
+        "run_00000000000000000000000065",
+        model.base_url(),
+        snapshot,
+        ws.path(),
+        &transcript,
+    );
+    worker.send(&spec.message());
+    let settled = worker.settled("run_00000000000000000000000065");
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let env = std::fs::read_to_string(record.path().join("env")).expect("env");
+    assert!(
+        !env.contains(spec.key),
+        "the key reached the server's environment"
+    );
+    // The worker itself runs with PATH and SUBZERO_LOG; none of it is inherited.
+    assert_eq!(env, "", "only configured references may reach the server");
+}
+
+#[test]
+fn env_references_are_refused_while_start_run_carries_no_values() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![Reply::text("never")]).expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let mut snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    snapshot["mcpServers"][0]["envRefs"] = json!({ "TOKEN": "env:PATH" });
+    worker.send(
+        &RunSpec::new(
+            "run_00000000000000000000000072",
+            model.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    let settled = worker.settled("run_00000000000000000000000072");
+    assert_eq!(settled["error"]["code"], "unsupported_grant", "{settled}");
+    assert!(model.requests().is_empty());
+    assert!(
+        !record.path().join("pid").exists(),
+        "the server is not started without its environment"
+    );
+}
+
+#[test]
+fn cancel_kills_the_server_tree_and_counts_it() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![Reply::Hang]).expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    worker.send(
+        &RunSpec::new(
+            "run_00000000000000000000000063",
+            model.base_url(),
+            snapshot,
+            ws.path(),
+            &transcript,
+        )
+        .message(),
+    );
+    assert!(
+        model.wait_for_requests(1, Duration::from_secs(20)),
+        "the model is asked once the server is up"
+    );
+    let pids = [
+        pid_in(&record.path().join("pid")),
+        pid_in(&record.path().join("grandchild-pid")),
+    ];
+    assert!(pids.iter().all(|p| alive(*p)));
+    worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000063" }));
+    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000063");
+    // The server may exit by itself when its session closes (stdin EOF) before the sweep;
+    // the idle grandchild never does, so it is always killed and counted.
+    assert!(
+        confirmed["reaped"].as_u64().unwrap_or(0) >= 1,
+        "{confirmed}"
+    );
+    assert_gone(&pids);
+}
