@@ -1,0 +1,177 @@
+//! The configuration file (TOML, snake_case): credentials, user templates, limits.
+//!
+//! The raw shape stays close to `docs/protocol.md`; unknown keys are rejected so a
+//! typo is reported instead of silently ignored. A missing file is an empty config.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::credentials::Origin;
+use crate::error::{RuntimeError, RuntimeResult};
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[credentials.NAME]` tables.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, CredentialEntry>,
+    /// `[templates.ID]` tables (raw; the broker validates tools and grants).
+    #[serde(default)]
+    pub templates: BTreeMap<String, TemplateConfig>,
+    /// `[limits]`.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// Where one credential's key comes from and which model origins may use it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialEntry {
+    /// Environment variable holding the key.
+    pub env: Option<String>,
+    /// File holding the key (relative paths are relative to the config file).
+    pub file: Option<PathBuf>,
+    /// Allowed model origins, e.g. `"https://api.openai.com:443"`.
+    pub origins: Vec<String>,
+}
+
+/// A user template as written in the file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateConfig {
+    /// One-line description.
+    pub description: String,
+    /// System instructions.
+    pub instructions: String,
+    /// Exact built-in tool names.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Explicit skills.
+    #[serde(default)]
+    pub skills: Vec<SkillConfig>,
+    /// Explicit MCP servers.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// Whether runs need the workspace writer slot (default: derived from the tools).
+    pub write_capable: Option<bool>,
+}
+
+/// A skill file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillConfig {
+    /// Skill name.
+    pub name: String,
+    /// File path.
+    pub path: PathBuf,
+}
+
+/// An MCP server the worker may start for a child.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Server name.
+    pub name: String,
+    /// Executable.
+    pub command: String,
+    /// Arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment references (`NAME = "env:VAR"`), never literal secrets.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Tool names the child may call.
+    #[serde(default)]
+    pub allowed_tools: Vec<String>,
+}
+
+/// `[limits]`: policy limits with the seed's defaults.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Active workers per workspace, across brokers.
+    pub active_workers_per_workspace: u32,
+    /// Write-capable runs per workspace, across brokers.
+    pub write_runs_per_workspace: u32,
+    /// Prompt / message size.
+    pub prompt_bytes: u64,
+    /// Events retained per child.
+    pub event_retention: u64,
+    /// Event payload bytes retained per child.
+    pub event_retention_bytes: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            active_workers_per_workspace: 4,
+            write_runs_per_workspace: 1,
+            prompt_bytes: 64 * 1024,
+            event_retention: 1000,
+            event_retention_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Read and validate the file at `path`; a missing file is the default config.
+    pub fn load(path: &Path) -> RuntimeResult<Config> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(e) => Err(RuntimeError::Config {
+                path: path.to_path_buf(),
+                message: format!("cannot be read: {e}"),
+            }),
+        }
+    }
+
+    /// Parse and validate `text` as if read from `path` (used for messages and for
+    /// resolving relative credential files).
+    pub fn parse(text: &str, path: &Path) -> RuntimeResult<Config> {
+        let fail = |message: String| RuntimeError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut config: Config = toml::from_str(text).map_err(|e| fail(e.to_string()))?;
+        let base = path.parent().unwrap_or(Path::new("/"));
+        for (name, entry) in &mut config.credentials {
+            match (&entry.env, &entry.file) {
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => {
+                    return Err(fail(format!(
+                        "[credentials.{name}] needs exactly one of env = \"VAR\" or file = \"path\""
+                    )));
+                }
+            }
+            if let Some(file) = &entry.file
+                && file.is_relative()
+            {
+                entry.file = Some(base.join(file));
+            }
+            if entry.origins.is_empty() {
+                return Err(fail(format!(
+                    "[credentials.{name}] lists no origins; add origins = [\"https://host:443\"] naming the model endpoints allowed to receive this key"
+                )));
+            }
+            for origin in &entry.origins {
+                Origin::parse_configured(origin).map_err(|why| {
+                    fail(format!("[credentials.{name}] origin {origin:?}: {why}"))
+                })?;
+            }
+        }
+        let limits = &config.limits;
+        if limits.active_workers_per_workspace == 0
+            || limits.write_runs_per_workspace == 0
+            || limits.prompt_bytes == 0
+            || limits.event_retention == 0
+            || limits.event_retention_bytes == 0
+        {
+            return Err(fail("every [limits] value must be at least 1".to_owned()));
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,156 @@
+//! The runtime's error boundary: every failure carries a stable [`ErrorCode`] and a
+//! message that tells the caller what to do next.
+
+use std::path::PathBuf;
+
+use subzero_core::{Coded, ErrorCode};
+
+/// Result alias for runtime operations.
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+/// Everything the runtime adapters can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A caller argument is malformed or out of bounds.
+    #[error("invalid_request: {0}")]
+    InvalidRequest(String),
+    /// A well-formed id names nothing in this workspace scope.
+    #[error(
+        "not_found: {what} {id} does not exist in this workspace; list children with subzero_list"
+    )]
+    NotFound {
+        /// What kind of thing (`child`, `run`, `artifact`).
+        what: &'static str,
+        /// The id as given.
+        id: String,
+    },
+    /// A credential reference could not be resolved for this model URL.
+    #[error("credentials_required: {0}")]
+    CredentialsRequired(String),
+    /// The workspace's worker or writer slots are all taken.
+    #[error("workspace_busy: {0}")]
+    WorkspaceBusy(String),
+    /// Another broker or process holds the child.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// The previous owner's processes may still be alive.
+    #[error("recovery_required: {0}")]
+    RecoveryRequired(String),
+    /// `expectedRunId` is not the active run.
+    #[error(
+        "stale_run: run {expected} is not the active run of child {child} (active: {active}); read subzero_get and retry with that id"
+    )]
+    StaleRun {
+        /// The child.
+        child: String,
+        /// The run id the caller passed.
+        expected: String,
+        /// The active run, or `none`.
+        active: String,
+    },
+    /// The child has no active run.
+    #[error("not_running: child {child} has no active run; {hint}")]
+    NotRunning {
+        /// The child.
+        child: String,
+        /// What to do instead.
+        hint: &'static str,
+    },
+    /// The child is interrupted and needs `subzero_resume`.
+    #[error(
+        "interrupted: child {child} is interrupted; call subzero_resume with a model before sending more work"
+    )]
+    Interrupted {
+        /// The child.
+        child: String,
+    },
+    /// A `requestId` was reused with different arguments.
+    #[error(
+        "request_conflict: requestId {request_id} was already used for {tool} with different arguments; use a new requestId"
+    )]
+    RequestConflict {
+        /// The tool.
+        tool: String,
+        /// The request id.
+        request_id: String,
+    },
+    /// A policy limit was hit.
+    #[error("limit_exceeded: {0}")]
+    LimitExceeded(String),
+    /// An artifact file is missing or unreadable.
+    #[error("artifact_unavailable: {0}")]
+    ArtifactUnavailable(String),
+    /// The configuration file is unreadable or malformed.
+    #[error("invalid_request: configuration file {}: {message}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and where.
+        message: String,
+    },
+    /// The store's writer thread is gone (the broker is shutting down).
+    #[error("runtime_shutting_down: the store is closed; no new work is accepted")]
+    ShuttingDown,
+    /// SQLite failed.
+    #[error("internal: database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A file-system operation failed.
+    #[error("internal: {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored value violates an invariant.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl RuntimeError {
+    /// The stable code for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RuntimeError::InvalidRequest(_) | RuntimeError::Config { .. } => {
+                ErrorCode::InvalidRequest
+            }
+            RuntimeError::NotFound { .. } => ErrorCode::NotFound,
+            RuntimeError::CredentialsRequired(_) => ErrorCode::CredentialsRequired,
+            RuntimeError::WorkspaceBusy(_) => ErrorCode::WorkspaceBusy,
+            RuntimeError::Busy(_) => ErrorCode::Busy,
+            RuntimeError::RecoveryRequired(_) => ErrorCode::RecoveryRequired,
+            RuntimeError::StaleRun { .. } => ErrorCode::StaleRun,
+            RuntimeError::NotRunning { .. } => ErrorCode::NotRunning,
+            RuntimeError::Interrupted { .. } => ErrorCode::Interrupted,
+            RuntimeError::RequestConflict { .. } => ErrorCode::RequestConflict,
+            RuntimeError::LimitExceeded(_) => ErrorCode::LimitExceeded,
+            RuntimeError::ArtifactUnavailable(_) => ErrorCode::ArtifactUnavailable,
+            RuntimeError::ShuttingDown => ErrorCode::RuntimeShuttingDown,
+            RuntimeError::Sqlite(_) | RuntimeError::Io { .. } | RuntimeError::Internal(_) => {
+                ErrorCode::Internal
+            }
+        }
+    }
+
+    /// Wrap an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        RuntimeError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn not_found(what: &'static str, id: impl ToString) -> Self {
+        RuntimeError::NotFound {
+            what,
+            id: id.to_string(),
+        }
+    }
+}
+
+impl Coded for RuntimeError {
+    fn code(&self) -> ErrorCode {
+        RuntimeError::code(self)
+    }
+}

@@ -1,0 +1,140 @@
+//! Schema and a small `user_version` migrator.
+//!
+//! Each migration runs in its own `BEGIN IMMEDIATE` transaction together with the
+//! `user_version` bump, so a crash mid-migration leaves the previous version intact.
+//! A database newer than this binary is refused rather than guessed at.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{RuntimeError, RuntimeResult};
+
+const MIGRATIONS: &[&str] = &[
+    // 1: initial schema.
+    r#"
+    CREATE TABLE children (
+        child_id           TEXT PRIMARY KEY,
+        scope_key          TEXT NOT NULL,
+        scope_uid          INTEGER NOT NULL,
+        workspace_root     TEXT NOT NULL,
+        scope_dev          INTEGER NOT NULL,
+        scope_ino          INTEGER NOT NULL,
+        template_id        TEXT NOT NULL,
+        snapshot_json      TEXT NOT NULL,
+        write_capable      INTEGER NOT NULL,
+        model_url          TEXT NOT NULL,
+        model_name         TEXT NOT NULL,
+        model_api          TEXT NOT NULL,
+        credential_ref     TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN ('ready', 'running', 'interrupted')),
+        phase              TEXT NOT NULL CHECK (phase IN ('idle', 'starting', 'model', 'tool', 'stopping', 'recovery_required')),
+        ownership          TEXT NOT NULL CHECK (ownership IN ('none', 'owned', 'recovery_required')),
+        owner_token        TEXT,
+        owner_generation   INTEGER NOT NULL DEFAULT 0,
+        active_run_id      TEXT,
+        last_leaf_id       TEXT,
+        last_leaf_digest   TEXT,
+        worker_name        TEXT,
+        worker_version     TEXT,
+        transcript_version INTEGER,
+        interrupt_reason   TEXT,
+        last_progress_at   TEXT,
+        created_at         TEXT NOT NULL,
+        updated_at         TEXT NOT NULL,
+        next_event_seq     INTEGER NOT NULL DEFAULT 1,
+        oldest_event_seq   INTEGER NOT NULL DEFAULT 1,
+        event_bytes        INTEGER NOT NULL DEFAULT 0
+    ) STRICT;
+    CREATE INDEX children_by_scope ON children (scope_key, child_id);
+
+    CREATE TABLE runs (
+        run_id            TEXT PRIMARY KEY,
+        child_id          TEXT NOT NULL REFERENCES children (child_id),
+        ordinal           INTEGER NOT NULL,
+        status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'stop_requested', 'stopped', 'completed', 'failed', 'interrupted')),
+        prompt            TEXT NOT NULL,
+        request_id        TEXT,
+        created_at        TEXT NOT NULL,
+        started_at        TEXT,
+        ended_at          TEXT,
+        preview           TEXT,
+        preview_truncated INTEGER NOT NULL DEFAULT 0,
+        artifact_id       TEXT,
+        error_code        TEXT,
+        error_message     TEXT,
+        reason            TEXT,
+        UNIQUE (child_id, ordinal)
+    ) STRICT;
+
+    CREATE TABLE followups (
+        child_id TEXT NOT NULL REFERENCES children (child_id),
+        position INTEGER NOT NULL,
+        run_id   TEXT NOT NULL UNIQUE REFERENCES runs (run_id),
+        PRIMARY KEY (child_id, position)
+    ) STRICT;
+
+    CREATE TABLE events (
+        child_id TEXT NOT NULL REFERENCES children (child_id),
+        seq      INTEGER NOT NULL,
+        at       TEXT NOT NULL,
+        run_id   TEXT,
+        type     TEXT NOT NULL,
+        payload  TEXT NOT NULL,
+        PRIMARY KEY (child_id, seq)
+    ) STRICT;
+
+    CREATE TABLE artifacts (
+        artifact_id TEXT PRIMARY KEY,
+        child_id    TEXT NOT NULL REFERENCES children (child_id),
+        run_id      TEXT,
+        file_name   TEXT NOT NULL,
+        total_bytes INTEGER NOT NULL,
+        created_at  TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE receipts (
+        scope_key    TEXT NOT NULL,
+        tool         TEXT NOT NULL,
+        request_id   TEXT NOT NULL,
+        args_digest  TEXT NOT NULL,
+        receipt_json TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        PRIMARY KEY (scope_key, tool, request_id)
+    ) STRICT;
+
+    CREATE TABLE slots (
+        scope_key   TEXT NOT NULL,
+        kind        TEXT NOT NULL CHECK (kind IN ('worker', 'writer')),
+        slot_index  INTEGER NOT NULL,
+        child_id    TEXT NOT NULL,
+        owner_token TEXT NOT NULL,
+        taken_at    TEXT NOT NULL,
+        PRIMARY KEY (scope_key, kind, slot_index)
+    ) STRICT;
+    "#,
+];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the database up to [`SCHEMA_VERSION`].
+pub(crate) fn migrate(conn: &mut Connection) -> RuntimeResult<()> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            return Err(RuntimeError::Internal(format!(
+                "the state database has schema version {version}, newer than this subzero ({SCHEMA_VERSION}); upgrade subzero or use another --state-dir"
+            )));
+        }
+        let Some(step) = usize::try_from(version)
+            .ok()
+            .and_then(|v| MIGRATIONS.get(v))
+        else {
+            return Ok(());
+        };
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+        tracing::info!(version = version + 1, "migrated state database");
+    }
+}

@@ -1,0 +1,122 @@
+//! Shared fixtures for the runtime's integration tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use subzero_core::{ChildId, RunId};
+use subzero_runtime::paths::StatePaths;
+use subzero_runtime::scope::WorkspaceScope;
+use subzero_runtime::store::{AdmitFollowup, AdmitSpawn, ModelRow, NewChild, Store, StoreOptions};
+use tempfile::TempDir;
+
+pub const TOKEN: &str = "bk_TESTBROKER";
+
+pub struct Fixture {
+    pub dir: TempDir,
+    pub paths: StatePaths,
+    pub store: Store,
+    pub workspace: PathBuf,
+    pub scope: WorkspaceScope,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        Fixture::with_options(StoreOptions::default())
+    }
+
+    pub fn with_options(options: StoreOptions) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = StatePaths::create(dir.path().join("state")).unwrap();
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let scope = WorkspaceScope::resolve(&workspace).unwrap();
+        let store = Store::open(&paths.database(), options).unwrap();
+        Fixture {
+            dir,
+            paths,
+            store,
+            workspace,
+            scope,
+        }
+    }
+
+    pub fn raw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.paths.database()).unwrap()
+    }
+
+    pub fn count(&self, sql: &str) -> i64 {
+        self.raw().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    pub fn inject_event_failure(&self) {
+        self.raw()
+            .execute_batch(
+                "CREATE TRIGGER inject BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+            )
+            .unwrap();
+    }
+
+    pub fn clear_injection(&self) {
+        self.raw().execute_batch("DROP TRIGGER inject;").unwrap();
+    }
+
+    /// Spawn a child owned by TOKEN; returns (child, first run).
+    pub async fn spawn_child(&self) -> (ChildId, RunId) {
+        let input = spawn_input(&self.scope, TOKEN);
+        let (child, run) = (input.child.child_id, input.run_id);
+        match self.store.admit_spawn(input).await.unwrap() {
+            subzero_runtime::store::Admit::New(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+        (child, run)
+    }
+
+    pub async fn queue_followup(&self, child: ChildId, prompt: &str) -> RunId {
+        let run = RunId::generate();
+        self.store
+            .admit_followup(
+                &self.scope,
+                AdmitFollowup {
+                    child_id: child,
+                    run_id: run,
+                    prompt: prompt.to_owned(),
+                    owner_token: TOKEN.to_owned(),
+                    receipt: None,
+                },
+            )
+            .await
+            .unwrap();
+        run
+    }
+}
+
+pub fn model() -> ModelRow {
+    ModelRow {
+        url: "https://api.example.com/v1".to_owned(),
+        model: "example-model".to_owned(),
+        api: "openai-completions".to_owned(),
+        credential_ref: "example".to_owned(),
+    }
+}
+
+pub fn new_child(scope: &WorkspaceScope, child_id: ChildId) -> NewChild {
+    NewChild {
+        child_id,
+        scope: scope.clone(),
+        template_id: "researcher".to_owned(),
+        snapshot: json!({"templateId": "researcher", "tools": ["read"], "writeCapable": false}),
+        write_capable: false,
+        model: model(),
+    }
+}
+
+pub fn spawn_input(scope: &WorkspaceScope, token: &str) -> AdmitSpawn {
+    AdmitSpawn {
+        child: new_child(scope, ChildId::generate()),
+        run_id: RunId::generate(),
+        prompt: "look around".to_owned(),
+        owner_token: token.to_owned(),
+        receipt: None,
+    }
+}
