@@ -1,18 +1,22 @@
 //! Subzero's runtime adapters: the SQLite store, kernel-held locks, startup recovery,
 //! credential resolution, configuration and artifact files.
 //!
-//! Everything here is driven by the broker (added later as `broker/`, `supervisor/`
-//! and `mcp/`). Blocking work — SQLite, file I/O — never runs on the async reactor:
+//! The broker (`broker/`) drives everything else: it starts workers through the
+//! supervisor (`supervisor/`) and is served to hosts by the MCP server (`mcp/`).
+//! Blocking work — SQLite, file I/O — never runs on the async reactor:
 //! store mutations go to one writer thread, reads to tokio's blocking pool.
 
 pub mod artifacts;
+pub mod broker;
 pub mod config;
 pub mod credentials;
 pub mod error;
 pub mod locks;
+pub mod mcp;
 pub mod paths;
 pub mod recovery;
 pub mod scope;
 pub mod store;
+pub mod supervisor;
 
 pub use error::{RuntimeError, RuntimeResult};

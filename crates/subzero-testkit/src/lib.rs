@@ -14,6 +14,8 @@
 //! let url = server.base_url(); // http://127.0.0.1:PORT/v1
 //! ```
 
+pub mod mcp_client;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

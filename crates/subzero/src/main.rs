@@ -1,5 +1,9 @@
 //! The `subzero` binary: one `Command` per subcommand, dispatched in `main`.
 
+mod hosts;
+mod logging;
+mod serve;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -15,6 +19,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve one MCP host over stdio (what a host's config starts).
+    Mcp(serve::McpArgs),
+    /// Print or install Subzero's MCP server entry for a host.
+    Hosts(hosts::HostsCommand),
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
     #[command(hide = true)]
     Worker {
@@ -26,10 +34,18 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
+    let code: u8 = match cli.command {
+        Command::Mcp(args) => serve::run(args),
+        Command::Hosts(cmd) => match hosts::run(cmd, &mut std::io::stdout()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error[{}]: {e}", e.code());
+                1
+            }
+        },
         Command::Worker { lock_fd } => {
-            subzero_worker::run(subzero_worker::WorkerOptions { lock_fd })
+            u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions { lock_fd })).unwrap_or(1)
         }
     };
-    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+    std::process::ExitCode::from(code)
 }

@@ -1,0 +1,444 @@
+//! Admitting work: spawn, send and resume.
+//!
+//! Each validates everything it can before touching state (arguments, template,
+//! credentials, checkpoint), then takes the kernel-held locks it needs, then commits
+//! one store transaction, and only then starts a worker. It returns as soon as the
+//! worker has the run; it never waits for the model.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
+use subzero_core::{ChildId, ChildState, ErrorCode, RunId};
+use subzero_protocol as p;
+
+use super::checkpoint;
+use super::live::{Live, ModelKey, ToWorker};
+use super::receipts::Receipt;
+use super::worker::{FirstRun, StartFrom};
+use super::{Broker, BrokerError, lock, typed};
+use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
+use crate::scope::WorkspaceScope;
+use crate::store::{AdmitFollowup, AdmitSpawn, Admit, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership};
+
+/// How long a new run waits for the previous worker of the same child to finish
+/// exiting (it has already settled and closed its pipe) before the child is `busy`.
+const LOCK_HANDOVER: Duration = Duration::from_secs(3);
+
+impl Broker {
+    /// `subzero_spawn`.
+    pub async fn spawn(self: &Arc<Self>, input: p::SpawnInput) -> Result<p::SpawnOutput, BrokerError> {
+        self.check_open()?;
+        let prompt = input.prompt.to_string();
+        self.limits.check_prompt(&prompt)?;
+        let scope = self.scope_for(input.workspace_root.as_deref().map(String::as_str))?;
+        let receipt = Receipt::prepare("subzero_spawn", input.request_id.as_deref().map(String::as_str), &input)?;
+        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
+            return typed(replayed, "spawn");
+        }
+        let snapshot = self.freeze(input.template_id.as_str())?;
+        let model = self.credential(&input.model)?;
+        self.check_api(&model).await?;
+        let child = ChildId::generate();
+        let run = RunId::generate();
+        let write_capable = snapshot.write_capable();
+        let slots = self.take_slots(&scope, write_capable)?;
+        let child_lock = ChildLock::try_acquire(&self.paths, child)?;
+        let snapshot_json = serde_json::to_value(&snapshot)
+            .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
+        let output = json!({"childId": child.to_string(), "runId": run.to_string()});
+        let admitted = self
+            .store
+            .admit_spawn(AdmitSpawn {
+                child: NewChild {
+                    child_id: child,
+                    scope: scope.clone(),
+                    template_id: snapshot.template_id().as_str().to_owned(),
+                    snapshot: snapshot_json.clone(),
+                    write_capable,
+                    model: model_row(&model),
+                },
+                run_id: run,
+                prompt: prompt.clone(),
+                owner_token: self.owner_token().to_owned(),
+                receipt: receipt.map(|r| r.with_output(output.clone())),
+            })
+            .await?;
+        if let Admit::Replayed(stored) = admitted {
+            return typed(stored, "spawn");
+        }
+        lock(&self.live).insert(child, Live::new(model, snapshot_json));
+        let first = FirstRun { run, prompt, from: StartFrom::default() };
+        self.start_worker(child, &scope, child_lock, slots, first).await?;
+        typed(output, "spawn")
+    }
+
+    /// `subzero_send`: steer the active run, or add a follow-up run.
+    pub async fn send(self: &Arc<Self>, input: p::SendInput) -> Result<p::SendOutput, BrokerError> {
+        self.check_open()?;
+        let child = ChildId::parse(input.child_id.as_str())?;
+        let message = input.message.to_string();
+        self.limits.check_prompt(&message)?;
+        let scope = self.child_scope(child).await?;
+        let mode = serde_json::to_value(input.mode).unwrap_or(Value::Null);
+        if mode == "steer" {
+            return self.steer(child, &scope, input.request_id.as_deref().map(String::as_str), message).await;
+        }
+        let receipt = Receipt::prepare("subzero_send", input.request_id.as_deref().map(String::as_str), &input)?;
+        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
+            return typed(replayed, "send");
+        }
+        let row = self.store.child(&scope, child).await?;
+        if row.state == ChildState::Interrupted {
+            return Err(interrupted(child));
+        }
+        if !lock(&self.live).contains_key(&child) {
+            return Err(BrokerError::new(
+                ErrorCode::CredentialsRequired,
+                format!("this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"),
+            ));
+        }
+        let run = RunId::generate();
+        if row.state == ChildState::Ready {
+            return self.followup_on_ready(child, &scope, &row, run, message, receipt).await;
+        }
+        let admitted = self
+            .store
+            .admit_followup(&scope, AdmitFollowup {
+                child_id: child,
+                run_id: run,
+                prompt: message.clone(),
+                owner_token: self.owner_token().to_owned(),
+                receipt: receipt.clone().map(|r| r.with_output(json!({"runId": run.to_string(), "delivery": "queued"}))),
+            })
+            .await?;
+        match admitted {
+            Admit::Replayed(stored) => typed(stored, "send"),
+            Admit::New(FollowupDelivery::Queued { .. }) => {
+                typed(json!({"runId": run.to_string(), "delivery": "queued"}), "send")
+            }
+            // The active run settled between our read and the admission.
+            Admit::New(FollowupDelivery::Started) => {
+                self.run_on_claimed(child, &scope, run, message).await?;
+                typed(json!({"runId": run.to_string(), "delivery": "started"}), "send")
+            }
+        }
+    }
+
+    async fn followup_on_ready(
+        self: &Arc<Self>,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+        run: RunId,
+        message: String,
+        receipt: Option<Receipt>,
+    ) -> Result<p::SendOutput, BrokerError> {
+        // Take the worker slots before the claim: a full workspace refuses the send
+        // with nothing changed.
+        let slots = self.take_slots(scope, row.write_capable)?;
+        let output = json!({"runId": run.to_string(), "delivery": "started"});
+        let admitted = self
+            .store
+            .admit_followup(scope, AdmitFollowup {
+                child_id: child,
+                run_id: run,
+                prompt: message.clone(),
+                owner_token: self.owner_token().to_owned(),
+                receipt: receipt.map(|r| r.with_output(output.clone())),
+            })
+            .await?;
+        match admitted {
+            Admit::Replayed(stored) => typed(stored, "send"),
+            Admit::New(FollowupDelivery::Queued { .. }) => {
+                // Someone started a run in between; ours waits behind it.
+                typed(json!({"runId": run.to_string(), "delivery": "queued"}), "send")
+            }
+            Admit::New(FollowupDelivery::Started) => {
+                self.start_on_claimed(child, scope, slots, run, message).await?;
+                typed(output, "send")
+            }
+        }
+    }
+
+    /// A run was admitted as `running` on a child this broker just claimed: hand it to
+    /// the child's worker if one is still open, else start one.
+    async fn run_on_claimed(self: &Arc<Self>, child: ChildId, scope: &WorkspaceScope, run: RunId, prompt: String) -> Result<(), BrokerError> {
+        let row = self.store.child(scope, child).await?;
+        let slots = self.take_slots(scope, row.write_capable)?;
+        self.start_on_claimed(child, scope, slots, run, prompt).await
+    }
+
+    async fn start_on_claimed(
+        self: &Arc<Self>,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        slots: Vec<SlotGuard>,
+        run: RunId,
+        prompt: String,
+    ) -> Result<(), BrokerError> {
+        {
+            let live = lock(&self.live);
+            if let Some(link) = live.get(&child).and_then(|l| l.worker.as_ref()) {
+                // The previous worker has not closed yet: it takes the run.
+                if link.tx.send(ToWorker::Start { run, prompt: prompt.clone() }).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        let row = self.store.child(scope, child).await?;
+        let child_lock = self.acquire_child_lock(child).await?;
+        let from = StartFrom { leaf: row.last_leaf.map(|l| (l.leaf_id, l.digest)), recovery_notice: None };
+        self.start_worker(child, scope, child_lock, slots, FirstRun { run, prompt, from }).await
+    }
+
+    /// The child's lock, waiting briefly for this broker's own previous worker of the
+    /// child to finish exiting.
+    async fn acquire_child_lock(&self, child: ChildId) -> Result<ChildLock, BrokerError> {
+        let deadline = tokio::time::Instant::now() + LOCK_HANDOVER;
+        loop {
+            match ChildLock::try_acquire(&self.paths, child) {
+                Ok(lock) => return Ok(lock),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    async fn steer(
+        &self,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        request_id: Option<&str>,
+        message: String,
+    ) -> Result<p::SendOutput, BrokerError> {
+        let row = self.store.child(scope, child).await?;
+        let active = match (row.state, row.active_run_id) {
+            (ChildState::Running, Some(active)) => active,
+            (ChildState::Interrupted, _) => return Err(interrupted(child)),
+            _ => {
+                return Err(BrokerError::new(
+                    ErrorCode::NotRunning,
+                    format!("child {child} has no active run to steer; send mode 'followup' to start a new run"),
+                ));
+            }
+        };
+        if let Some(id) = request_id
+            && let Some(previous) = self.steer_receipt(child, id, &message)?
+        {
+            return typed(previous, "send");
+        }
+        let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
+        let Some(link) = link else {
+            return Err(BrokerError::new(
+                ErrorCode::Busy,
+                format!("child {child} is running under another broker; steer it from there or wait for the run to settle"),
+            ));
+        };
+        if !link.steering {
+            return Err(BrokerError::new(
+                ErrorCode::UnsupportedSteer,
+                "this worker does not support steering; wait for the run to settle and send a followup",
+            ));
+        }
+        let steer_id = format!("st_{}", ulid::Ulid::new());
+        let mut control = json!({
+            "type": "steer",
+            "runId": active.to_string(),
+            "steerId": steer_id,
+            "message": message,
+        });
+        if let Some(id) = request_id {
+            control["requestId"] = json!(id);
+        }
+        link.tx
+            .send(ToWorker::Control(control))
+            .map_err(|_| BrokerError::new(ErrorCode::NotRunning, format!("child {child}'s worker has just closed; read subzero_get")))?;
+        let output = json!({"runId": active.to_string(), "delivery": "steered", "steerId": steer_id});
+        if let Some(id) = request_id {
+            self.remember_steer(child, id, &message, output.clone());
+        }
+        typed(output, "send")
+    }
+
+    /// `subzero_resume`.
+    pub async fn resume(self: &Arc<Self>, input: p::ResumeInput) -> Result<p::ResumeOutput, BrokerError> {
+        self.check_open()?;
+        let child = ChildId::parse(input.child_id.as_str())?;
+        let message = input.message.as_ref().map(|m| m.to_string());
+        if let Some(m) = &message {
+            self.limits.check_prompt(m)?;
+        }
+        let scope = self.child_scope(child).await?;
+        let receipt = Receipt::prepare("subzero_resume", input.request_id.as_deref().map(String::as_str), &input)?;
+        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
+            return typed(replayed, "resume");
+        }
+        let model = self.credential(&input.model)?;
+        self.check_api(&model).await?;
+        let mut row = self.store.child(&scope, child).await?;
+        if row.state == ChildState::Running {
+            return Err(BrokerError::new(
+                ErrorCode::Busy,
+                format!("child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"),
+            ));
+        }
+        if row.ownership == Ownership::RecoveryRequired {
+            row = self.recover(&scope, &row).await?;
+        }
+        let hello = self.hello().await?;
+        if let Some(worker) = &row.worker
+            && u64::from(worker.transcript_version) != hello.transcript_version
+        {
+            return Err(BrokerError::new(
+                ErrorCode::WorkerIncompatible,
+                format!(
+                    "child {child}'s transcript is version {} but this worker reads version {}; resume it with a Subzero release that has that worker",
+                    worker.transcript_version, hello.transcript_version
+                ),
+            ));
+        }
+        let start = checkpoint::verify(child, &self.transcript_path(child), row.last_leaf.as_ref(), hello.transcript_version)?;
+        let run = message.as_ref().map(|_| RunId::generate());
+        let (slots, child_lock) = match run {
+            Some(_) => (
+                self.take_slots(&scope, row.write_capable)?,
+                Some(self.acquire_child_lock(child).await?),
+            ),
+            None => (Vec::new(), None),
+        };
+        self.store.claim(&scope, child, self.owner_token()).await?;
+        let output = match run {
+            Some(run) => json!({"childId": child.to_string(), "state": "running", "runId": run.to_string()}),
+            None => json!({"childId": child.to_string(), "state": "ready"}),
+        };
+        let first = run.zip(message.clone());
+        let admitted = self
+            .store
+            .commit_resume(&scope, child, self.owner_token(), model_row(&model), first.clone(), receipt.map(|r| r.with_output(output.clone())))
+            .await;
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.store.release(child, self.owner_token()).await;
+                return Err(e.into());
+            }
+        };
+        if let Admit::Replayed(stored) = admitted {
+            return typed(stored, "resume");
+        }
+        lock(&self.live).insert(child, Live::new(model, row.snapshot.clone()));
+        if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
+            let notice = (row.state == ChildState::Interrupted).then(|| recovery_notice(row.interrupt_reason.as_deref()));
+            let from = StartFrom { leaf: start, recovery_notice: notice };
+            self.start_worker(child, &scope, child_lock, slots, FirstRun { run, prompt, from }).await?;
+        }
+        typed(output, "resume")
+    }
+
+    /// Retry recovery of a child whose previous owner may still be alive.
+    async fn recover(&self, scope: &WorkspaceScope, row: &ChildRow) -> Result<ChildRow, BrokerError> {
+        let (store, paths, token, observed) = (self.store.clone(), self.paths.clone(), self.owner_token().to_owned(), row.clone());
+        tokio::task::spawn_blocking(move || crate::recovery::recover_child(&store, &paths, &observed, &token))
+        .await
+        .map_err(|e| BrokerError::internal(format!("recovery panicked: {e}")))??;
+        let fresh = self.store.child(scope, row.child_id).await?;
+        if fresh.ownership == Ownership::RecoveryRequired {
+            let holders = crate::locks::holders(&self.paths.child_lock(row.child_id));
+            let names: Vec<String> = holders.iter().map(|h| format!("pid {} ({})", h.pid, h.command)).collect();
+            return Err(BrokerError::new(
+                ErrorCode::RecoveryRequired,
+                format!(
+                    "child {} may still have live processes from its previous owner ({}); they must exit before it can be resumed — stop them or run `subzero doctor`",
+                    row.child_id,
+                    if names.is_empty() { "unknown".to_owned() } else { names.join(", ") }
+                ),
+            )
+            .with_detail("holders", json!(holders.iter().map(|h| h.pid).collect::<Vec<_>>())));
+        }
+        Ok(fresh)
+    }
+
+    /// Take a worker slot and, for a write-capable child, the writer slot.
+    fn take_slots(&self, scope: &WorkspaceScope, write_capable: bool) -> Result<Vec<SlotGuard>, BrokerError> {
+        let mut slots = vec![try_take_slot(&self.paths, scope, SlotKind::Worker, self.worker_slots)?];
+        if write_capable {
+            slots.push(try_take_slot(&self.paths, scope, SlotKind::Writer, self.writer_slots)?);
+        }
+        Ok(slots)
+    }
+
+    /// The scope a child lives in, among those this broker answers for.
+    pub(super) async fn child_scope(&self, child: ChildId) -> Result<WorkspaceScope, BrokerError> {
+        for scope in self.scopes() {
+            match self.store.child(&scope, child).await {
+                Ok(_) => return Ok(scope),
+                Err(e) if e.code() == ErrorCode::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(BrokerError::new(
+            ErrorCode::NotFound,
+            format!("child {child} does not exist in this workspace; list children with subzero_list"),
+        ))
+    }
+
+    /// Resolve and freeze a template into the immutable grant snapshot.
+    fn freeze(&self, template_id: &str) -> Result<GrantSnapshot, BrokerError> {
+        let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
+        let base = self.config_path().parent().map(Path::to_path_buf).unwrap_or_default();
+        let skills = template
+            .skills
+            .iter()
+            .map(|s| load_skill(&base, &s.name, Path::new(&s.path)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(GrantSnapshot::freeze(id, &template, skills, RunLimits::default(), &self.limits)?)
+    }
+
+    async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
+        let hello = self.hello().await?;
+        if hello.protocols.iter().any(|p| p == &model.api) {
+            return Ok(());
+        }
+        Err(BrokerError::new(
+            ErrorCode::WorkerIncompatible,
+            format!("the worker does not speak api `{}`; it speaks {}", model.api, hello.protocols.join(", ")),
+        ))
+    }
+}
+
+fn load_skill(base: &Path, name: &str, path: &Path) -> Result<Skill, BrokerError> {
+    let full: PathBuf = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    let content = std::fs::read_to_string(&full).map_err(|e| {
+        BrokerError::new(
+            ErrorCode::UnsupportedGrant,
+            format!("skill `{name}` cannot be loaded from {}: {e}; fix the template, nothing was spawned", full.display()),
+        )
+    })?;
+    Ok(Skill { name: name.to_owned(), content })
+}
+
+fn model_row(model: &ModelKey) -> ModelRow {
+    ModelRow {
+        url: model.url.clone(),
+        model: model.model.clone(),
+        api: model.api.clone(),
+        credential_ref: model.credential_ref.clone(),
+    }
+}
+
+fn interrupted(child: ChildId) -> BrokerError {
+    BrokerError::new(
+        ErrorCode::Interrupted,
+        format!("child {child} is interrupted; call subzero_resume with a model (and optionally a message) before sending more work"),
+    )
+}
+
+fn recovery_notice(reason: Option<&str>) -> String {
+    format!(
+        "Recovery notice: the previous run of this conversation was interrupted ({}) and was not completed or retried. The working tree may contain changes from that interrupted run; check the files you rely on before continuing.",
+        reason.unwrap_or("reason unknown")
+    )
+}

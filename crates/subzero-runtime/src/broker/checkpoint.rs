@@ -1,0 +1,127 @@
+//! Verifying a child's recorded checkpoint against its transcript before a resume.
+//!
+//! The transcript is the worker's append-only JSONL tree: a header line (the root, with
+//! `version`) and entries with `id` and `parentId`. The digest of a leaf is the SHA-256
+//! of the lines on the path from the root to that leaf, each with its newline — the
+//! same digest the worker reports in `leaf_committed`. Verification reads the file and
+//! changes nothing; a resume then branches from the verified leaf (or from the root
+//! when no run of the child ever completed).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use subzero_core::lifecycle::{Checkpoint, LeafRef};
+use subzero_core::{ChildId, ErrorCode, Sha256Digest};
+
+use super::BrokerError;
+use crate::store::LeafRef as StoredLeaf;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    id: String,
+    #[serde(default)]
+    parent_id: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    version: Option<u64>,
+}
+
+/// Verify the recorded leaf (or, with none recorded, the transcript root) and return
+/// the `(leafId, digest)` a resumed run starts from; `None` when the child has no
+/// transcript yet (it was interrupted before its worker wrote anything).
+pub(super) fn verify(
+    child: ChildId,
+    transcript: &Path,
+    recorded: Option<&StoredLeaf>,
+    transcript_version: u64,
+) -> Result<Option<(String, String)>, BrokerError> {
+    let incompatible = |why: String| {
+        BrokerError::new(
+            ErrorCode::CheckpointIncompatible,
+            format!("child {child}'s checkpoint cannot be resumed: {why}; its stored state was left unchanged"),
+        )
+    };
+    let text = match std::fs::read_to_string(transcript) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => return Ok(None),
+        Err(e) => return Err(incompatible(format!("its transcript {} cannot be read ({e})", transcript.display()))),
+    };
+    let tree = Tree::parse(&text).map_err(&incompatible)?;
+    if tree.version != Some(transcript_version) {
+        return Err(incompatible(format!(
+            "the transcript is version {:?} but this worker reads version {transcript_version}",
+            tree.version
+        )));
+    }
+    let recorded = recorded
+        .map(|l| {
+            let digest = Sha256Digest::parse(&l.digest).map_err(|e| incompatible(format!("the recorded digest is malformed ({e})")))?;
+            LeafRef::new(&l.leaf_id, digest).map_err(|e| incompatible(e.to_string()))
+        })
+        .transpose()?;
+    let target = recorded.as_ref().map_or(tree.root.as_str(), |l| l.leaf_id());
+    let observed = tree.digest_of(target).map(|d| LeafRef::new(target, d)).transpose().map_err(|e| incompatible(e.to_string()))?;
+    let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref()).map_err(|e| incompatible(e.to_string()))?;
+    let leaf = match checkpoint.leaf() {
+        Some(leaf) => (leaf.leaf_id().to_owned(), leaf.digest().to_string()),
+        None => {
+            let digest = tree.digest_of(&tree.root).ok_or_else(|| incompatible("the transcript has no root".into()))?;
+            (tree.root.clone(), digest.to_string())
+        }
+    };
+    Ok(Some(leaf))
+}
+
+struct Tree<'t> {
+    root: String,
+    version: Option<u64>,
+    lines: HashMap<String, (Option<String>, &'t str)>,
+}
+
+impl<'t> Tree<'t> {
+    fn parse(text: &'t str) -> Result<Self, String> {
+        let mut lines = HashMap::new();
+        let mut root = None;
+        let mut version = None;
+        for raw in text.split_inclusive('\n') {
+            // A half-written last line (no newline) is what a crash leaves: not part of the tree.
+            if !raw.ends_with('\n') || raw.trim().is_empty() {
+                continue;
+            }
+            let line: Line = serde_json::from_str(raw.trim_end()).map_err(|e| format!("a transcript line is malformed ({e})"))?;
+            if line.kind == "header" && root.is_none() {
+                root = Some(line.id.clone());
+                version = line.version;
+            }
+            lines.insert(line.id, (line.parent_id, raw));
+        }
+        let root = root.ok_or("the transcript has no header")?;
+        Ok(Tree { root, version, lines })
+    }
+
+    /// Digest of the root→`leaf` path, or `None` when `leaf` is not in the tree or its
+    /// path does not reach the root.
+    fn digest_of(&self, leaf: &str) -> Option<Sha256Digest> {
+        let mut path = Vec::new();
+        let mut cursor = Some(leaf.to_owned());
+        while let Some(id) = cursor {
+            let (parent, raw) = self.lines.get(&id)?;
+            path.push(*raw);
+            if path.len() > self.lines.len() {
+                return None;
+            }
+            cursor = parent.clone();
+        }
+        if path.last().is_none() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        for raw in path.iter().rev() {
+            bytes.extend_from_slice(raw.as_bytes());
+        }
+        Some(Sha256Digest::of(&bytes))
+    }
+}

@@ -1,0 +1,163 @@
+//! `subzero_get`: a snapshot, optionally after a bounded wait.
+//!
+//! The wait is what keeps a parent's token bill small: it never ends on text, only on
+//! the condition the caller asked for — the active run and its queue settling (or a
+//! stop/steer receipt landing), or with `waitFor: event` the first new non-text event.
+//! Local commits wake it at once; commits of other brokers are seen within the store's
+//! poll interval. While it waits it reports progress (tool names, phase) when the
+//! caller gave a progress token.
+
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use serde_json::{Value, json};
+use subzero_core::{ChildId, ChildState, EventSeq};
+use subzero_protocol as p;
+use tokio::sync::mpsc;
+
+use super::{Broker, BrokerError, events, snapshot, typed};
+use crate::scope::WorkspaceScope;
+use crate::store::EventPage;
+
+/// Where progress messages of a waiting `get` go (the MCP layer turns them into
+/// `notifications/progress`).
+pub type ProgressSink = mpsc::UnboundedSender<String>;
+
+impl Broker {
+    /// `subzero_get`.
+    pub async fn get(&self, input: p::GetInput, progress: Option<ProgressSink>) -> Result<p::ChildSnapshot, BrokerError> {
+        let child = ChildId::parse(input.child_id.as_str())?;
+        let scope = self.child_scope(child).await?;
+        let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
+        let cursor = EventSeq::new(input.cursor_or_default());
+        let limit = u32::try_from(input.event_limit_or_default()).unwrap_or(50);
+        let preview_limit = usize::try_from(input.preview_limit_or_default()).unwrap_or(0);
+        let until_event = matches!(input.wait_for_or_default(), p::GetInputWaitFor::Event);
+        let started = Instant::now();
+        let deadline = started + wait;
+        let mut commits = self.store.commits();
+        let mut reported = cursor;
+        let mut first = true;
+        let mut baseline = EventSeq::START;
+        loop {
+            commits.borrow_and_update();
+            let row = self.store.child(&scope, child).await?;
+            if first {
+                baseline = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
+            }
+            let page = self.store.events(&scope, child, cursor, limit).await?;
+            let reason = if until_event {
+                new_non_text(&page, cursor).then_some("event")
+            } else if row.state != ChildState::Running {
+                Some("settled")
+            } else {
+                self.receipt_since(&scope, child, baseline).await?.then_some("event")
+            };
+            let now = Instant::now();
+            let reason = match reason {
+                Some(r) if first => Some(if r == "settled" { "immediate" } else { r }),
+                Some(r) => Some(r),
+                None if now >= deadline => Some(if wait.is_zero() { "immediate" } else { "timeout" }),
+                None => None,
+            };
+            if let Some(reason) = reason {
+                let runs = self.store.runs(&scope, child).await?;
+                let mut doc = snapshot::snapshot(&row, &runs, &page, preview_limit.min(2048));
+                let waited = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX).min(30_000);
+                doc["waited"] = json!({"ms": waited, "reason": reason});
+                return typed(doc, "get");
+            }
+            first = false;
+            if let Some(sink) = &progress {
+                reported = self.report_progress(&scope, child, reported, &row, sink).await;
+            }
+            let nap = (deadline - now).min(self.store.options().poll_interval);
+            let _ = tokio::time::timeout(nap, commits.changed()).await;
+        }
+    }
+
+    /// Whether a stop or steer receipt landed after `since`.
+    async fn receipt_since(&self, scope: &WorkspaceScope, child: ChildId, since: EventSeq) -> Result<bool, BrokerError> {
+        let page = self.store.events(scope, child, since, 50).await?;
+        Ok(page.events.iter().any(|e| events::RECEIPTS.contains(&e.kind.as_str())))
+    }
+
+    /// Send one progress line per new non-text event since `after`; returns the new mark.
+    async fn report_progress(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        after: EventSeq,
+        row: &crate::store::ChildRow,
+        sink: &ProgressSink,
+    ) -> EventSeq {
+        let Ok(page) = self.store.events(scope, child, after, 50).await else {
+            return after;
+        };
+        for event in page.events.iter().filter(|e| e.kind != "text") {
+            let line = match event.kind.as_str() {
+                "tool" => format!(
+                    "{}: tool {} {}",
+                    child,
+                    event.payload["name"].as_str().unwrap_or("?"),
+                    event.payload["state"].as_str().unwrap_or("")
+                ),
+                kind => format!("{child}: {kind}"),
+            };
+            let _ = sink.send(line);
+        }
+        if page.events.is_empty() {
+            let _ = sink.send(format!("{child}: {} ({})", row.state, row.phase.as_str()));
+        }
+        page.events.last().map_or(after, |e| e.seq)
+    }
+
+    /// The child's events from `cursor` on, as they are written (by this broker or any
+    /// other), for Rust embedders. A pruned stretch shows up as a `gap` event, also when
+    /// pruning happens while the stream is being read. The stream ends when the child
+    /// cannot be read any more (e.g. it is not in this broker's scopes).
+    pub fn subscribe(&self, child: ChildId, cursor: EventSeq) -> impl Stream<Item = Result<Value, BrokerError>> + '_ {
+        futures::stream::unfold(
+            (cursor, Vec::<Value>::new(), None::<WorkspaceScope>, false),
+            move |(mut cursor, mut buffered, mut scope, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    if !buffered.is_empty() {
+                        let next = buffered.remove(0);
+                        return Some((Ok(next), (cursor, buffered, scope, false)));
+                    }
+                    let scope_now = match &scope {
+                        Some(s) => s.clone(),
+                        None => match self.child_scope(child).await {
+                            Ok(s) => {
+                                scope = Some(s.clone());
+                                s
+                            }
+                            Err(e) => return Some((Err(e), (cursor, buffered, scope, true))),
+                        },
+                    };
+                    let page: EventPage = match self
+                        .store
+                        .wait_events(&scope_now, child, cursor, 50, Duration::from_secs(30))
+                        .await
+                    {
+                        Ok(page) => page,
+                        Err(e) => return Some((Err(e.into()), (cursor, buffered, scope, true))),
+                    };
+                    if let Some(gap) = page.gap {
+                        let at = page.events.first().map_or_else(events::timestamp_now, |e| e.at.clone());
+                        buffered.push(events::gap_marker(child, gap, &at));
+                    }
+                    buffered.extend(page.events.iter().map(events::to_wire));
+                    cursor = page.next_cursor.max(cursor);
+                }
+            },
+        )
+    }
+}
+
+fn new_non_text(page: &EventPage, cursor: EventSeq) -> bool {
+    page.gap.is_some() || page.events.iter().any(|e| e.seq > cursor && e.kind != "text")
+}

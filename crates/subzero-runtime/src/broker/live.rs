@@ -1,0 +1,58 @@
+//! What a broker keeps in memory per child: the model key (never on disk) and the
+//! handle of the child's worker while it has one.
+
+use secrecy::SecretString;
+use serde_json::Value;
+use subzero_core::{ChildId, RunId};
+use tokio::sync::mpsc;
+
+/// The model a child runs against, with its key in memory only.
+#[derive(Clone, Debug)]
+pub(super) struct ModelKey {
+    pub url: String,
+    pub model: String,
+    pub api: String,
+    pub credential_ref: String,
+    pub key: SecretString,
+}
+
+/// A message for a child's worker driver.
+#[derive(Debug)]
+pub(super) enum ToWorker {
+    /// A control message to write to the worker as is.
+    Control(Value),
+    /// Start this run once the worker is free (the driver builds `start_run`).
+    Start { run: RunId, prompt: String },
+}
+
+/// The broker's handle on one child's live worker.
+#[derive(Debug, Clone)]
+pub(super) struct WorkerLink {
+    pub tx: mpsc::UnboundedSender<ToWorker>,
+    pub steering: bool,
+    pub pid: i32,
+}
+
+/// In-memory state of one child this broker has touched.
+#[derive(Debug)]
+pub(super) struct Live {
+    pub model: ModelKey,
+    /// The child's frozen grant snapshot, as sent in `start_run`.
+    pub snapshot: Value,
+    pub worker: Option<WorkerLink>,
+}
+
+impl Live {
+    pub fn new(model: ModelKey, snapshot: Value) -> Self {
+        Live {
+            model,
+            snapshot,
+            worker: None,
+        }
+    }
+}
+
+/// A child id with a human label for logs.
+pub(super) fn label(child: ChildId) -> String {
+    child.to_string()
+}

@@ -1,0 +1,475 @@
+//! The Broker service: the eight operations on core + store + supervisor.
+//!
+//! One broker is one `subzero mcp` process owned by one host. It owns the workers it
+//! started (one per busy child), keeps each child's model key in memory only, and
+//! shares every durable fact with other brokers of the same OS user through the store.
+//! spawn, send and resume return as soon as the run is admitted and its worker has
+//! been handed the work; they never wait for the model.
+
+mod admit;
+mod checkpoint;
+mod error;
+mod events;
+mod get;
+mod live;
+mod receipts;
+mod snapshot;
+mod stop;
+mod worker;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde_json::json;
+use subzero_core::template::{Template, TemplateId, Templates};
+use subzero_core::{ChildId, ErrorCode, Limits};
+use subzero_protocol as p;
+use tokio::sync::{Notify, OnceCell};
+
+use crate::artifacts::ArtifactFiles;
+use crate::config::Config;
+use crate::credentials::CredentialResolver;
+use crate::locks::BrokerIdentity;
+use crate::paths::StatePaths;
+use crate::scope::WorkspaceScope;
+use crate::store::{Store, StoreOptions};
+use crate::supervisor::{Hello, Spawner, WorkerConn, WorkerLaunch};
+
+pub use error::BrokerError;
+pub use get::ProgressSink;
+
+/// The model API protocol used when a caller names none.
+pub const DEFAULT_API: &str = "openai-completions";
+
+/// How a broker is set up.
+#[derive(Clone, Debug)]
+pub struct BrokerOptions {
+    /// The default workspace (the host's project directory).
+    pub workspace: PathBuf,
+    /// The state directory (database, locks, artifacts, transcripts).
+    pub state_dir: PathBuf,
+    /// The configuration file (a missing file is an empty configuration).
+    pub config_path: PathBuf,
+    /// The executable re-run as `subzero worker`.
+    pub worker_exe: PathBuf,
+    /// Log filter passed to workers as `SUBZERO_LOG`.
+    pub worker_log: Option<String>,
+}
+
+/// The broker. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Broker {
+    paths: StatePaths,
+    store: Store,
+    templates: Templates,
+    credentials: CredentialResolver,
+    credential_sources: Vec<(String, &'static str, bool)>,
+    config_path: PathBuf,
+    artifacts: ArtifactFiles,
+    identity: BrokerIdentity,
+    scope: WorkspaceScope,
+    other_scopes: Mutex<Vec<WorkspaceScope>>,
+    spawner: Spawner,
+    worker_exe: PathBuf,
+    worker_log: Option<String>,
+    limits: Limits,
+    worker_slots: u32,
+    writer_slots: u32,
+    live: Mutex<HashMap<ChildId, live::Live>>,
+    shutting_down: AtomicBool,
+    hello: OnceCell<Hello>,
+    steer_receipts: Mutex<receipts::SteerReceipts>,
+    /// Worker drivers still running.
+    drivers: AtomicUsize,
+    /// Woken whenever a worker driver finishes.
+    worker_gone: Notify,
+}
+
+impl Broker {
+    /// Open the state, recover what earlier brokers left behind, and get ready to serve.
+    /// Must be called inside a Tokio runtime.
+    pub async fn open(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
+        let paths = StatePaths::create(&options.state_dir)?;
+        let config = Config::load(&options.config_path)?;
+        let credentials = CredentialResolver::new(&config, &options.config_path)?;
+        let templates = user_templates(&config)?;
+        let limits = limits_from(&config);
+        let store = Store::open(
+            &paths.database(),
+            StoreOptions {
+                event_retention: config.limits.event_retention,
+                event_retention_bytes: config.limits.event_retention_bytes,
+                ..StoreOptions::default()
+            },
+        )?;
+        let identity = BrokerIdentity::acquire(&paths)?;
+        let scope = WorkspaceScope::resolve(&options.workspace)?;
+        let report = {
+            let (store, paths, token) = (store.clone(), paths.clone(), identity.token().to_owned());
+            tokio::task::spawn_blocking(move || {
+                crate::recovery::recover_at_startup(&store, &paths, &token)
+            })
+            .await
+            .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??
+        };
+        tracing::info!(?report, "startup recovery finished");
+        let spawner = Spawner::start()
+            .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
+        let artifacts = ArtifactFiles::new(&paths);
+        Ok(Arc::new(Broker {
+            paths,
+            store,
+            templates,
+            credentials,
+            credential_sources: credential_sources(&config),
+            config_path: options.config_path,
+            artifacts,
+            identity,
+            scope,
+            other_scopes: Mutex::new(Vec::new()),
+            spawner,
+            worker_exe: options.worker_exe,
+            worker_log: options.worker_log,
+            limits,
+            worker_slots: config.limits.active_workers_per_workspace,
+            writer_slots: config.limits.write_runs_per_workspace,
+            live: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+            hello: OnceCell::new(),
+            steer_receipts: Mutex::new(receipts::SteerReceipts::new()),
+            drivers: AtomicUsize::new(0),
+            worker_gone: Notify::new(),
+        }))
+    }
+
+    /// The store (for inspection tools and tests).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The default workspace scope.
+    pub fn scope(&self) -> &WorkspaceScope {
+        &self.scope
+    }
+
+    /// The state directory layout.
+    pub fn paths(&self) -> &StatePaths {
+        &self.paths
+    }
+
+    /// `subzero_info`.
+    pub async fn info(&self) -> Result<p::Info, BrokerError> {
+        let hello = self.hello().await?;
+        let templates: Vec<_> = self
+            .templates
+            .ids()
+            .into_iter()
+            .filter_map(|id| self.templates.resolve(&id).ok())
+            .map(|(id, t)| template_info(&id, &t))
+            .collect();
+        let credentials: Vec<_> = self
+            .credential_sources
+            .iter()
+            .map(|(name, source, available)| {
+                json!({"name": name, "source": source, "available": available})
+            })
+            .collect();
+        let value = json!({
+            "protocolVersion": "1",
+            "version": env!("CARGO_PKG_VERSION"),
+            "worker": {
+                "name": hello.name,
+                "version": hello.version,
+                "protocols": hello.protocols,
+                "steering": hello.steering,
+                "transcriptVersion": hello.transcript_version,
+            },
+            "templates": templates,
+            "credentialRefs": credentials,
+            "limits": {
+                "activeWorkersPerWorkspace": self.worker_slots,
+                "writeRunsPerWorkspace": self.writer_slots,
+                "promptBytes": self.limits.prompt_bytes,
+                "grantedTools": self.limits.granted_tools,
+                "eventPayloadBytes": self.limits.event_payload_bytes,
+                "waitMsMax": self.limits.get_wait_ms,
+                "outputLengthMax": self.limits.output_chunk_bytes,
+                "eventRetention": self.store.options().event_retention,
+            },
+            "enforcement": enforcement(),
+            "hostAdapters": [],
+        });
+        typed(value, "info")
+    }
+
+    /// `subzero_list`.
+    pub async fn list(&self, input: p::ListInput) -> Result<p::ListOutput, BrokerError> {
+        let scope = match &input.workspace_root {
+            Some(root) => self.scope_for(Some(root.as_str()))?,
+            None => self.scope.clone(),
+        };
+        let limit = input.limit.map(|l| l.get()).unwrap_or(50).clamp(1, 200) as u32;
+        let after = input
+            .after
+            .as_ref()
+            .map(|a| ChildId::parse(a.as_str()))
+            .transpose()?;
+        let rows = self.store.list_children(&scope, limit + 1, after).await?;
+        let more = rows.len() > limit as usize;
+        let mut children = Vec::with_capacity(rows.len());
+        for row in rows.iter().take(limit as usize) {
+            let runs = self.store.runs(&scope, row.child_id).await?;
+            children.push(snapshot::summary(row, &runs));
+        }
+        let next_after = if more {
+            rows.get(limit as usize - 1).map(|r| r.child_id.to_string())
+        } else {
+            None
+        };
+        typed(json!({"children": children, "nextAfter": next_after}), "list")
+    }
+
+    /// `subzero_output`: a chunk of a run's full result.
+    pub async fn output(&self, input: p::OutputInput) -> Result<p::ArtifactChunk, BrokerError> {
+        let id = subzero_core::ArtifactId::parse(input.artifact_id.as_str())?;
+        let offset = input.offset.unwrap_or(0);
+        let length = input.length.map(|l| l.get()).unwrap_or(65_536);
+        self.limits.check_output_chunk(length)?;
+        let row = self.find_artifact(id).await?;
+        let files = self.artifacts.clone();
+        let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))
+            .await
+            .map_err(|e| BrokerError::internal(format!("artifact read panicked: {e}")))??;
+        typed(
+            json!({
+                "artifactId": id.to_string(),
+                "offset": chunk.offset,
+                "text": chunk.text,
+                "nextOffset": chunk.next_offset,
+                "eof": chunk.eof,
+                "totalBytes": chunk.total_bytes,
+            }),
+            "output",
+        )
+    }
+
+    async fn find_artifact(
+        &self,
+        id: subzero_core::ArtifactId,
+    ) -> Result<crate::store::ArtifactRow, BrokerError> {
+        for scope in self.scopes() {
+            match self.store.artifact(&scope, id).await {
+                Ok(row) => return Ok(row),
+                Err(e) if e.code() == ErrorCode::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(BrokerError::new(
+            ErrorCode::NotFound,
+            format!("artifact {id} does not exist in this workspace; take artifact ids from subzero_get's lastRun"),
+        ))
+    }
+
+    /// The worker's self-description, learned once by starting a worker that runs nothing.
+    async fn hello(&self) -> Result<Hello, BrokerError> {
+        let hello = self
+            .hello
+            .get_or_try_init(|| async {
+                let launch = self.launch(Vec::new(), self.scope.root());
+                let (mut conn, hello) =
+                    WorkerConn::start(&self.spawner, launch, "handshake".into())
+                        .await
+                        .map_err(|e| {
+                            BrokerError::new(
+                                ErrorCode::WorkerIncompatible,
+                                format!("the worker (`{} worker`) could not be started: {e}; run `subzero doctor`", self.worker_exe.display()),
+                            )
+                        })?;
+                conn.close();
+                conn.wait_exit(Duration::from_secs(2)).await;
+                Ok::<_, BrokerError>(hello)
+            })
+            .await?;
+        Ok(hello.clone())
+    }
+
+    fn launch(&self, inherit: Vec<std::os::fd::OwnedFd>, cwd: &Path) -> WorkerLaunch {
+        WorkerLaunch {
+            exe: self.worker_exe.clone(),
+            inherit,
+            cwd: cwd.to_path_buf(),
+            log_filter: self.worker_log.clone(),
+        }
+    }
+
+    /// The scope for a caller-named workspace root (or the default). Every scope a
+    /// caller names is remembered, so ids from it resolve in later calls of this broker.
+    fn scope_for(&self, root: Option<&str>) -> Result<WorkspaceScope, BrokerError> {
+        let Some(root) = root else {
+            return Ok(self.scope.clone());
+        };
+        let scope = WorkspaceScope::resolve(Path::new(root)).map_err(|e| {
+            BrokerError::invalid("workspaceRoot", format!("{}", BrokerError::from(e).message()))
+        })?;
+        if scope != self.scope {
+            let mut others = lock(&self.other_scopes);
+            if !others.contains(&scope) {
+                others.push(scope.clone());
+            }
+        }
+        Ok(scope)
+    }
+
+    /// Every scope this broker answers for: its own first, then those callers named.
+    fn scopes(&self) -> Vec<WorkspaceScope> {
+        let mut all = vec![self.scope.clone()];
+        all.extend(lock(&self.other_scopes).iter().cloned());
+        all
+    }
+
+    /// Whether the broker still accepts work.
+    fn check_open(&self) -> Result<(), BrokerError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(BrokerError::new(
+                ErrorCode::RuntimeShuttingDown,
+                "this broker is shutting down and accepts no new work; the host will start a new one",
+            ));
+        }
+        Ok(())
+    }
+
+    fn owner_token(&self) -> &str {
+        self.identity.token()
+    }
+
+    fn credential(&self, model: &p::ModelRef) -> Result<live::ModelKey, BrokerError> {
+        let api = model
+            .api
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| DEFAULT_API.to_owned());
+        let key: SecretString = self
+            .credentials
+            .resolve(model.credential_ref.as_str(), model.url.as_str())?;
+        Ok(live::ModelKey {
+            url: model.url.to_string(),
+            model: model.model.to_string(),
+            api,
+            credential_ref: model.credential_ref.to_string(),
+            key,
+        })
+    }
+
+    fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+}
+
+/// Turn a JSON document built by the broker into its typed wire form; a mismatch is a
+/// broker bug, reported as `internal` rather than sent malformed.
+fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value, what: &str) -> Result<T, BrokerError> {
+    serde_json::from_value(value)
+        .map_err(|e| BrokerError::internal(format!("the {what} result breaks the contract: {e}")))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these short critical sections leaves plain data
+    // behind; keep serving rather than poisoning every later call.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
+    let mut user = std::collections::BTreeMap::new();
+    for (name, raw) in &config.templates {
+        let id = TemplateId::parse(name).map_err(|e| {
+            BrokerError::invalid("templates", format!("configuration template `{name}`: {e}"))
+        })?;
+        user.insert(id, template_from(raw));
+    }
+    Templates::new(user)
+        .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
+}
+
+/// Names, sources and availability of the configured credentials, never their values.
+fn credential_sources(config: &Config) -> Vec<(String, &'static str, bool)> {
+    config
+        .credentials
+        .iter()
+        .map(|(name, entry)| match (&entry.env, &entry.file) {
+            (Some(var), _) => (name.clone(), "env", std::env::var_os(var).is_some_and(|v| !v.is_empty())),
+            (None, Some(path)) => (name.clone(), "file", std::fs::metadata(path).is_ok_and(|m| m.is_file())),
+            (None, None) => (name.clone(), "env", false),
+        })
+        .collect()
+}
+
+/// A configured template in the core's terms (the file's shape, checked at load).
+fn template_from(raw: &crate::config::TemplateConfig) -> Template {
+    use subzero_core::template::{McpServerTemplate, SkillSource};
+    Template {
+        description: raw.description.clone(),
+        instructions: raw.instructions.clone(),
+        tools: raw.tools.clone(),
+        skills: raw
+            .skills
+            .iter()
+            .map(|s| SkillSource {
+                name: s.name.clone(),
+                path: s.path.to_string_lossy().into_owned(),
+            })
+            .collect(),
+        mcp_servers: raw
+            .mcp_servers
+            .iter()
+            .map(|m| McpServerTemplate {
+                name: m.name.clone(),
+                command: m.command.clone(),
+                args: m.args.clone(),
+                env: m.env.clone(),
+                allowed_tools: m.allowed_tools.clone(),
+            })
+            .collect(),
+        write_capable: raw.write_capable.unwrap_or(false),
+    }
+}
+
+fn limits_from(config: &Config) -> Limits {
+    let mut limits = Limits::SEED;
+    limits.prompt_bytes = u32::try_from(config.limits.prompt_bytes).unwrap_or(u32::MAX);
+    limits.active_workers_per_workspace = config.limits.active_workers_per_workspace;
+    limits.write_runs_per_workspace = config.limits.write_runs_per_workspace;
+    limits.event_retention = u32::try_from(config.limits.event_retention).unwrap_or(u32::MAX);
+    limits
+}
+
+fn template_info(id: &TemplateId, t: &Template) -> serde_json::Value {
+    let builtin = Template::BUILTIN_IDS.contains(&id.as_str());
+    json!({
+        "templateId": id.as_str(),
+        "description": t.description,
+        "builtin": builtin,
+        "tools": t.tools,
+        "skills": t.skills.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+        "writeCapable": t.write_capable || t.tools.iter().any(|n| matches!(n.as_str(), "write" | "edit" | "bash")),
+        "mcpServers": t.mcp_servers.iter().map(|s| json!({"name": s.name, "allowedTools": s.allowed_tools})).collect::<Vec<_>>(),
+    })
+}
+
+fn enforcement() -> serde_json::Value {
+    json!({
+        "sandbox": false,
+        "landlock": null,
+        "processTreeContainment": true,
+        "notes": [
+            "The workspace is not a sandbox: tools run with the launching user's OS authority.",
+            "bash can reach paths outside the workspace; read/write/edit refuse paths outside it.",
+            "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
+            "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
+        ],
+    })
+}

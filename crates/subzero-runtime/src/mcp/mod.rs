@@ -1,0 +1,150 @@
+//! The MCP face of the broker: exactly eight tools over stdio.
+//!
+//! Arguments are taken as raw JSON and deserialized here, so a malformed or missing
+//! argument becomes a *tool error* `invalid_request` naming the field — which hosts show
+//! to the model — rather than a JSON-RPC protocol error, which they hide. Every result
+//! carries structured content (the typed output) and the same object as compact JSON
+//! text; every failure carries the error body `{code, message, details?}`.
+
+mod args;
+pub mod descriptions;
+mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::broker::{Broker, BrokerError};
+
+pub use tools::{TOOL_NAMES, tool_list};
+
+/// What the server tells a host about itself at `initialize`.
+const INSTRUCTIONS: &str = "Subzero delegates work to persistent child agents. Spawn a child \
+with subzero_spawn, then wait for its result with subzero_get (waitMs=30000) instead of polling \
+with short waits. Read the full result with subzero_output only when the preview is truncated.";
+
+/// The MCP server: a thin translation layer over [`Broker`].
+#[derive(Clone, Debug)]
+pub struct McpServer {
+    broker: Arc<Broker>,
+}
+
+impl McpServer {
+    /// Serve one host over this process's stdin/stdout until the host closes stdin.
+    pub async fn serve_stdio(broker: Arc<Broker>) -> anyhow::Result<()> {
+        let server = McpServer { broker };
+        let running = server.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<(Value, String), BrokerError> {
+        let b = &self.broker;
+        match name {
+            "subzero_info" => {
+                let _: subzero_protocol::InfoInput = args::parse(arguments)?;
+                finish(b.info().await)
+            }
+            "subzero_spawn" => finish(b.spawn(args::parse(arguments)?).await),
+            "subzero_get" => finish(b.get(args::parse(arguments)?, progress).await),
+            "subzero_list" => finish(b.list(args::parse(arguments)?).await),
+            "subzero_send" => finish(b.send(args::parse(arguments)?).await),
+            "subzero_stop" => finish(b.stop(args::parse(arguments)?).await),
+            "subzero_resume" => finish(b.resume(args::parse(arguments)?).await),
+            "subzero_output" => finish(b.output(args::parse(arguments)?).await),
+            other => Err(BrokerError::invalid(
+                "name",
+                format!(
+                    "there is no tool `{other}`; the tools are {}",
+                    TOOL_NAMES.join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// Structured content plus its text rendering. The text is the same object as compact
+/// JSON: many hosts hand only the text blocks to the model, so it must be complete, and
+/// compact JSON is both the shortest complete rendering and one models read reliably.
+fn finish<T: Serialize>(outcome: Result<T, BrokerError>) -> Result<(Value, String), BrokerError> {
+    let output = outcome?;
+    let value = serde_json::to_value(&output)
+        .map_err(|e| BrokerError::internal(format!("could not encode the result: {e}")))?;
+    let text = value.to_string();
+    Ok((value, text))
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("subzero", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult {
+            tools: tool_list().to_vec(),
+            ..Default::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let progress = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                let mut step = 0.0;
+                while let Some(message) = rx.recv().await {
+                    step += 1.0;
+                    let param = ProgressNotificationParam::new(token.clone(), step)
+                        .with_message(message);
+                    if peer.notify_progress(param).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tx
+        });
+        let result = match self.dispatch(&request.name, arguments, progress).await {
+            Ok((structured, text)) => {
+                let mut ok = CallToolResult::success(vec![ContentBlock::text(text)]);
+                ok.structured_content = Some(structured);
+                ok
+            }
+            Err(err) => {
+                let body = err.to_error_body();
+                let mut failed = CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{}: {}",
+                    err.code(),
+                    err.message()
+                ))]);
+                failed.structured_content = Some(body);
+                failed
+            }
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,151 @@
+//! The broker's end of one worker's control pipes.
+//!
+//! Lines from the worker are parsed into the generated [`WorkerMessage`] and validated;
+//! a line that does not parse is reported (the worker is then considered broken by the
+//! caller), never guessed at. The worker's stderr is forwarded to `tracing` line by line,
+//! so it is never dropped and never reaches the MCP channel on stdout.
+
+use std::io;
+use std::time::Duration;
+
+use serde_json::Value;
+use subzero_protocol::{BrokerMessage, Validate, WorkerMessage};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::spawn::{Spawner, WorkerLaunch};
+
+/// What a worker says about itself before anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Implementation name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Transcript format version it reads and writes.
+    pub transcript_version: u64,
+    /// Model API protocols it speaks.
+    pub protocols: Vec<String>,
+    /// Whether it applies steers to an active run.
+    pub steering: bool,
+}
+
+/// A running worker and its pipes.
+#[derive(Debug)]
+pub struct WorkerConn {
+    pid: i32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+/// How long a worker may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl WorkerConn {
+    /// Start a worker and read its hello.
+    pub async fn start(spawner: &Spawner, launch: WorkerLaunch, label: String) -> io::Result<(Self, Hello)> {
+        let spawned = spawner.spawn(launch).await?;
+        let pid = spawned.pid;
+        forward_stderr(spawned.stderr, label);
+        let mut conn = WorkerConn {
+            pid,
+            child: spawned.child,
+            stdin: Some(spawned.stdin),
+            lines: BufReader::new(spawned.stdout).lines(),
+        };
+        let first = tokio::time::timeout(HELLO_TIMEOUT, conn.recv())
+            .await
+            .map_err(|_| io::Error::other("the worker did not say hello within 10 s"))?;
+        match first {
+            Some(Ok(WorkerMessage::Hello {
+                name,
+                version,
+                transcript_version,
+                protocols,
+                steering,
+                ..
+            })) => {
+                let protocols = protocols
+                    .0
+                    .iter()
+                    .filter_map(|p| serde_json::to_value(p).ok())
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect();
+                let hello = Hello {
+                    name: name.to_string(),
+                    version: version.to_string(),
+                    transcript_version: transcript_version.get(),
+                    protocols,
+                    steering,
+                };
+                Ok((conn, hello))
+            }
+            Some(Ok(_)) => Err(io::Error::other("the worker's first message was not hello")),
+            Some(Err(bad)) => Err(io::Error::other(format!("the worker's hello is malformed: {bad}"))),
+            None => Err(io::Error::other("the worker exited before saying hello")),
+        }
+    }
+
+    /// The worker's process id (also its process-group id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Send one control message. The message is built as JSON and checked against the
+    /// contract first, so a broker bug shows up as an error here, not as a confused worker.
+    pub async fn send(&mut self, message: Value) -> io::Result<()> {
+        let typed: BrokerMessage = serde_json::from_value(message)
+            .map_err(|e| io::Error::other(format!("control message breaks the contract: {e}")))?;
+        typed
+            .validate()
+            .map_err(|e| io::Error::other(format!("control message breaks the contract: {e}")))?;
+        let mut line = serde_json::to_vec(&typed).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the worker's control pipe is already closed"))?;
+        stdin.write_all(&line).await?;
+        stdin.flush().await
+    }
+
+    /// The next message from the worker; `None` at end of stream (the worker exited or
+    /// closed stdout). `Some(Err)` is a line that breaks the contract.
+    pub async fn recv(&mut self) -> Option<Result<WorkerMessage, String>> {
+        loop {
+            let line = match self.lines.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(format!("reading the worker's stdout failed: {e}"))),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<WorkerMessage>(&line)
+                .map_err(|e| format!("unparseable control line: {e}"))
+                .and_then(|m| m.validate().map(|()| m).map_err(|e| e.to_string()));
+            return Some(parsed);
+        }
+    }
+
+    /// Close the control pipe: the worker cancels whatever runs, kills its tool tree
+    /// and exits.
+    pub fn close(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Wait for the worker process to exit, at most `limit`. Returns whether it did.
+    pub async fn wait_exit(&mut self, limit: Duration) -> bool {
+        matches!(tokio::time::timeout(limit, self.child.wait()).await, Ok(Ok(_)))
+    }
+}
+
+fn forward_stderr(stderr: tokio::process::ChildStderr, label: String) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::info!(target: "subzero::worker", worker = %label, "{line}");
+        }
+    });
+}

@@ -1,0 +1,180 @@
+//! Starting worker processes: the only place in the broker that creates a process.
+//!
+//! A worker is the broker's own executable re-run as `subzero worker --lock-fd 3`:
+//! - in a new process group, so one signal reaches the worker and nothing of the host;
+//! - with a cleared environment (no ambient secret can leak into a child agent);
+//! - with the child's flock-held lock file as fd 3, the first inherited descriptor, which
+//!   the worker passes on to its tool processes so the kernel holds the lock while any
+//!   member of the tree lives;
+//! - with a parent-death signal (SIGTERM), so a worker whose broker vanished tears its
+//!   tree down even before it notices EOF on its control pipe.
+//!
+//! The parent-death signal fires when the *thread* that forked the worker exits, so
+//! every worker is forked by one long-lived spawner thread, never by a pool thread.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::thread;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::oneshot;
+
+/// The descriptor number at which a worker finds the child's lock file; the slot
+/// locks, when any, follow it (4, 5, …). The worker only needs to know the first: it
+/// keeps every inherited descriptor open for its tool processes.
+pub const WORKER_LOCK_FD: RawFd = 3;
+
+/// At most this many descriptors are passed (child lock, worker slot, writer slot).
+const MAX_INHERITED: usize = 3;
+
+/// Everything needed to start one worker.
+#[derive(Debug)]
+pub struct WorkerLaunch {
+    /// The executable to run (normally `std::env::current_exe()`).
+    pub exe: PathBuf,
+    /// Locks the worker tree must hold while it lives, already `flock`ed by the caller:
+    /// first the child's lock, then its workspace slots. Empty for a handshake-only
+    /// worker (doctor, `info`), which runs no run.
+    pub inherit: Vec<OwnedFd>,
+    /// Directory the worker starts in (the workspace root).
+    pub cwd: PathBuf,
+    /// `RUST_LOG`-style filter for the worker's stderr logs; the only variable passed.
+    pub log_filter: Option<String>,
+}
+
+/// A started worker with its three pipes.
+#[derive(Debug)]
+pub struct SpawnedWorker {
+    /// The process handle (kill-on-drop is off: teardown is explicit, see `reap`).
+    pub child: Child,
+    /// Process id, which is also the worker's process-group id.
+    pub pid: i32,
+    /// Control messages to the worker; dropping it is the worker's cancel-and-exit signal.
+    pub stdin: ChildStdin,
+    /// Control messages from the worker.
+    pub stdout: ChildStdout,
+    /// The worker's logs.
+    pub stderr: ChildStderr,
+}
+
+type Reply = oneshot::Sender<io::Result<SpawnedWorker>>;
+
+/// A handle to the long-lived spawner thread. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Spawner {
+    requests: mpsc::Sender<(WorkerLaunch, Reply)>,
+}
+
+impl Spawner {
+    /// Start the spawner thread. Must be called inside a Tokio runtime: the thread enters
+    /// that runtime so the process handles it creates are driven by it.
+    pub fn start() -> io::Result<Self> {
+        let handle = tokio::runtime::Handle::current();
+        let (requests, inbox) = mpsc::channel::<(WorkerLaunch, Reply)>();
+        thread::Builder::new()
+            .name("subzero-spawner".into())
+            .spawn(move || {
+                let _runtime = handle.enter();
+                for (launch, reply) in inbox {
+                    // The receiver may have given up; the worker then sees its stdin close.
+                    let _ = reply.send(spawn_now(launch));
+                }
+            })?;
+        Ok(Self { requests })
+    }
+
+    /// Start a worker from the spawner thread.
+    pub async fn spawn(&self, launch: WorkerLaunch) -> io::Result<SpawnedWorker> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send((launch, reply))
+            .map_err(|_| io::Error::other("the worker spawner thread has stopped"))?;
+        answer
+            .await
+            .map_err(|_| io::Error::other("the worker spawner thread dropped a request"))?
+    }
+}
+
+fn spawn_now(launch: WorkerLaunch) -> io::Result<SpawnedWorker> {
+    if launch.inherit.len() > MAX_INHERITED {
+        return Err(io::Error::other("too many descriptors to pass to a worker"));
+    }
+    let mut cmd = Command::new(&launch.exe);
+    cmd.arg("worker");
+    if !launch.inherit.is_empty() {
+        cmd.arg("--lock-fd").arg(WORKER_LOCK_FD.to_string());
+    }
+    cmd.env_clear()
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(filter) = &launch.log_filter {
+        cmd.env("SUBZERO_LOG", filter);
+    }
+    // Source descriptors, padded with -1; copied into the closure so it allocates nothing.
+    let mut sources: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
+    for (slot, fd) in sources.iter_mut().zip(&launch.inherit) {
+        *slot = fd.as_raw_fd();
+    }
+    let count = launch.inherit.len();
+    let broker_pid = std::process::id() as i32;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (dup, dup2, fcntl, prctl, getppid, _exit); it
+    // allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            // First move every source out of the target range, so placing one cannot
+            // overwrite another that still has to be placed.
+            let mut moved: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
+            for i in 0..count {
+                let fd = libc::fcntl(sources[i], libc::F_DUPFD_CLOEXEC, 16);
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                moved[i] = fd;
+            }
+            for (i, &fd) in moved.iter().enumerate().take(count) {
+                let target = WORKER_LOCK_FD + i as RawFd;
+                // dup2 clears close-on-exec on the new descriptor.
+                if libc::dup2(fd, target) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The broker may have died between fork and prctl; then nobody would signal us.
+            if libc::getppid() != broker_pid {
+                libc::_exit(70);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    // Our copies go away with `launch`: from now on only the worker tree holds the locks,
+    // so they are free exactly when every process of that tree is gone.
+    drop(launch.inherit);
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| io::Error::other("worker exited before it could be tracked"))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(io::Error::other("worker pipes were not created"));
+    };
+    Ok(SpawnedWorker {
+        child,
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    })
+}

@@ -1,0 +1,23 @@
+//! Logs go to stderr or a file, never stdout (stdout is the MCP channel).
+
+use std::path::Path;
+
+use tracing_subscriber::EnvFilter;
+
+/// Install the global subscriber. `SUBZERO_LOG` sets the filter (default `info`).
+pub fn init(file: Option<&Path>) -> Result<(), String> {
+    let filter = EnvFilter::try_from_env("SUBZERO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false);
+    let installed = match file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
+            builder.with_writer(std::sync::Mutex::new(file)).try_init()
+        }
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+    installed.map_err(|e| format!("cannot install logging: {e}"))
+}

@@ -1,0 +1,101 @@
+//! `subzero mcp`: serve one host over stdio until it closes stdin or sends SIGTERM.
+//!
+//! stdout carries only MCP frames; logs go to stderr (or `--log-file`). On stdin EOF or
+//! SIGTERM the broker shuts down cleanly: active runs are stopped, queues cleared, and
+//! workers given a bounded time to confirm before their state is recorded.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use subzero_runtime::broker::{Broker, BrokerOptions};
+use subzero_runtime::mcp::McpServer;
+use subzero_runtime::paths::{PathEnv, resolve_config_path, resolve_state_dir};
+use subzero_runtime::supervisor::reap;
+
+use crate::logging;
+
+/// Flags of `subzero mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The workspace children run in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// The state directory (default: $SUBZERO_STATE_DIR, else $XDG_STATE_HOME/subzero).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The configuration file (default: $SUBZERO_CONFIG, else $XDG_CONFIG_HOME/subzero/config.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Write logs to this file instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+/// Run the broker. Returns the process exit code.
+pub fn run(args: McpArgs) -> u8 {
+    if let Err(e) = logging::init(args.log_file.as_deref()) {
+        eprintln!("subzero mcp: {e}");
+        return 2;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("subzero mcp: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("subzero mcp: {e}");
+            1
+        }
+    }
+}
+
+async fn serve(args: McpArgs) -> Result<(), String> {
+    // Orphans of a worker that dies come back to us, so nothing escapes containment.
+    if let Err(e) = reap::become_subreaper() {
+        tracing::warn!(%e, "could not become a child subreaper; escaped processes of a crashed worker may survive");
+    }
+    let env = PathEnv::from_process();
+    let state_dir = resolve_state_dir(args.state_dir.as_deref(), &env).map_err(|e| e.to_string())?;
+    let config_path = resolve_config_path(args.config.as_deref(), &env).map_err(|e| e.to_string())?;
+    let workspace = match args.workspace {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let worker_exe = std::env::current_exe().map_err(|e| format!("cannot locate the subzero executable: {e}"))?;
+    let broker = Broker::open(BrokerOptions {
+        workspace,
+        state_dir,
+        config_path,
+        worker_exe,
+        worker_log: std::env::var("SUBZERO_LOG").ok(),
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    tracing::info!("subzero mcp ready");
+    let served = serve_until_signal(Arc::clone(&broker)).await;
+    broker.shutdown().await;
+    tracing::info!("subzero mcp stopped");
+    served
+}
+
+async fn serve_until_signal(broker: Arc<Broker>) -> Result<(), String> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    tokio::select! {
+        served = McpServer::serve_stdio(broker) => served.map_err(|e| format!("MCP session failed: {e}")),
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: shutting down");
+            Ok(())
+        }
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("SIGINT: shutting down");
+            Ok(())
+        }
+    }
+}
