@@ -1,5 +1,6 @@
 //! The `subzero` binary: one `Command` per subcommand, dispatched in `main`.
 
+mod demo;
 mod hosts;
 mod logging;
 mod serve;
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Serve one MCP host over stdio (what a host's config starts).
     Mcp(serve::McpArgs),
+    /// Show Subzero working end to end, offline, with a scripted model.
+    Demo(demo::DemoArgs),
     /// Print or install Subzero's MCP server entry for a host.
     Hosts(hosts::HostsCommand),
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
@@ -36,6 +39,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let code: u8 = match cli.command {
         Command::Mcp(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Hosts(cmd) => match hosts::run(cmd, &mut std::io::stdout()) {
             Ok(()) => 0,
             Err(e) => {

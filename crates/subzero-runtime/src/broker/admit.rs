@@ -140,6 +140,9 @@ impl Broker {
         // with nothing changed.
         let slots = self.take_slots(scope, row.write_capable)?;
         let output = json!({"runId": run.to_string(), "delivery": "started"});
+        // Claiming an idle child bumps its owner generation; the admission below then
+        // starts the run under this broker's ownership in one transaction.
+        self.store.claim(scope, child, self.owner_token()).await?;
         let admitted = self
             .store
             .admit_followup(scope, AdmitFollowup {
@@ -149,11 +152,20 @@ impl Broker {
                 owner_token: self.owner_token().to_owned(),
                 receipt: receipt.map(|r| r.with_output(output.clone())),
             })
-            .await?;
+            .await;
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.store.release(child, self.owner_token()).await;
+                return Err(e.into());
+            }
+        };
         match admitted {
-            Admit::Replayed(stored) => typed(stored, "send"),
+            Admit::Replayed(stored) => {
+                let _ = self.store.release(child, self.owner_token()).await;
+                typed(stored, "send")
+            }
             Admit::New(FollowupDelivery::Queued { .. }) => {
-                // Someone started a run in between; ours waits behind it.
                 typed(json!({"runId": run.to_string(), "delivery": "queued"}), "send")
             }
             Admit::New(FollowupDelivery::Started) => {
