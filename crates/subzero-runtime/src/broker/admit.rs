@@ -91,14 +91,16 @@ impl Broker {
             return typed(replayed, "send");
         }
         let row = self.store.child(&scope, child).await?;
-        if row.state == ChildState::Interrupted {
-            return Err(interrupted(child));
-        }
+        // Keys live only in the memory of the broker that was given them: after a
+        // restart (or for another broker's child) work continues only through resume.
         if !lock(&self.live).contains_key(&child) {
             return Err(BrokerError::new(
                 ErrorCode::CredentialsRequired,
                 format!("this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"),
             ));
+        }
+        if row.state == ChildState::Interrupted {
+            return Err(interrupted(child));
         }
         let run = RunId::generate();
         if row.state == ChildState::Ready {
