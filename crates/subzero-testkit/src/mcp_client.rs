@@ -62,7 +62,9 @@ pub struct McpSession {
 
 impl std::fmt::Debug for McpSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpSession").field("pid", &self.pid).finish()
+        f.debug_struct("McpSession")
+            .field("pid", &self.pid)
+            .finish()
     }
 }
 

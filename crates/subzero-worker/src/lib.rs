@@ -17,6 +17,17 @@ mod time;
 mod tools;
 mod transcript;
 
+/// The worker's byte-level parsers, re-exported for the fuzz targets in `fuzz/` and the seed
+/// replays in `tests/`. Not an API: nothing outside those may rely on it.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::model::openai::Assembler;
+    pub use crate::model::sse::SseParser;
+    pub use crate::model::{ModelError, ModelTurn, ToolCall};
+    pub use crate::redact::{PLACEHOLDER, StreamRedactor, add_secrets, redact};
+    pub use crate::transcript::Parsed as ParsedTranscript;
+}
+
 use std::io::BufRead;
 use std::os::fd::RawFd;
 use std::path::PathBuf;

@@ -172,77 +172,28 @@ impl Transcript {
         from_leaf: Option<&str>,
         expected_digest: Option<&str>,
     ) -> Result<Self, TranscriptError> {
-        let incompatible = |why: String| {
+        let Parsed {
+            lines,
+            leaf,
+            root,
+            complete,
+        } = Parsed::from_bytes(bytes, from_leaf, expected_digest).map_err(|why| {
             TranscriptError::Incompatible(format!(
                 "checkpoint_incompatible: transcript {}: {why}",
                 path.display()
             ))
-        };
-        let text = std::str::from_utf8(bytes).map_err(|_| incompatible("not UTF-8".into()))?;
-        let complete = text.ends_with('\n');
-        let raw_lines: Vec<&str> = text.lines().collect();
-        let mut lines = HashMap::new();
-        let mut root = None;
-        let mut last = None;
-        for (n, line) in raw_lines.iter().enumerate() {
-            let parsed: Result<Entry, _> = serde_json::from_str(line);
-            let entry = match parsed {
-                Ok(entry) => entry,
-                // A torn last line from a crash mid-write is skipped; anything else is damage.
-                Err(_) if n + 1 == raw_lines.len() && !complete => break,
-                Err(_) if n == 0 => return Err(incompatible("no readable header".into())),
-                Err(err) => return Err(incompatible(format!("line {} unreadable: {err}", n + 1))),
-            };
-            if n == 0 {
-                if entry.kind != EntryType::Header {
-                    return Err(incompatible("first line is not a header".into()));
-                }
-                if entry.version != Some(TRANSCRIPT_VERSION) {
-                    return Err(incompatible(format!(
-                        "unknown transcript version {:?} (this worker reads {TRANSCRIPT_VERSION})",
-                        entry.version
-                    )));
-                }
-                root = Some(entry.id.clone());
-            }
-            last = Some(entry.id.clone());
-            lines.insert(entry.id.clone(), (entry, (*line).to_owned()));
+        })?;
+        // Validated: only now open for appending.
+        let mut file = OpenOptions::new().append(true).open(path)?;
+        if !complete {
+            file.write_all(b"\n")?;
         }
-        let root = root.ok_or_else(|| incompatible("no header".into()))?;
-        // `fromLeaf: null` continues from the current end of the file (schema), which is the
-        // last entry written; the root is always addressable by its id.
-        let leaf = match from_leaf {
-            Some(leaf) => leaf.to_owned(),
-            None => last.unwrap_or_else(|| root.clone()),
-        };
-        if !lines.contains_key(&leaf) {
-            return Err(incompatible(format!(
-                "leaf {leaf} is not in the transcript"
-            )));
-        }
-        let mut this = Self {
-            file: OpenOptions::new().read(true).open(path)?,
+        Ok(Self {
+            file,
             lines,
             leaf,
             root,
-        };
-        let digest = this
-            .digest()
-            .ok_or_else(|| incompatible("leaf path is broken".into()))?;
-        if let Some(expected) = expected_digest
-            && expected != digest
-        {
-            return Err(incompatible(format!(
-                "digest of leaf {} does not match the recorded checkpoint",
-                this.leaf
-            )));
-        }
-        // Validated: only now open for appending.
-        this.file = OpenOptions::new().append(true).open(path)?;
-        if !complete {
-            this.file.write_all(b"\n")?;
-        }
-        Ok(this)
+        })
     }
 
     /// Appends `entry` below the current leaf, which it becomes. Content is redacted.
@@ -284,34 +235,139 @@ impl Transcript {
     }
 
     fn path_lines(&self) -> Option<Vec<(&Entry, &str)>> {
-        let mut out = Vec::new();
-        let mut cursor = Some(self.leaf.as_str());
-        while let Some(id) = cursor {
-            let (entry, line) = self.lines.get(id)?;
-            out.push((entry, line.as_str()));
-            if out.len() > self.lines.len() {
-                return None; // a cycle
-            }
-            cursor = entry.parent_id.as_deref();
-        }
-        out.reverse();
-        (out.first()?.0.id == self.root || self.root.is_empty()).then_some(out)
+        path_lines(&self.lines, &self.leaf, &self.root)
     }
 
     /// The digest of the root→leaf path.
     pub fn digest(&self) -> Option<String> {
-        let mut hasher = Sha256::new();
-        for (_, line) in self.path_lines()? {
-            hasher.update(line.as_bytes());
-            hasher.update(b"\n");
-        }
-        Some(format!("sha256:{}", hex::encode(hasher.finalize())))
+        digest(&self.lines, &self.leaf, &self.root)
     }
 
     #[cfg(test)]
     pub fn leaf(&self) -> &str {
         &self.leaf
     }
+}
+
+/// An existing transcript read from its bytes and positioned at a leaf; no file is touched.
+/// [`Transcript::open`] builds on it, and the fuzz targets call it directly.
+#[derive(Debug)]
+pub struct Parsed {
+    lines: HashMap<String, (Entry, String)>,
+    leaf: String,
+    root: String,
+    complete: bool,
+}
+
+impl Parsed {
+    /// Reads the lines of `bytes` and positions at `from_leaf` (the last entry when `None`).
+    /// `Err` says why the transcript is incompatible: an unknown version, a missing leaf or a
+    /// digest that does not match the root→leaf path.
+    pub fn from_bytes(
+        bytes: &[u8],
+        from_leaf: Option<&str>,
+        expected_digest: Option<&str>,
+    ) -> Result<Self, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
+        let complete = text.ends_with('\n');
+        let raw_lines: Vec<&str> = text.lines().collect();
+        let mut lines = HashMap::new();
+        let mut root = None;
+        let mut last = None;
+        for (n, line) in raw_lines.iter().enumerate() {
+            let parsed: Result<Entry, _> = serde_json::from_str(line);
+            let entry = match parsed {
+                Ok(entry) => entry,
+                // A torn last line from a crash mid-write is skipped; anything else is damage.
+                Err(_) if n + 1 == raw_lines.len() && !complete => break,
+                Err(_) if n == 0 => return Err("no readable header".into()),
+                Err(err) => return Err(format!("line {} unreadable: {err}", n + 1)),
+            };
+            if n == 0 {
+                if entry.kind != EntryType::Header {
+                    return Err("first line is not a header".into());
+                }
+                if entry.version != Some(TRANSCRIPT_VERSION) {
+                    return Err(format!(
+                        "unknown transcript version {:?} (this worker reads {TRANSCRIPT_VERSION})",
+                        entry.version
+                    ));
+                }
+                root = Some(entry.id.clone());
+            }
+            last = Some(entry.id.clone());
+            lines.insert(entry.id.clone(), (entry, (*line).to_owned()));
+        }
+        let root = root.ok_or_else(|| "no header".to_owned())?;
+        // `fromLeaf: null` continues from the current end of the file (schema), which is the
+        // last entry written; the root is always addressable by its id.
+        let leaf = match from_leaf {
+            Some(leaf) => leaf.to_owned(),
+            None => last.unwrap_or_else(|| root.clone()),
+        };
+        if !lines.contains_key(&leaf) {
+            return Err(format!("leaf {leaf} is not in the transcript"));
+        }
+        let this = Self {
+            lines,
+            leaf,
+            root,
+            complete,
+        };
+        let digest = this
+            .digest()
+            .ok_or_else(|| "leaf path is broken".to_owned())?;
+        if let Some(expected) = expected_digest
+            && expected != digest
+        {
+            return Err(format!(
+                "digest of leaf {} does not match the recorded checkpoint",
+                this.leaf
+            ));
+        }
+        Ok(this)
+    }
+
+    /// The leaf it is positioned at.
+    pub fn leaf(&self) -> &str {
+        &self.leaf
+    }
+
+    /// The digest of the root→leaf path.
+    pub fn digest(&self) -> Option<String> {
+        digest(&self.lines, &self.leaf, &self.root)
+    }
+}
+
+/// The entries and lines from the root to `leaf`, or `None` when the path is broken: an
+/// unknown parent, a cycle, or a path that does not start at `root`.
+fn path_lines<'a>(
+    lines: &'a HashMap<String, (Entry, String)>,
+    leaf: &str,
+    root: &str,
+) -> Option<Vec<(&'a Entry, &'a str)>> {
+    let mut out = Vec::new();
+    let mut cursor = Some(leaf);
+    while let Some(id) = cursor {
+        let (entry, line) = lines.get(id)?;
+        out.push((entry, line.as_str()));
+        if out.len() > lines.len() {
+            return None; // a cycle
+        }
+        cursor = entry.parent_id.as_deref();
+    }
+    out.reverse();
+    (out.first()?.0.id == root || root.is_empty()).then_some(out)
+}
+
+/// SHA-256 of the root→leaf lines, each with its `\n`, as `sha256:<hex>`.
+fn digest(lines: &HashMap<String, (Entry, String)>, leaf: &str, root: &str) -> Option<String> {
+    let mut hasher = Sha256::new();
+    for (_, line) in path_lines(lines, leaf, root)? {
+        hasher.update(line.as_bytes());
+        hasher.update(b"\n");
+    }
+    Some(format!("sha256:{}", hex::encode(hasher.finalize())))
 }
 
 #[cfg(test)]

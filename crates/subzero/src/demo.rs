@@ -31,7 +31,10 @@ type DemoResult<T> = Result<T, String>;
 
 /// Run the demo; returns the exit code.
 pub fn run(args: DemoArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("subzero demo: cannot start the async runtime: {e}");
@@ -66,7 +69,9 @@ fn script() -> Vec<Reply> {
         ]),
         // Run 2 (the queued followup): list the workspace, then answer.
         Reply::tool_call("call_ls", "ls", r#"{"path":"."}"#),
-        Reply::text("The workspace's top level holds the files listed by ls; README.md is among them."),
+        Reply::text(
+            "The workspace's top level holds the files listed by ls; README.md is among them.",
+        ),
         // Run 3: a model that never answers, so the demo can stop it.
         Reply::Hang,
     ]
@@ -76,7 +81,8 @@ async fn demo(args: DemoArgs) -> DemoResult<()> {
     let started = Instant::now();
     let temp = TempDir::new()?;
     let workspace = workspace(args.workspace.as_deref(), temp.path())?;
-    let server = ScriptedServer::start(script()).map_err(|e| format!("cannot start the scripted model: {e}"))?;
+    let server = ScriptedServer::start(script())
+        .map_err(|e| format!("cannot start the scripted model: {e}"))?;
     let base_url = server.base_url();
     let origin = base_url.trim_end_matches("/v1").to_owned();
     let config = temp.path().join("config.toml");
@@ -105,9 +111,10 @@ async fn demo(args: DemoArgs) -> DemoResult<()> {
     outcome?;
     closed.map_err(|e| format!("closing the broker failed: {e}"))?;
     let requests = server.requests();
-    let steered = requests
-        .iter()
-        .any(|r| r.json().is_some_and(|body| body.to_string().contains("one line")));
+    let steered = requests.iter().any(|r| {
+        r.json()
+            .is_some_and(|body| body.to_string().contains("one line"))
+    });
     say(&format!(
         "\n9. the scripted model saw {} requests (none retried); the steer reached the model: {}",
         requests.len(),
@@ -120,7 +127,10 @@ async fn demo(args: DemoArgs) -> DemoResult<()> {
         let kept = temp.keep();
         say(&format!("   state kept in {}", kept.display()));
     }
-    say(&format!("\nDemo finished in {:.1} s.", started.elapsed().as_secs_f64()));
+    say(&format!(
+        "\nDemo finished in {:.1} s.",
+        started.elapsed().as_secs_f64()
+    ));
     Ok(())
 }
 
@@ -146,7 +156,9 @@ async fn drive(s: &McpSession, server: &ScriptedServer) -> DemoResult<()> {
     .await?;
     let child = text(&spawned, "childId")?;
     let first_run = text(&spawned, "runId")?;
-    say(&format!("3. subzero_spawn researcher → child {child}, run {first_run} (returned at once)"));
+    say(&format!(
+        "3. subzero_spawn researcher → child {child}, run {first_run} (returned at once)"
+    ));
 
     let steer = ok(
         s,
@@ -154,7 +166,10 @@ async fn drive(s: &McpSession, server: &ScriptedServer) -> DemoResult<()> {
         json!({"childId": child, "mode": "steer", "message": "Keep the answer to one line.", "requestId": "demo-steer-1"}),
     )
     .await?;
-    say(&format!("4. subzero_send steer → delivery {}", steer["delivery"].as_str().unwrap_or("?")));
+    say(&format!(
+        "4. subzero_send steer → delivery {}",
+        steer["delivery"].as_str().unwrap_or("?")
+    ));
 
     let followup = ok(
         s,
@@ -177,10 +192,18 @@ async fn drive(s: &McpSession, server: &ScriptedServer) -> DemoResult<()> {
         "6. subzero_get waitMs=30000 → state {} after {calls} call(s), {bytes} bytes read; events {kinds:?}",
         snapshot["state"].as_str().unwrap_or("?")
     ));
-    if snapshot["lastRun"]["runId"] != second_run.as_str() || snapshot["lastRun"]["status"] != "completed" {
-        return Err(format!("the followup did not complete: {}", snapshot["lastRun"]));
+    if snapshot["lastRun"]["runId"] != second_run.as_str()
+        || snapshot["lastRun"]["status"] != "completed"
+    {
+        return Err(format!(
+            "the followup did not complete: {}",
+            snapshot["lastRun"]
+        ));
     }
-    say(&format!("   followup result: {}", snapshot["lastRun"]["preview"].as_str().unwrap_or("")));
+    say(&format!(
+        "   followup result: {}",
+        snapshot["lastRun"]["preview"].as_str().unwrap_or("")
+    ));
 
     let long = ok(
         s,
@@ -199,7 +222,9 @@ async fn drive(s: &McpSession, server: &ScriptedServer) -> DemoResult<()> {
     .await?;
     say(&format!(
         "7. a long run {long_run} started; subzero_stop → requested {}, confirmed {}, status {}",
-        stopped["requested"], stopped["confirmed"], stopped["status"].as_str().unwrap_or("?")
+        stopped["requested"],
+        stopped["confirmed"],
+        stopped["status"].as_str().unwrap_or("?")
     ));
     if stopped["confirmed"] != true {
         return Err("the stop was not confirmed".into());
@@ -232,7 +257,12 @@ async fn wait_settled(s: &McpSession, child: &str) -> DemoResult<(Value, usize, 
 
 /// Read the first run's full result through `subzero_output`, in chunks.
 async fn print_first_result(s: &McpSession, child: &str, run: &str) -> DemoResult<()> {
-    let snapshot = ok(s, "subzero_get", json!({"childId": child, "eventLimit": 50})).await?;
+    let snapshot = ok(
+        s,
+        "subzero_get",
+        json!({"childId": child, "eventLimit": 50}),
+    )
+    .await?;
     let artifact = snapshot["events"]
         .as_array()
         .and_then(|events| {
@@ -245,14 +275,21 @@ async fn print_first_result(s: &McpSession, child: &str, run: &str) -> DemoResul
     let mut offset = 0u64;
     let mut result = String::new();
     loop {
-        let chunk = ok(s, "subzero_output", json!({"artifactId": artifact, "offset": offset, "length": 64})).await?;
+        let chunk = ok(
+            s,
+            "subzero_output",
+            json!({"artifactId": artifact, "offset": offset, "length": 64}),
+        )
+        .await?;
         result.push_str(chunk["text"].as_str().unwrap_or(""));
         offset = chunk["nextOffset"].as_u64().unwrap_or(offset);
         if chunk["eof"] == true {
             break;
         }
     }
-    say(&format!("8. subzero_output {artifact} (64-byte chunks) → the first run's full result:"));
+    say(&format!(
+        "8. subzero_output {artifact} (64-byte chunks) → the first run's full result:"
+    ));
     say(&format!("   {result}"));
     Ok(())
 }
@@ -285,13 +322,17 @@ fn say(line: &str) {
 fn workspace(given: Option<&Path>, temp: &Path) -> DemoResult<PathBuf> {
     let dir = match given {
         Some(dir) => dir.to_path_buf(),
-        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
     if dir.join("README.md").is_file() {
-        return dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()));
+        return dir
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", dir.display()));
     }
     let sample = temp.join("workspace");
-    std::fs::create_dir_all(&sample).map_err(|e| format!("cannot create a sample workspace: {e}"))?;
+    std::fs::create_dir_all(&sample)
+        .map_err(|e| format!("cannot create a sample workspace: {e}"))?;
     std::fs::write(
         sample.join("README.md"),
         "# Sample project\n\nSubzero is a local MCP stdio broker that delegates work to child agents.\n",
@@ -306,7 +347,8 @@ struct TempDir(Option<PathBuf>);
 impl TempDir {
     fn new() -> DemoResult<Self> {
         let base = std::env::temp_dir().join(format!("subzero-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+        std::fs::create_dir_all(&base)
+            .map_err(|e| format!("cannot create {}: {e}", base.display()))?;
         Ok(TempDir(Some(base)))
     }
 

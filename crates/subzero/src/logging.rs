@@ -7,7 +7,9 @@ use tracing_subscriber::EnvFilter;
 /// Install the global subscriber. `SUBZERO_LOG` sets the filter (default `info`).
 pub fn init(file: Option<&Path>) -> Result<(), String> {
     let filter = EnvFilter::try_from_env("SUBZERO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
     let installed = match file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()

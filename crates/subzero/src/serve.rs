@@ -38,7 +38,10 @@ pub fn run(args: McpArgs) -> u8 {
         eprintln!("subzero mcp: {e}");
         return 2;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("subzero mcp: cannot start the async runtime: {e}");
@@ -61,13 +64,17 @@ async fn serve(args: McpArgs) -> Result<(), String> {
         tracing::warn!(%e, "could not become a child subreaper; escaped processes of a crashed worker may survive");
     }
     let env = PathEnv::from_process();
-    let state_dir = resolve_state_dir(args.state_dir.as_deref(), &env).map_err(|e| e.to_string())?;
-    let config_path = resolve_config_path(args.config.as_deref(), &env).map_err(|e| e.to_string())?;
+    let state_dir =
+        resolve_state_dir(args.state_dir.as_deref(), &env).map_err(|e| e.to_string())?;
+    let config_path =
+        resolve_config_path(args.config.as_deref(), &env).map_err(|e| e.to_string())?;
     let workspace = match args.workspace {
         Some(dir) => dir,
-        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
-    let worker_exe = std::env::current_exe().map_err(|e| format!("cannot locate the subzero executable: {e}"))?;
+    let worker_exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate the subzero executable: {e}"))?;
     let broker = Broker::open(BrokerOptions {
         workspace,
         state_dir,

@@ -12,7 +12,12 @@ async fn bad_arguments_are_typed_tool_errors_naming_the_field() {
     let s = env.broker("broker").await;
 
     // Missing and malformed arguments: invalid_request naming the field.
-    let missing = call(&s, "subzero_spawn", json!({"templateId": "researcher", "model": env.model()})).await;
+    let missing = call(
+        &s,
+        "subzero_spawn",
+        json!({"templateId": "researcher", "model": env.model()}),
+    )
+    .await;
     assert_eq!(missing.code(), Some("invalid_request"));
     assert!(missing.text.contains("prompt"), "{}", missing.text);
     assert_eq!(missing.structured["details"]["field"], "prompt");
@@ -24,40 +29,92 @@ async fn bad_arguments_are_typed_tool_errors_naming_the_field() {
     )
     .await;
     assert_eq!(nested.code(), Some("invalid_request"));
-    assert!(nested.text.contains("model.credentialRef"), "{}", nested.text);
+    assert!(
+        nested.text.contains("model.credentialRef"),
+        "{}",
+        nested.text
+    );
 
     let wrong_type = call(&s, "subzero_get", json!({"childId": 42})).await;
     assert_eq!(wrong_type.code(), Some("invalid_request"));
     assert!(wrong_type.text.contains("childId"), "{}", wrong_type.text);
 
-    let out_of_bounds = call(&s, "subzero_get", json!({"childId": format!("ch_{}", "0".repeat(26)), "waitMs": 30001})).await;
+    let out_of_bounds = call(
+        &s,
+        "subzero_get",
+        json!({"childId": format!("ch_{}", "0".repeat(26)), "waitMs": 30001}),
+    )
+    .await;
     assert_eq!(out_of_bounds.code(), Some("invalid_request"));
-    assert!(out_of_bounds.text.contains("waitMs"), "{}", out_of_bounds.text);
+    assert!(
+        out_of_bounds.text.contains("waitMs"),
+        "{}",
+        out_of_bounds.text
+    );
 
     let unknown_field = call(&s, "subzero_list", json!({"bogus": true})).await;
     assert_eq!(unknown_field.code(), Some("invalid_request"));
-    assert!(unknown_field.text.contains("bogus"), "{}", unknown_field.text);
+    assert!(
+        unknown_field.text.contains("bogus"),
+        "{}",
+        unknown_field.text
+    );
 
     // A malformed id is invalid_request; a well-formed unknown one is not_found.
-    assert_eq!(err(&s, "subzero_get", json!({"childId": "ch_nope"})).await, "invalid_request");
-    assert_eq!(err(&s, "subzero_get", json!({"childId": format!("ch_{}", "0".repeat(26))})).await, "not_found");
     assert_eq!(
-        err(&s, "subzero_output", json!({"artifactId": format!("art_{}", "0".repeat(26))})).await,
+        err(&s, "subzero_get", json!({"childId": "ch_nope"})).await,
+        "invalid_request"
+    );
+    assert_eq!(
+        err(
+            &s,
+            "subzero_get",
+            json!({"childId": format!("ch_{}", "0".repeat(26))})
+        )
+        .await,
+        "not_found"
+    );
+    assert_eq!(
+        err(
+            &s,
+            "subzero_output",
+            json!({"artifactId": format!("art_{}", "0".repeat(26))})
+        )
+        .await,
         "not_found"
     );
 
     // Policy and catalogue errors.
     let big = "x".repeat(65 * 1024);
-    let oversize = call(&s, "subzero_spawn", json!({"prompt": big, "templateId": "researcher", "model": env.model()})).await;
+    let oversize = call(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": big, "templateId": "researcher", "model": env.model()}),
+    )
+    .await;
     assert!(oversize.is_error);
-    assert!(matches!(oversize.code(), Some("limit_exceeded" | "invalid_request")), "{}", oversize.text);
+    assert!(
+        matches!(oversize.code(), Some("limit_exceeded" | "invalid_request")),
+        "{}",
+        oversize.text
+    );
     let just_over_bytes = "é".repeat(33 * 1024); // 66 KiB of UTF-8 in 33 Ki characters
     assert_eq!(
-        err(&s, "subzero_spawn", json!({"prompt": just_over_bytes, "templateId": "researcher", "model": env.model()})).await,
+        err(
+            &s,
+            "subzero_spawn",
+            json!({"prompt": just_over_bytes, "templateId": "researcher", "model": env.model()})
+        )
+        .await,
         "limit_exceeded"
     );
     assert_eq!(
-        err(&s, "subzero_spawn", json!({"prompt": "x", "templateId": "no-such-template", "model": env.model()})).await,
+        err(
+            &s,
+            "subzero_spawn",
+            json!({"prompt": "x", "templateId": "no-such-template", "model": env.model()})
+        )
+        .await,
         "template_not_found"
     );
     let unknown_ref = call(

@@ -12,7 +12,10 @@ use subzero_testkit::{Reply, ScriptedServer};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_checkpoint() {
-    let env = Env::new(vec![Reply::text("first answer: the project is a demo"), Reply::Hang]);
+    let env = Env::new(vec![
+        Reply::text("first answer: the project is a demo"),
+        Reply::Hang,
+    ]);
     let other = ScriptedServer::start(vec![Reply::text("resumed answer")]).expect("second model");
     let other_origin = other.base_url().trim_end_matches("/v1").to_owned();
     std::fs::write(
@@ -29,9 +32,17 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
     let done = settle(&first, &child, Duration::from_secs(30)).await;
     assert_eq!(done["lastRun"]["status"], "completed");
     let interrupted_prompt = "INTERRUPTED-PROMPT-7c1e: look deeper";
-    let running = ok(&first, "subzero_send", json!({"childId": child, "mode": "followup", "message": interrupted_prompt})).await;
+    let running = ok(
+        &first,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": interrupted_prompt}),
+    )
+    .await;
     assert_eq!(running["delivery"], "started");
-    assert!(env.server.wait_for_requests(2, Duration::from_secs(10)), "the second run never reached the model");
+    assert!(
+        env.server.wait_for_requests(2, Duration::from_secs(10)),
+        "the second run never reached the model"
+    );
 
     sigkill(first.pid().expect("broker pid"));
     assert!(
@@ -50,7 +61,12 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
     assert_eq!(snap["lastRun"]["status"], "interrupted");
 
     // No key in this broker's memory: work continues only through resume.
-    let code = err(&second, "subzero_send", json!({"childId": child, "mode": "followup", "message": "go on"})).await;
+    let code = err(
+        &second,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "go on"}),
+    )
+    .await;
     assert_eq!(code, "credentials_required");
 
     let other_model = json!({"url": other.base_url(), "model": "other", "credentialRef": CRED});
@@ -69,12 +85,23 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
     // The resumed run started from the checkpoint: it saw the completed first run and a
     // recovery notice, and the interrupted prompt was not replayed.
     let body = other.requests()[0].json().unwrap_or_default().to_string();
-    assert!(body.contains("first answer: the project is a demo"), "{body}");
+    assert!(
+        body.contains("first answer: the project is a demo"),
+        "{body}"
+    );
     assert!(body.contains("Recovery notice"), "{body}");
     assert!(!body.contains("INTERRUPTED-PROMPT-7c1e"), "{body}");
-    assert_eq!(env.server.requests().len(), 2, "nothing was retried against the first model");
+    assert_eq!(
+        env.server.requests().len(),
+        2,
+        "nothing was retried against the first model"
+    );
     second.close().await.expect("close");
-    assert!(env.files_containing(KEY).is_empty(), "key on disk: {:?}", env.files_containing(KEY));
+    assert!(
+        env.files_containing(KEY).is_empty(),
+        "key on disk: {:?}",
+        env.files_containing(KEY)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,12 +113,25 @@ async fn resume_without_a_message_makes_the_child_ready_and_starts_nothing() {
     first.close().await.expect("close");
 
     let second = env.broker("second").await;
-    let resumed = ok(&second, "subzero_resume", json!({"childId": child, "model": env.model()})).await;
+    let resumed = ok(
+        &second,
+        "subzero_resume",
+        json!({"childId": child, "model": env.model()}),
+    )
+    .await;
     assert_eq!(resumed["state"], "ready");
     assert!(resumed.get("runId").is_none_or(serde_json::Value::is_null));
-    assert!(workers_in(&env.workspace()).is_empty(), "resume without a message started a worker");
+    assert!(
+        workers_in(&env.workspace()).is_empty(),
+        "resume without a message started a worker"
+    );
     assert_eq!(env.server.requests().len(), 1);
-    let sent = ok(&second, "subzero_send", json!({"childId": child, "mode": "followup", "message": "more"})).await;
+    let sent = ok(
+        &second,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "more"}),
+    )
+    .await;
     assert_eq!(sent["delivery"], "started");
     let snap = settle(&second, &child, Duration::from_secs(30)).await;
     assert_eq!(snap["lastRun"]["preview"], "after resume");

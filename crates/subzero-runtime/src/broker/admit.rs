@@ -21,7 +21,9 @@ use super::worker::{FirstRun, StartFrom};
 use super::{Broker, BrokerError, lock, typed};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
-use crate::store::{AdmitFollowup, AdmitSpawn, Admit, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership};
+use crate::store::{
+    Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership,
+};
 
 /// How long a new run waits for the previous worker of the same child to finish
 /// exiting (it has already settled and closed its pipe) before the child is `busy`.
@@ -29,12 +31,19 @@ const LOCK_HANDOVER: Duration = Duration::from_secs(3);
 
 impl Broker {
     /// `subzero_spawn`.
-    pub async fn spawn(self: &Arc<Self>, input: p::SpawnInput) -> Result<p::SpawnOutput, BrokerError> {
+    pub async fn spawn(
+        self: &Arc<Self>,
+        input: p::SpawnInput,
+    ) -> Result<p::SpawnOutput, BrokerError> {
         self.check_open()?;
         let prompt = input.prompt.to_string();
         self.limits.check_prompt(&prompt)?;
         let scope = self.scope_for(input.workspace_root.as_deref().map(String::as_str))?;
-        let receipt = Receipt::prepare("subzero_spawn", input.request_id.as_deref().map(String::as_str), &input)?;
+        let receipt = Receipt::prepare(
+            "subzero_spawn",
+            input.request_id.as_deref().map(String::as_str),
+            &input,
+        )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return typed(replayed, "spawn");
         }
@@ -70,8 +79,13 @@ impl Broker {
             return typed(stored, "spawn");
         }
         lock(&self.live).insert(child, Live::new(model, snapshot_json));
-        let first = FirstRun { run, prompt, from: StartFrom::default() };
-        self.start_worker(child, &scope, child_lock, slots, first).await?;
+        let first = FirstRun {
+            run,
+            prompt,
+            from: StartFrom::default(),
+        };
+        self.start_worker(child, &scope, child_lock, slots, first)
+            .await?;
         typed(output, "spawn")
     }
 
@@ -84,9 +98,20 @@ impl Broker {
         let scope = self.child_scope(child).await?;
         let mode = serde_json::to_value(input.mode).unwrap_or(Value::Null);
         if mode == "steer" {
-            return self.steer(child, &scope, input.request_id.as_deref().map(String::as_str), message).await;
+            return self
+                .steer(
+                    child,
+                    &scope,
+                    input.request_id.as_deref().map(String::as_str),
+                    message,
+                )
+                .await;
         }
-        let receipt = Receipt::prepare("subzero_send", input.request_id.as_deref().map(String::as_str), &input)?;
+        let receipt = Receipt::prepare(
+            "subzero_send",
+            input.request_id.as_deref().map(String::as_str),
+            &input,
+        )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return typed(replayed, "send");
         }
@@ -96,7 +121,9 @@ impl Broker {
         if !lock(&self.live).contains_key(&child) {
             return Err(BrokerError::new(
                 ErrorCode::CredentialsRequired,
-                format!("this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"),
+                format!(
+                    "this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"
+                ),
             ));
         }
         if row.state == ChildState::Interrupted {
@@ -104,27 +131,38 @@ impl Broker {
         }
         let run = RunId::generate();
         if row.state == ChildState::Ready {
-            return self.followup_on_ready(child, &scope, &row, run, message, receipt).await;
+            return self
+                .followup_on_ready(child, &scope, &row, run, message, receipt)
+                .await;
         }
         let admitted = self
             .store
-            .admit_followup(&scope, AdmitFollowup {
-                child_id: child,
-                run_id: run,
-                prompt: message.clone(),
-                owner_token: self.owner_token().to_owned(),
-                receipt: receipt.clone().map(|r| r.with_output(json!({"runId": run.to_string(), "delivery": "queued"}))),
-            })
+            .admit_followup(
+                &scope,
+                AdmitFollowup {
+                    child_id: child,
+                    run_id: run,
+                    prompt: message.clone(),
+                    owner_token: self.owner_token().to_owned(),
+                    receipt: receipt.clone().map(|r| {
+                        r.with_output(json!({"runId": run.to_string(), "delivery": "queued"}))
+                    }),
+                },
+            )
             .await?;
         match admitted {
             Admit::Replayed(stored) => typed(stored, "send"),
-            Admit::New(FollowupDelivery::Queued { .. }) => {
-                typed(json!({"runId": run.to_string(), "delivery": "queued"}), "send")
-            }
+            Admit::New(FollowupDelivery::Queued { .. }) => typed(
+                json!({"runId": run.to_string(), "delivery": "queued"}),
+                "send",
+            ),
             // The active run settled between our read and the admission.
             Admit::New(FollowupDelivery::Started) => {
                 self.run_on_claimed(child, &scope, run, message).await?;
-                typed(json!({"runId": run.to_string(), "delivery": "started"}), "send")
+                typed(
+                    json!({"runId": run.to_string(), "delivery": "started"}),
+                    "send",
+                )
             }
         }
     }
@@ -147,13 +185,16 @@ impl Broker {
         self.store.claim(scope, child, self.owner_token()).await?;
         let admitted = self
             .store
-            .admit_followup(scope, AdmitFollowup {
-                child_id: child,
-                run_id: run,
-                prompt: message.clone(),
-                owner_token: self.owner_token().to_owned(),
-                receipt: receipt.map(|r| r.with_output(output.clone())),
-            })
+            .admit_followup(
+                scope,
+                AdmitFollowup {
+                    child_id: child,
+                    run_id: run,
+                    prompt: message.clone(),
+                    owner_token: self.owner_token().to_owned(),
+                    receipt: receipt.map(|r| r.with_output(output.clone())),
+                },
+            )
             .await;
         let admitted = match admitted {
             Ok(a) => a,
@@ -167,11 +208,13 @@ impl Broker {
                 let _ = self.store.release(child, self.owner_token()).await;
                 typed(stored, "send")
             }
-            Admit::New(FollowupDelivery::Queued { .. }) => {
-                typed(json!({"runId": run.to_string(), "delivery": "queued"}), "send")
-            }
+            Admit::New(FollowupDelivery::Queued { .. }) => typed(
+                json!({"runId": run.to_string(), "delivery": "queued"}),
+                "send",
+            ),
             Admit::New(FollowupDelivery::Started) => {
-                self.start_on_claimed(child, scope, slots, run, message).await?;
+                self.start_on_claimed(child, scope, slots, run, message)
+                    .await?;
                 typed(output, "send")
             }
         }
@@ -179,10 +222,17 @@ impl Broker {
 
     /// A run was admitted as `running` on a child this broker just claimed: hand it to
     /// the child's worker if one is still open, else start one.
-    async fn run_on_claimed(self: &Arc<Self>, child: ChildId, scope: &WorkspaceScope, run: RunId, prompt: String) -> Result<(), BrokerError> {
+    async fn run_on_claimed(
+        self: &Arc<Self>,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        run: RunId,
+        prompt: String,
+    ) -> Result<(), BrokerError> {
         let row = self.store.child(scope, child).await?;
         let slots = self.take_slots(scope, row.write_capable)?;
-        self.start_on_claimed(child, scope, slots, run, prompt).await
+        self.start_on_claimed(child, scope, slots, run, prompt)
+            .await
     }
 
     async fn start_on_claimed(
@@ -197,15 +247,32 @@ impl Broker {
             let live = lock(&self.live);
             if let Some(link) = live.get(&child).and_then(|l| l.worker.as_ref()) {
                 // The previous worker has not closed yet: it takes the run.
-                if link.tx.send(ToWorker::Start { run, prompt: prompt.clone() }).is_ok() {
+                if link
+                    .tx
+                    .send(ToWorker::Start {
+                        run,
+                        prompt: prompt.clone(),
+                    })
+                    .is_ok()
+                {
                     return Ok(());
                 }
             }
         }
         let row = self.store.child(scope, child).await?;
         let child_lock = self.acquire_child_lock(child).await?;
-        let from = StartFrom { leaf: row.last_leaf.map(|l| (l.leaf_id, l.digest)), recovery_notice: None };
-        self.start_worker(child, scope, child_lock, slots, FirstRun { run, prompt, from }).await
+        let from = StartFrom {
+            leaf: row.last_leaf.map(|l| (l.leaf_id, l.digest)),
+            recovery_notice: None,
+        };
+        self.start_worker(
+            child,
+            scope,
+            child_lock,
+            slots,
+            FirstRun { run, prompt, from },
+        )
+        .await
     }
 
     /// The child's lock, waiting briefly for this broker's own previous worker of the
@@ -235,7 +302,9 @@ impl Broker {
             _ => {
                 return Err(BrokerError::new(
                     ErrorCode::NotRunning,
-                    format!("child {child} has no active run to steer; send mode 'followup' to start a new run"),
+                    format!(
+                        "child {child} has no active run to steer; send mode 'followup' to start a new run"
+                    ),
                 ));
             }
         };
@@ -248,7 +317,9 @@ impl Broker {
         let Some(link) = link else {
             return Err(BrokerError::new(
                 ErrorCode::Busy,
-                format!("child {child} is running under another broker; steer it from there or wait for the run to settle"),
+                format!(
+                    "child {child} is running under another broker; steer it from there or wait for the run to settle"
+                ),
             ));
         };
         if !link.steering {
@@ -267,10 +338,14 @@ impl Broker {
         if let Some(id) = request_id {
             control["requestId"] = json!(id);
         }
-        link.tx
-            .send(ToWorker::Control(control))
-            .map_err(|_| BrokerError::new(ErrorCode::NotRunning, format!("child {child}'s worker has just closed; read subzero_get")))?;
-        let output = json!({"runId": active.to_string(), "delivery": "steered", "steerId": steer_id});
+        link.tx.send(ToWorker::Control(control)).map_err(|_| {
+            BrokerError::new(
+                ErrorCode::NotRunning,
+                format!("child {child}'s worker has just closed; read subzero_get"),
+            )
+        })?;
+        let output =
+            json!({"runId": active.to_string(), "delivery": "steered", "steerId": steer_id});
         if let Some(id) = request_id {
             self.remember_steer(child, id, &message, output.clone());
         }
@@ -278,7 +353,10 @@ impl Broker {
     }
 
     /// `subzero_resume`.
-    pub async fn resume(self: &Arc<Self>, input: p::ResumeInput) -> Result<p::ResumeOutput, BrokerError> {
+    pub async fn resume(
+        self: &Arc<Self>,
+        input: p::ResumeInput,
+    ) -> Result<p::ResumeOutput, BrokerError> {
         self.check_open()?;
         let child = ChildId::parse(input.child_id.as_str())?;
         let message = input.message.as_ref().map(|m| m.to_string());
@@ -286,7 +364,11 @@ impl Broker {
             self.limits.check_prompt(m)?;
         }
         let scope = self.child_scope(child).await?;
-        let receipt = Receipt::prepare("subzero_resume", input.request_id.as_deref().map(String::as_str), &input)?;
+        let receipt = Receipt::prepare(
+            "subzero_resume",
+            input.request_id.as_deref().map(String::as_str),
+            &input,
+        )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return typed(replayed, "resume");
         }
@@ -296,7 +378,9 @@ impl Broker {
         if row.state == ChildState::Running {
             return Err(BrokerError::new(
                 ErrorCode::Busy,
-                format!("child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"),
+                format!(
+                    "child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"
+                ),
             ));
         }
         if row.ownership == Ownership::RecoveryRequired {
@@ -314,7 +398,12 @@ impl Broker {
                 ),
             ));
         }
-        let start = checkpoint::verify(child, &self.transcript_path(child), row.last_leaf.as_ref(), hello.transcript_version)?;
+        let start = checkpoint::verify(
+            child,
+            &self.transcript_path(child),
+            row.last_leaf.as_ref(),
+            hello.transcript_version,
+        )?;
         let run = message.as_ref().map(|_| RunId::generate());
         let (slots, child_lock) = match run {
             Some(_) => (
@@ -325,13 +414,22 @@ impl Broker {
         };
         self.store.claim(&scope, child, self.owner_token()).await?;
         let output = match run {
-            Some(run) => json!({"childId": child.to_string(), "state": "running", "runId": run.to_string()}),
+            Some(run) => {
+                json!({"childId": child.to_string(), "state": "running", "runId": run.to_string()})
+            }
             None => json!({"childId": child.to_string(), "state": "ready"}),
         };
         let first = run.zip(message.clone());
         let admitted = self
             .store
-            .commit_resume(&scope, child, self.owner_token(), model_row(&model), first.clone(), receipt.map(|r| r.with_output(output.clone())))
+            .commit_resume(
+                &scope,
+                child,
+                self.owner_token(),
+                model_row(&model),
+                first.clone(),
+                receipt.map(|r| r.with_output(output.clone())),
+            )
             .await;
         let admitted = match admitted {
             Ok(a) => a,
@@ -345,23 +443,48 @@ impl Broker {
         }
         lock(&self.live).insert(child, Live::new(model, row.snapshot.clone()));
         if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
-            let notice = (row.state == ChildState::Interrupted).then(|| recovery_notice(row.interrupt_reason.as_deref()));
-            let from = StartFrom { leaf: start, recovery_notice: notice };
-            self.start_worker(child, &scope, child_lock, slots, FirstRun { run, prompt, from }).await?;
+            let notice = (row.state == ChildState::Interrupted)
+                .then(|| recovery_notice(row.interrupt_reason.as_deref()));
+            let from = StartFrom {
+                leaf: start,
+                recovery_notice: notice,
+            };
+            self.start_worker(
+                child,
+                &scope,
+                child_lock,
+                slots,
+                FirstRun { run, prompt, from },
+            )
+            .await?;
         }
         typed(output, "resume")
     }
 
     /// Retry recovery of a child whose previous owner may still be alive.
-    async fn recover(&self, scope: &WorkspaceScope, row: &ChildRow) -> Result<ChildRow, BrokerError> {
-        let (store, paths, token, observed) = (self.store.clone(), self.paths.clone(), self.owner_token().to_owned(), row.clone());
-        tokio::task::spawn_blocking(move || crate::recovery::recover_child(&store, &paths, &observed, &token))
+    async fn recover(
+        &self,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+    ) -> Result<ChildRow, BrokerError> {
+        let (store, paths, token, observed) = (
+            self.store.clone(),
+            self.paths.clone(),
+            self.owner_token().to_owned(),
+            row.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            crate::recovery::recover_child(&store, &paths, &observed, &token)
+        })
         .await
         .map_err(|e| BrokerError::internal(format!("recovery panicked: {e}")))??;
         let fresh = self.store.child(scope, row.child_id).await?;
         if fresh.ownership == Ownership::RecoveryRequired {
             let holders = crate::locks::holders(&self.paths.child_lock(row.child_id));
-            let names: Vec<String> = holders.iter().map(|h| format!("pid {} ({})", h.pid, h.command)).collect();
+            let names: Vec<String> = holders
+                .iter()
+                .map(|h| format!("pid {} ({})", h.pid, h.command))
+                .collect();
             return Err(BrokerError::new(
                 ErrorCode::RecoveryRequired,
                 format!(
@@ -376,10 +499,24 @@ impl Broker {
     }
 
     /// Take a worker slot and, for a write-capable child, the writer slot.
-    fn take_slots(&self, scope: &WorkspaceScope, write_capable: bool) -> Result<Vec<SlotGuard>, BrokerError> {
-        let mut slots = vec![try_take_slot(&self.paths, scope, SlotKind::Worker, self.worker_slots)?];
+    fn take_slots(
+        &self,
+        scope: &WorkspaceScope,
+        write_capable: bool,
+    ) -> Result<Vec<SlotGuard>, BrokerError> {
+        let mut slots = vec![try_take_slot(
+            &self.paths,
+            scope,
+            SlotKind::Worker,
+            self.worker_slots,
+        )?];
         if write_capable {
-            slots.push(try_take_slot(&self.paths, scope, SlotKind::Writer, self.writer_slots)?);
+            slots.push(try_take_slot(
+                &self.paths,
+                scope,
+                SlotKind::Writer,
+                self.writer_slots,
+            )?);
         }
         Ok(slots)
     }
@@ -395,20 +532,32 @@ impl Broker {
         }
         Err(BrokerError::new(
             ErrorCode::NotFound,
-            format!("child {child} does not exist in this workspace; list children with subzero_list"),
+            format!(
+                "child {child} does not exist in this workspace; list children with subzero_list"
+            ),
         ))
     }
 
     /// Resolve and freeze a template into the immutable grant snapshot.
     fn freeze(&self, template_id: &str) -> Result<GrantSnapshot, BrokerError> {
         let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
-        let base = self.config_path().parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = self
+            .config_path()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let skills = template
             .skills
             .iter()
             .map(|s| load_skill(&base, &s.name, Path::new(&s.path)))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(GrantSnapshot::freeze(id, &template, skills, RunLimits::default(), &self.limits)?)
+        Ok(GrantSnapshot::freeze(
+            id,
+            &template,
+            skills,
+            RunLimits::default(),
+            &self.limits,
+        )?)
     }
 
     async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
@@ -418,20 +567,31 @@ impl Broker {
         }
         Err(BrokerError::new(
             ErrorCode::WorkerIncompatible,
-            format!("the worker does not speak api `{}`; it speaks {}", model.api, hello.protocols.join(", ")),
+            format!(
+                "the worker does not speak api `{}`; it speaks {}",
+                model.api,
+                hello.protocols.join(", ")
+            ),
         ))
     }
 }
 
 fn load_skill(base: &Path, name: &str, path: &Path) -> Result<Skill, BrokerError> {
-    let full: PathBuf = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    let full: PathBuf = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
     let content = std::fs::read_to_string(&full).map_err(|e| {
         BrokerError::new(
             ErrorCode::UnsupportedGrant,
             format!("skill `{name}` cannot be loaded from {}: {e}; fix the template, nothing was spawned", full.display()),
         )
     })?;
-    Ok(Skill { name: name.to_owned(), content })
+    Ok(Skill {
+        name: name.to_owned(),
+        content,
+    })
 }
 
 fn model_row(model: &ModelKey) -> ModelRow {
@@ -446,7 +606,9 @@ fn model_row(model: &ModelKey) -> ModelRow {
 fn interrupted(child: ChildId) -> BrokerError {
     BrokerError::new(
         ErrorCode::Interrupted,
-        format!("child {child} is interrupted; call subzero_resume with a model (and optionally a message) before sending more work"),
+        format!(
+            "child {child} is interrupted; call subzero_resume with a model (and optionally a message) before sending more work"
+        ),
     )
 }
 

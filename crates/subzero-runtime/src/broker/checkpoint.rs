@@ -41,13 +41,22 @@ pub(super) fn verify(
     let incompatible = |why: String| {
         BrokerError::new(
             ErrorCode::CheckpointIncompatible,
-            format!("child {child}'s checkpoint cannot be resumed: {why}; its stored state was left unchanged"),
+            format!(
+                "child {child}'s checkpoint cannot be resumed: {why}; its stored state was left unchanged"
+            ),
         )
     };
     let text = match std::fs::read_to_string(transcript) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => return Ok(None),
-        Err(e) => return Err(incompatible(format!("its transcript {} cannot be read ({e})", transcript.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => {
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(incompatible(format!(
+                "its transcript {} cannot be read ({e})",
+                transcript.display()
+            )));
+        }
     };
     let tree = Tree::parse(&text).map_err(&incompatible)?;
     if tree.version != Some(transcript_version) {
@@ -58,17 +67,27 @@ pub(super) fn verify(
     }
     let recorded = recorded
         .map(|l| {
-            let digest = Sha256Digest::parse(&l.digest).map_err(|e| incompatible(format!("the recorded digest is malformed ({e})")))?;
+            let digest = Sha256Digest::parse(&l.digest)
+                .map_err(|e| incompatible(format!("the recorded digest is malformed ({e})")))?;
             LeafRef::new(&l.leaf_id, digest).map_err(|e| incompatible(e.to_string()))
         })
         .transpose()?;
-    let target = recorded.as_ref().map_or(tree.root.as_str(), |l| l.leaf_id());
-    let observed = tree.digest_of(target).map(|d| LeafRef::new(target, d)).transpose().map_err(|e| incompatible(e.to_string()))?;
-    let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref()).map_err(|e| incompatible(e.to_string()))?;
+    let target = recorded
+        .as_ref()
+        .map_or(tree.root.as_str(), |l| l.leaf_id());
+    let observed = tree
+        .digest_of(target)
+        .map(|d| LeafRef::new(target, d))
+        .transpose()
+        .map_err(|e| incompatible(e.to_string()))?;
+    let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
+        .map_err(|e| incompatible(e.to_string()))?;
     let leaf = match checkpoint.leaf() {
         Some(leaf) => (leaf.leaf_id().to_owned(), leaf.digest().to_string()),
         None => {
-            let digest = tree.digest_of(&tree.root).ok_or_else(|| incompatible("the transcript has no root".into()))?;
+            let digest = tree
+                .digest_of(&tree.root)
+                .ok_or_else(|| incompatible("the transcript has no root".into()))?;
             (tree.root.clone(), digest.to_string())
         }
     };
@@ -91,7 +110,8 @@ impl<'t> Tree<'t> {
             if !raw.ends_with('\n') || raw.trim().is_empty() {
                 continue;
             }
-            let line: Line = serde_json::from_str(raw.trim_end()).map_err(|e| format!("a transcript line is malformed ({e})"))?;
+            let line: Line = serde_json::from_str(raw.trim_end())
+                .map_err(|e| format!("a transcript line is malformed ({e})"))?;
             if line.kind == "header" && root.is_none() {
                 root = Some(line.id.clone());
                 version = line.version;
@@ -99,7 +119,11 @@ impl<'t> Tree<'t> {
             lines.insert(line.id, (line.parent_id, raw));
         }
         let root = root.ok_or("the transcript has no header")?;
-        Ok(Tree { root, version, lines })
+        Ok(Tree {
+            root,
+            version,
+            lines,
+        })
     }
 
     /// Digest of the root→`leaf` path, or `None` when `leaf` is not in the tree or its
@@ -115,9 +139,7 @@ impl<'t> Tree<'t> {
             }
             cursor = parent.clone();
         }
-        if path.last().is_none() {
-            return None;
-        }
+        path.last()?;
         let mut bytes = Vec::new();
         for raw in path.iter().rev() {
             bytes.extend_from_slice(raw.as_bytes());

@@ -33,7 +33,8 @@ impl BrokerError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         let mut err = Self::new(ErrorCode::InvalidRequest, message);
         if !field.is_empty() {
-            err.details.insert("field".into(), Value::String(field.into()));
+            err.details
+                .insert("field".into(), Value::String(field.into()));
         }
         err
     }
@@ -100,7 +101,10 @@ impl std::error::Error for BrokerError {}
 
 /// Split a `code: message` display string so the code is not repeated.
 fn strip_code(code: ErrorCode, text: String) -> String {
-    match text.strip_prefix(code.as_str()).and_then(|t| t.strip_prefix(": ")) {
+    match text
+        .strip_prefix(code.as_str())
+        .and_then(|t| t.strip_prefix(": "))
+    {
         Some(rest) => rest.to_owned(),
         None => text,
     }

@@ -25,7 +25,11 @@ pub type ProgressSink = mpsc::UnboundedSender<String>;
 
 impl Broker {
     /// `subzero_get`.
-    pub async fn get(&self, input: p::GetInput, progress: Option<ProgressSink>) -> Result<p::ChildSnapshot, BrokerError> {
+    pub async fn get(
+        &self,
+        input: p::GetInput,
+        progress: Option<ProgressSink>,
+    ) -> Result<p::ChildSnapshot, BrokerError> {
         let child = ChildId::parse(input.child_id.as_str())?;
         let scope = self.child_scope(child).await?;
         let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
@@ -51,25 +55,35 @@ impl Broker {
             } else if row.state != ChildState::Running {
                 Some("settled")
             } else {
-                self.receipt_since(&scope, child, baseline).await?.then_some("event")
+                self.receipt_since(&scope, child, baseline)
+                    .await?
+                    .then_some("event")
             };
             let now = Instant::now();
             let reason = match reason {
                 Some(r) if first => Some(if r == "settled" { "immediate" } else { r }),
                 Some(r) => Some(r),
-                None if now >= deadline => Some(if wait.is_zero() { "immediate" } else { "timeout" }),
+                None if now >= deadline => Some(if wait.is_zero() {
+                    "immediate"
+                } else {
+                    "timeout"
+                }),
                 None => None,
             };
             if let Some(reason) = reason {
                 let runs = self.store.runs(&scope, child).await?;
                 let mut doc = snapshot::snapshot(&row, &runs, &page, preview_limit.min(2048));
-                let waited = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX).min(30_000);
+                let waited = u64::try_from(started.elapsed().as_millis())
+                    .unwrap_or(u64::MAX)
+                    .min(30_000);
                 doc["waited"] = json!({"ms": waited, "reason": reason});
                 return typed(doc, "get");
             }
             first = false;
             if let Some(sink) = &progress {
-                reported = self.report_progress(&scope, child, reported, &row, sink).await;
+                reported = self
+                    .report_progress(&scope, child, reported, &row, sink)
+                    .await;
             }
             let nap = (deadline - now).min(self.store.options().poll_interval);
             let _ = tokio::time::timeout(nap, commits.changed()).await;
@@ -77,9 +91,17 @@ impl Broker {
     }
 
     /// Whether a stop or steer receipt landed after `since`.
-    async fn receipt_since(&self, scope: &WorkspaceScope, child: ChildId, since: EventSeq) -> Result<bool, BrokerError> {
+    async fn receipt_since(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        since: EventSeq,
+    ) -> Result<bool, BrokerError> {
         let page = self.store.events(scope, child, since, 50).await?;
-        Ok(page.events.iter().any(|e| events::RECEIPTS.contains(&e.kind.as_str())))
+        Ok(page
+            .events
+            .iter()
+            .any(|e| events::RECEIPTS.contains(&e.kind.as_str())))
     }
 
     /// Send one progress line per new non-text event since `after`; returns the new mark.
@@ -116,7 +138,11 @@ impl Broker {
     /// other), for Rust embedders. A pruned stretch shows up as a `gap` event, also when
     /// pruning happens while the stream is being read. The stream ends when the child
     /// cannot be read any more (e.g. it is not in this broker's scopes).
-    pub fn subscribe(&self, child: ChildId, cursor: EventSeq) -> impl Stream<Item = Result<Value, BrokerError>> + '_ {
+    pub fn subscribe(
+        &self,
+        child: ChildId,
+        cursor: EventSeq,
+    ) -> impl Stream<Item = Result<Value, BrokerError>> + '_ {
         futures::stream::unfold(
             (cursor, Vec::<Value>::new(), None::<WorkspaceScope>, false),
             move |(mut cursor, mut buffered, mut scope, done)| async move {
@@ -147,7 +173,10 @@ impl Broker {
                         Err(e) => return Some((Err(e.into()), (cursor, buffered, scope, true))),
                     };
                     if let Some(gap) = page.gap {
-                        let at = page.events.first().map_or_else(events::timestamp_now, |e| e.at.clone());
+                        let at = page
+                            .events
+                            .first()
+                            .map_or_else(events::timestamp_now, |e| e.at.clone());
                         buffered.push(events::gap_marker(child, gap, &at));
                     }
                     buffered.extend(page.events.iter().map(events::to_wire));
@@ -159,5 +188,9 @@ impl Broker {
 }
 
 fn new_non_text(page: &EventPage, cursor: EventSeq) -> bool {
-    page.gap.is_some() || page.events.iter().any(|e| e.seq > cursor && e.kind != "text")
+    page.gap.is_some()
+        || page
+            .events
+            .iter()
+            .any(|e| e.seq > cursor && e.kind != "text")
 }

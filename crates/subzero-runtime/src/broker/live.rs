@@ -30,7 +30,6 @@ pub(super) enum ToWorker {
 pub(super) struct WorkerLink {
     pub tx: mpsc::UnboundedSender<ToWorker>,
     pub steering: bool,
-    pub pid: i32,
 }
 
 /// In-memory state of one child this broker has touched.

@@ -41,6 +41,7 @@ use crate::supervisor::{Hello, Spawner, WorkerConn, WorkerLaunch};
 
 pub use error::BrokerError;
 pub use get::ProgressSink;
+pub use snapshot::{gap_event, snapshot as child_snapshot, summary as child_summary, wire_event};
 
 /// The model API protocol used when a caller names none.
 pub const DEFAULT_API: &str = "openai-completions";
@@ -230,7 +231,10 @@ impl Broker {
         } else {
             None
         };
-        typed(json!({"children": children, "nextAfter": next_after}), "list")
+        typed(
+            json!({"children": children, "nextAfter": next_after}),
+            "list",
+        )
     }
 
     /// `subzero_output`: a chunk of a run's full result.
@@ -270,7 +274,9 @@ impl Broker {
         }
         Err(BrokerError::new(
             ErrorCode::NotFound,
-            format!("artifact {id} does not exist in this workspace; take artifact ids from subzero_get's lastRun"),
+            format!(
+                "artifact {id} does not exist in this workspace; take artifact ids from subzero_get's lastRun"
+            ),
         ))
     }
 
@@ -313,7 +319,10 @@ impl Broker {
             return Ok(self.scope.clone());
         };
         let scope = WorkspaceScope::resolve(Path::new(root)).map_err(|e| {
-            BrokerError::invalid("workspaceRoot", format!("{}", BrokerError::from(e).message()))
+            BrokerError::invalid(
+                "workspaceRoot",
+                BrokerError::from(e).message().to_owned(),
+            )
         })?;
         if scope != self.scope {
             let mut others = lock(&self.other_scopes);
@@ -372,7 +381,10 @@ impl Broker {
 
 /// Turn a JSON document built by the broker into its typed wire form; a mismatch is a
 /// broker bug, reported as `internal` rather than sent malformed.
-fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value, what: &str) -> Result<T, BrokerError> {
+fn typed<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    what: &str,
+) -> Result<T, BrokerError> {
     serde_json::from_value(value)
         .map_err(|e| BrokerError::internal(format!("the {what} result breaks the contract: {e}")))
 }
@@ -380,7 +392,9 @@ fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value, what: &str) -
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short critical sections leaves plain data
     // behind; keep serving rather than poisoning every later call.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
@@ -401,8 +415,16 @@ fn credential_sources(config: &Config) -> Vec<(String, &'static str, bool)> {
         .credentials
         .iter()
         .map(|(name, entry)| match (&entry.env, &entry.file) {
-            (Some(var), _) => (name.clone(), "env", std::env::var_os(var).is_some_and(|v| !v.is_empty())),
-            (None, Some(path)) => (name.clone(), "file", std::fs::metadata(path).is_ok_and(|m| m.is_file())),
+            (Some(var), _) => (
+                name.clone(),
+                "env",
+                std::env::var_os(var).is_some_and(|v| !v.is_empty()),
+            ),
+            (None, Some(path)) => (
+                name.clone(),
+                "file",
+                std::fs::metadata(path).is_ok_and(|m| m.is_file()),
+            ),
             (None, None) => (name.clone(), "env", false),
         })
         .collect()

@@ -28,7 +28,11 @@ pub(super) struct Receipt {
 impl Receipt {
     /// The receipt key for a call, or `None` without a `requestId`. The digest covers
     /// every argument except the request id itself.
-    pub fn prepare<T: Serialize>(tool: &'static str, request_id: Option<&str>, input: &T) -> Result<Option<Self>, BrokerError> {
+    pub fn prepare<T: Serialize>(
+        tool: &'static str,
+        request_id: Option<&str>,
+        input: &T,
+    ) -> Result<Option<Self>, BrokerError> {
         let Some(request_id) = request_id else {
             return Ok(None);
         };
@@ -68,7 +72,11 @@ pub(super) type SteerReceipts = HashMap<(ChildId, String), (String, Value)>;
 
 impl Broker {
     /// The stored receipt of an earlier identical call, if any.
-    pub(super) async fn replay(&self, scope: &WorkspaceScope, receipt: Option<&Receipt>) -> Result<Option<Value>, BrokerError> {
+    pub(super) async fn replay(
+        &self,
+        scope: &WorkspaceScope,
+        receipt: Option<&Receipt>,
+    ) -> Result<Option<Value>, BrokerError> {
         match receipt {
             None => Ok(None),
             Some(r) => Ok(self.store.find_receipt(scope, r.probe()).await?),
@@ -76,19 +84,32 @@ impl Broker {
     }
 
     /// The output of an earlier steer with this request id, or a conflict.
-    pub(super) fn steer_receipt(&self, child: ChildId, request_id: &str, message: &str) -> Result<Option<Value>, BrokerError> {
+    pub(super) fn steer_receipt(
+        &self,
+        child: ChildId,
+        request_id: &str,
+        message: &str,
+    ) -> Result<Option<Value>, BrokerError> {
         let digest = Sha256Digest::of(message.as_bytes()).to_string();
         match lock(&self.steer_receipts).get(&(child, request_id.to_owned())) {
             None => Ok(None),
             Some((seen, output)) if *seen == digest => Ok(Some(output.clone())),
             Some(_) => Err(BrokerError::new(
                 ErrorCode::RequestConflict,
-                format!("requestId {request_id} was already used for subzero_send with different arguments; use a new requestId"),
+                format!(
+                    "requestId {request_id} was already used for subzero_send with different arguments; use a new requestId"
+                ),
             )),
         }
     }
 
-    pub(super) fn remember_steer(&self, child: ChildId, request_id: &str, message: &str, output: Value) {
+    pub(super) fn remember_steer(
+        &self,
+        child: ChildId,
+        request_id: &str,
+        message: &str,
+        output: Value,
+    ) {
         let digest = Sha256Digest::of(message.as_bytes()).to_string();
         lock(&self.steer_receipts).insert((child, request_id.to_owned()), (digest, output));
     }

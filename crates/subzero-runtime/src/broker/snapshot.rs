@@ -1,9 +1,9 @@
 //! Building the snapshot and summary documents from stored rows.
 
 use serde_json::{Value, json};
-use subzero_core::{ChildState, RunId, RunStatus};
+use subzero_core::{ChildId, ChildState, RunId, RunStatus};
 
-use crate::store::{ChildRow, EventPage, Ownership, Phase, RunRow};
+use crate::store::{ChildRow, EventGap, EventPage, EventRow, Ownership, Phase, RunRow};
 
 /// The child's liveness phase as shown to callers.
 fn phase(row: &ChildRow) -> &'static str {
@@ -24,7 +24,10 @@ fn last_terminal(runs: &[RunRow]) -> Option<&RunRow> {
 }
 
 fn queued(runs: &[RunRow]) -> Vec<RunId> {
-    let mut queued: Vec<&RunRow> = runs.iter().filter(|r| r.status == RunStatus::Queued).collect();
+    let mut queued: Vec<&RunRow> = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Queued)
+        .collect();
     queued.sort_by_key(|r| r.ordinal);
     queued.into_iter().map(|r| r.run_id).collect()
 }
@@ -70,7 +73,7 @@ fn bounded(message: &str) -> &str {
 }
 
 /// The `subzero_get` document, minus `waited`.
-pub(super) fn snapshot(row: &ChildRow, runs: &[RunRow], page: &EventPage, preview_limit: usize) -> Value {
+pub fn snapshot(row: &ChildRow, runs: &[RunRow], page: &EventPage, preview_limit: usize) -> Value {
     let events: Vec<Value> = page.events.iter().map(super::events::to_wire).collect();
     json!({
         "childId": row.child_id.to_string(),
@@ -93,7 +96,7 @@ pub(super) fn snapshot(row: &ChildRow, runs: &[RunRow], page: &EventPage, previe
 }
 
 /// One `subzero_list` item.
-pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Value {
+pub fn summary(row: &ChildRow, runs: &[RunRow]) -> Value {
     json!({
         "childId": row.child_id.to_string(),
         "templateId": row.template_id,
@@ -107,4 +110,18 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Value {
         "createdAt": row.created_at,
         "updatedAt": row.updated_at,
     })
+}
+
+/// One stored event in its wire (`ChildEvent`) form, for readers outside the broker
+/// (`subzero logs`).
+pub fn wire_event(row: &EventRow) -> Value {
+    super::events::to_wire(row)
+}
+
+/// The wire `gap` event for a pruned stretch, placed at `at` (default: now).
+pub fn gap_event(child: ChildId, gap: EventGap, at: Option<&str>) -> Value {
+    match at {
+        Some(at) => super::events::gap_marker(child, gap, at),
+        None => super::events::gap_marker(child, gap, &super::events::timestamp_now()),
+    }
 }

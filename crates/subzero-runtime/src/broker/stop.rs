@@ -24,11 +24,16 @@ impl Broker {
         let expected = RunId::parse(input.expected_run_id.as_str())?;
         let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
         let scope = self.child_scope(child).await?;
-        let begun = self.store.begin_stop(&scope, child, expected, self.owner_token()).await?;
+        let begun = self
+            .store
+            .begin_stop(&scope, child, expected, self.owner_token())
+            .await?;
         if !begun.already_requested {
             self.send_cancel(child, begun.run_id);
         }
-        let status = self.wait_run_ended(&scope, child, begun.run_id, wait).await?;
+        let status = self
+            .wait_run_ended(&scope, child, begun.run_id, wait)
+            .await?;
         typed(
             json!({
                 "requested": true,
@@ -49,12 +54,20 @@ impl Broker {
                     tracing::warn!(%child, %run, "worker closed before the cancel reached it");
                 }
             }
-            None => tracing::warn!(%child, %run, "stop requested for a child without a live worker in this broker"),
+            None => {
+                tracing::warn!(%child, %run, "stop requested for a child without a live worker in this broker")
+            }
         }
     }
 
     /// Wait up to `wait` for `run` to reach a terminal status; returns its status then.
-    async fn wait_run_ended(&self, scope: &WorkspaceScope, child: ChildId, run: RunId, wait: Duration) -> Result<RunStatus, BrokerError> {
+    async fn wait_run_ended(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        run: RunId,
+        wait: Duration,
+    ) -> Result<RunStatus, BrokerError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut commits = self.store.commits();
         loop {
@@ -86,10 +99,18 @@ impl Broker {
             .map(|(c, _)| *c)
             .collect();
         for child in &children {
-            let Ok(scope) = self.child_scope(*child).await else { continue };
-            let Ok(row) = self.store.child(&scope, *child).await else { continue };
+            let Ok(scope) = self.child_scope(*child).await else {
+                continue;
+            };
+            let Ok(row) = self.store.child(&scope, *child).await else {
+                continue;
+            };
             if let Some(active) = row.active_run_id {
-                match self.store.begin_stop(&scope, *child, active, self.owner_token()).await {
+                match self
+                    .store
+                    .begin_stop(&scope, *child, active, self.owner_token())
+                    .await
+                {
                     Ok(begun) if !begun.already_requested => self.send_cancel(*child, begun.run_id),
                     Ok(_) => {}
                     Err(e) => tracing::warn!(%child, %e, "could not stop a run at shutdown"),
@@ -98,11 +119,15 @@ impl Broker {
         }
         let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
         loop {
-            let remaining = lock(&self.live).values().filter(|l| l.worker.is_some()).count();
+            let remaining = lock(&self.live)
+                .values()
+                .filter(|l| l.worker.is_some())
+                .count();
             if remaining == 0 || tokio::time::Instant::now() >= deadline {
                 break;
             }
-            let _ = tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
+            let _ =
+                tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
         }
         // Dropping the links closes the drivers' queues: each closes its worker's pipe,
         // which makes the worker cancel, kill its tree and exit.
@@ -111,7 +136,8 @@ impl Broker {
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         while self.drivers.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
-            let _ = tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
+            let _ =
+                tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
         }
         self.store.close();
     }

@@ -58,14 +58,21 @@ impl Broker {
         first: FirstRun,
     ) -> Result<(), BrokerError> {
         let run = first.run;
-        match self.try_start_worker(child, scope, child_lock, slots, first).await {
+        match self
+            .try_start_worker(child, scope, child_lock, slots, first)
+            .await
+        {
             Ok(()) => Ok(()),
             Err(err) => {
                 let settlement = Settlement::Failed {
                     code: err.code(),
                     message: err.message().to_owned(),
                 };
-                if let Err(settle_err) = self.store.settle_run(child, run, self.owner_token(), settlement).await {
+                if let Err(settle_err) = self
+                    .store
+                    .settle_run(child, run, self.owner_token(), settlement)
+                    .await
+                {
                     tracing::error!(%child, %run, %settle_err, "could not record a failed worker start");
                 }
                 Err(err)
@@ -116,7 +123,6 @@ impl Broker {
             )
             .await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let pid = conn.pid();
         {
             let mut live = lock(&self.live);
             let entry = live.get_mut(&child).ok_or_else(|| {
@@ -125,7 +131,6 @@ impl Broker {
             entry.worker = Some(WorkerLink {
                 tx: tx.clone(),
                 steering: hello.steering,
-                pid,
             });
         }
         let driver = Driver {
@@ -145,7 +150,8 @@ impl Broker {
             run: first.run,
             prompt: first.prompt,
         });
-        self.drivers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.drivers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(driver.run(first.from));
         Ok(())
     }
@@ -159,7 +165,10 @@ impl Broker {
     }
 
     pub(super) fn transcript_path(&self, child: ChildId) -> PathBuf {
-        self.paths.root().join("transcripts").join(format!("{child}.jsonl"))
+        self.paths
+            .root()
+            .join("transcripts")
+            .join(format!("{child}.jsonl"))
     }
 
     fn start_run_message(
@@ -234,7 +243,7 @@ impl Driver {
         loop {
             let next = tokio::select! {
                 message = self.rx.recv() => match message {
-                    Some(m) => self.to_worker(m, &mut from).await,
+                    Some(m) => self.handle_command(m, &mut from).await,
                     // The broker dropped the link (shutdown). A run still active has not
                     // confirmed its stop: closing the pipe ends it, and it is recorded as
                     // interrupted, not stopped.
@@ -244,7 +253,7 @@ impl Driver {
                     None => Next::Close,
                 },
                 line = self.conn.recv() => match line {
-                    Some(Ok(message)) => self.from_worker(message).await,
+                    Some(Ok(message)) => self.handle_report(message).await,
                     Some(Err(bad)) => Next::Lost(format!("the worker broke the control protocol: {bad}")),
                     None => Next::Lost("the worker exited unexpectedly".into()),
                 },
@@ -265,7 +274,7 @@ impl Driver {
         self.finish().await;
     }
 
-    async fn to_worker(&mut self, message: ToWorker, from: &mut StartFrom) -> Next {
+    async fn handle_command(&mut self, message: ToWorker, from: &mut StartFrom) -> Next {
         match message {
             ToWorker::Control(value) => match self.conn.send(value).await {
                 Ok(()) => Next::Continue,
@@ -273,11 +282,20 @@ impl Driver {
             },
             ToWorker::Start { run, prompt } => {
                 let start = std::mem::take(from);
-                let built = self.broker.start_run_message(self.child, &self.scope, run, &prompt, &start);
+                let built =
+                    self.broker
+                        .start_run_message(self.child, &self.scope, run, &prompt, &start);
                 let message = match built {
                     Ok(m) => m,
                     Err(err) => {
-                        self.settle(run, Settlement::Failed { code: err.code(), message: err.message().to_owned() }).await;
+                        self.settle(
+                            run,
+                            Settlement::Failed {
+                                code: err.code(),
+                                message: err.message().to_owned(),
+                            },
+                        )
+                        .await;
                         return self.after_settle_none();
                     }
                 };
@@ -291,7 +309,7 @@ impl Driver {
         }
     }
 
-    async fn from_worker(&mut self, message: WorkerMessage) -> Next {
+    async fn handle_report(&mut self, message: WorkerMessage) -> Next {
         match message {
             WorkerMessage::Hello { .. } => Next::Continue,
             WorkerMessage::Event { run_id, event } => {
@@ -301,26 +319,46 @@ impl Driver {
                 self.record_event(run, event).await;
                 Next::Continue
             }
-            WorkerMessage::LeafCommitted { run_id, leaf_id, digest } => {
+            WorkerMessage::LeafCommitted {
+                run_id,
+                leaf_id,
+                digest,
+            } => {
                 if self.our_run(run_id.as_str()).is_some() {
                     self.leaf = Some((leaf_id.to_string(), digest.to_string()));
                 }
                 Next::Continue
             }
-            WorkerMessage::RunSettled { run_id, status, result, error, .. } => {
+            WorkerMessage::RunSettled {
+                run_id,
+                status,
+                result,
+                error,
+                ..
+            } => {
                 let Some(run) = self.our_run(run_id.as_str()) else {
                     return Next::Continue;
                 };
                 let settlement = match status {
-                    RunSettledStatus::Completed => self.completed(run, result.unwrap_or_default()).await,
+                    RunSettledStatus::Completed => {
+                        self.completed(run, result.unwrap_or_default()).await
+                    }
                     RunSettledStatus::Failed => {
                         let (code, message) = match error {
                             Some(body) => (
-                                ErrorCode::parse(&serde_json::to_value(body.code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
-                                    .unwrap_or(ErrorCode::Internal),
+                                ErrorCode::parse(
+                                    &serde_json::to_value(body.code)
+                                        .ok()
+                                        .and_then(|v| v.as_str().map(str::to_owned))
+                                        .unwrap_or_default(),
+                                )
+                                .unwrap_or(ErrorCode::Internal),
                                 body.message.to_string(),
                             ),
-                            None => (ErrorCode::Internal, "the worker reported a failure without a reason".to_owned()),
+                            None => (
+                                ErrorCode::Internal,
+                                "the worker reported a failure without a reason".to_owned(),
+                            ),
                         };
                         Settlement::Failed { code, message }
                     }
@@ -339,7 +377,9 @@ impl Driver {
                 if self.stopped == Some(run) {
                     self.stopped = None;
                     let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
-                    return self.settle_and_dispatch(run, Settlement::Stopped { reaped }).await;
+                    return self
+                        .settle_and_dispatch(run, Settlement::Stopped { reaped })
+                        .await;
                 }
                 Next::Continue
             }
@@ -347,7 +387,9 @@ impl Driver {
     }
 
     fn our_run(&self, text: &str) -> Option<RunId> {
-        RunId::parse(text).ok().filter(|run| self.active == Some(*run))
+        RunId::parse(text)
+            .ok()
+            .filter(|run| self.active == Some(*run))
     }
 
     async fn record_event(&mut self, run: RunId, event: WorkerEvent) {
@@ -358,18 +400,39 @@ impl Driver {
                 let _ = store.set_phase(self.child, token, Phase::Model).await;
                 return;
             }
-            WorkerEvent::Text { text } => ("text", json!({"text": text.to_string(), "truncated": false}), Some(Phase::Model)),
+            WorkerEvent::Text { text } => (
+                "text",
+                json!({"text": text.to_string(), "truncated": false}),
+                Some(Phase::Model),
+            ),
             WorkerEvent::Tool { name, state } => {
                 let state = serde_json::to_value(state).unwrap_or(Value::Null);
-                let phase = if state == "started" { Phase::Tool } else { Phase::Model };
-                ("tool", json!({"name": name.to_string(), "state": state}), Some(phase))
+                let phase = if state == "started" {
+                    Phase::Tool
+                } else {
+                    Phase::Model
+                };
+                (
+                    "tool",
+                    json!({"name": name.to_string(), "state": state}),
+                    Some(phase),
+                )
             }
-            WorkerEvent::SteerApplied { steer_id, request_id } => (
+            WorkerEvent::SteerApplied {
+                steer_id,
+                request_id,
+            } => (
                 "steer_applied",
-                strip_nulls(json!({"steerId": steer_id.to_string(), "requestId": request_id.map(|r| r.to_string())})),
+                strip_nulls(
+                    json!({"steerId": steer_id.to_string(), "requestId": request_id.map(|r| r.to_string())}),
+                ),
                 None,
             ),
-            WorkerEvent::SteerDiscarded { steer_id, request_id, reason } => (
+            WorkerEvent::SteerDiscarded {
+                steer_id,
+                request_id,
+                reason,
+            } => (
                 "steer_discarded",
                 strip_nulls(json!({
                     "steerId": steer_id.to_string(),
@@ -379,7 +442,10 @@ impl Driver {
                 None,
             ),
         };
-        if let Err(e) = store.append_event(self.child, Some(run), token, kind, payload).await {
+        if let Err(e) = store
+            .append_event(self.child, Some(run), token, kind, payload)
+            .await
+        {
             tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
         }
         if let Some(phase) = phase {
@@ -391,7 +457,8 @@ impl Driver {
         let Some((leaf_id, leaf_digest)) = self.leaf.take() else {
             return Settlement::Failed {
                 code: ErrorCode::Internal,
-                message: "the worker reported completion without committing a transcript leaf".into(),
+                message: "the worker reported completion without committing a transcript leaf"
+                    .into(),
             };
         };
         let files = self.broker.artifacts.clone();
@@ -403,7 +470,10 @@ impl Driver {
             Ok(Err(e)) => {
                 return Settlement::Failed {
                     code: ErrorCode::ArtifactUnavailable,
-                    message: format!("the result of run {run} could not be stored: {}", BrokerError::from(e).message()),
+                    message: format!(
+                        "the result of run {run} could not be stored: {}",
+                        BrokerError::from(e).message()
+                    ),
                 };
             }
             Err(e) => {
@@ -452,7 +522,7 @@ impl Driver {
                     }
                     Err(e) => tracing::warn!(%e, "could not read the leaf to continue from"),
                 }
-                self.to_worker(
+                self.handle_command(
                     ToWorker::Start {
                         run: next.run_id,
                         prompt: next.prompt,
@@ -498,7 +568,14 @@ impl Driver {
         let run = self.active.or(self.stopped);
         if let Some(run) = run {
             self.stopped = None;
-            self.settle(run, Settlement::Interrupted { reason: reason.to_owned(), tree_gone }).await;
+            self.settle(
+                run,
+                Settlement::Interrupted {
+                    reason: reason.to_owned(),
+                    tree_gone,
+                },
+            )
+            .await;
         }
     }
 
@@ -530,7 +607,9 @@ impl Driver {
             self.kill_leftovers(false).await;
         }
         self.broker.unmirror(&self.scope, &self.slots).await;
-        self.broker.drivers.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.broker
+            .drivers
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.broker.notify_settled(self.child);
     }
 }

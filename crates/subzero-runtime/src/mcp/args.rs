@@ -55,7 +55,11 @@ mod tests {
     fn a_missing_field_is_named() {
         let err = parse::<SpawnInput>(serde_json::json!({"templateId": "researcher"})).unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidRequest);
-        assert!(err.message().contains("`model`") || err.message().contains("`prompt`"), "{}", err.message());
+        assert!(
+            err.message().contains("`model`") || err.message().contains("`prompt`"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]
@@ -65,7 +69,11 @@ mod tests {
             "model": {"url": "http://127.0.0.1:1/v1", "model": "m"}
         }))
         .unwrap_err();
-        assert!(err.message().contains("model.credentialRef"), "{}", err.message());
+        assert!(
+            err.message().contains("model.credentialRef"),
+            "{}",
+            err.message()
+        );
     }
 
     #[test]

@@ -119,8 +119,8 @@ impl ServerHandler for McpServer {
                 let mut step = 0.0;
                 while let Some(message) = rx.recv().await {
                     step += 1.0;
-                    let param = ProgressNotificationParam::new(token.clone(), step)
-                        .with_message(message);
+                    let param =
+                        ProgressNotificationParam::new(token.clone(), step).with_message(message);
                     if peer.notify_progress(param).await.is_err() {
                         break;
                     }

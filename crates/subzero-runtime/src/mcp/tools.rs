@@ -29,13 +29,55 @@ pub fn tool_list() -> &'static [Tool] {
     TOOLS.get_or_init(|| {
         vec![
             tool::<p::InfoInput, p::Info>("subzero_info", d::INFO, "tool-info-input", "info", true),
-            tool::<p::SpawnInput, p::SpawnOutput>("subzero_spawn", d::SPAWN, "tool-spawn-input", "tool-spawn-output", false),
-            tool::<p::GetInput, p::ChildSnapshot>("subzero_get", d::GET, "tool-get-input", "child-snapshot", true),
-            tool::<p::ListInput, p::ListOutput>("subzero_list", d::LIST, "tool-list-input", "tool-list-output", true),
-            tool::<p::SendInput, p::SendOutput>("subzero_send", d::SEND, "tool-send-input", "tool-send-output", false),
-            tool::<p::StopInput, p::StopOutput>("subzero_stop", d::STOP, "tool-stop-input", "tool-stop-output", false),
-            tool::<p::ResumeInput, p::ResumeOutput>("subzero_resume", d::RESUME, "tool-resume-input", "tool-resume-output", false),
-            tool::<p::OutputInput, p::ArtifactChunk>("subzero_output", d::OUTPUT, "tool-output-input", "artifact-chunk", true),
+            tool::<p::SpawnInput, p::SpawnOutput>(
+                "subzero_spawn",
+                d::SPAWN,
+                "tool-spawn-input",
+                "tool-spawn-output",
+                false,
+            ),
+            tool::<p::GetInput, p::ChildSnapshot>(
+                "subzero_get",
+                d::GET,
+                "tool-get-input",
+                "child-snapshot",
+                true,
+            ),
+            tool::<p::ListInput, p::ListOutput>(
+                "subzero_list",
+                d::LIST,
+                "tool-list-input",
+                "tool-list-output",
+                true,
+            ),
+            tool::<p::SendInput, p::SendOutput>(
+                "subzero_send",
+                d::SEND,
+                "tool-send-input",
+                "tool-send-output",
+                false,
+            ),
+            tool::<p::StopInput, p::StopOutput>(
+                "subzero_stop",
+                d::STOP,
+                "tool-stop-input",
+                "tool-stop-output",
+                false,
+            ),
+            tool::<p::ResumeInput, p::ResumeOutput>(
+                "subzero_resume",
+                d::RESUME,
+                "tool-resume-input",
+                "tool-resume-output",
+                false,
+            ),
+            tool::<p::OutputInput, p::ArtifactChunk>(
+                "subzero_output",
+                d::OUTPUT,
+                "tool-output-input",
+                "artifact-chunk",
+                true,
+            ),
         ]
     })
 }
@@ -51,9 +93,13 @@ fn tool<I: JsonSchema, O: JsonSchema>(
     annotations.read_only_hint = Some(read_only);
     annotations.destructive_hint = Some(false);
     annotations.open_world_hint = Some(false);
-    Tool::new(name, description, object(p::export::schema_of::<I>(input_stem)))
-        .with_raw_output_schema(object(p::export::schema_of::<O>(output_stem)))
-        .with_annotations(annotations)
+    Tool::new(
+        name,
+        description,
+        object(p::export::schema_of::<I>(input_stem)),
+    )
+    .with_raw_output_schema(object(p::export::schema_of::<O>(output_stem)))
+    .with_annotations(annotations)
 }
 
 fn object(schema: Value) -> Arc<JsonObject> {

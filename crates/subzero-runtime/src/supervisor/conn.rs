@@ -44,7 +44,11 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl WorkerConn {
     /// Start a worker and read its hello.
-    pub async fn start(spawner: &Spawner, launch: WorkerLaunch, label: String) -> io::Result<(Self, Hello)> {
+    pub async fn start(
+        spawner: &Spawner,
+        launch: WorkerLaunch,
+        label: String,
+    ) -> io::Result<(Self, Hello)> {
         let spawned = spawner.spawn(launch).await?;
         let pid = spawned.pid;
         forward_stderr(spawned.stderr, label);
@@ -82,7 +86,9 @@ impl WorkerConn {
                 Ok((conn, hello))
             }
             Some(Ok(_)) => Err(io::Error::other("the worker's first message was not hello")),
-            Some(Err(bad)) => Err(io::Error::other(format!("the worker's hello is malformed: {bad}"))),
+            Some(Err(bad)) => Err(io::Error::other(format!(
+                "the worker's hello is malformed: {bad}"
+            ))),
             None => Err(io::Error::other("the worker exited before saying hello")),
         }
     }
@@ -137,7 +143,10 @@ impl WorkerConn {
 
     /// Wait for the worker process to exit, at most `limit`. Returns whether it did.
     pub async fn wait_exit(&mut self, limit: Duration) -> bool {
-        matches!(tokio::time::timeout(limit, self.child.wait()).await, Ok(Ok(_)))
+        matches!(
+            tokio::time::timeout(limit, self.child.wait()).await,
+            Ok(Ok(_))
+        )
     }
 }
 

@@ -160,10 +160,26 @@ mod tests {
     #[test]
     fn descendants_follow_the_parent_chain() {
         let table = [
-            ProcEntry { pid: 2, ppid: 1, pgid: 2 },
-            ProcEntry { pid: 3, ppid: 2, pgid: 3 },
-            ProcEntry { pid: 4, ppid: 3, pgid: 3 },
-            ProcEntry { pid: 5, ppid: 1, pgid: 5 },
+            ProcEntry {
+                pid: 2,
+                ppid: 1,
+                pgid: 2,
+            },
+            ProcEntry {
+                pid: 3,
+                ppid: 2,
+                pgid: 3,
+            },
+            ProcEntry {
+                pid: 4,
+                ppid: 3,
+                pgid: 3,
+            },
+            ProcEntry {
+                pid: 5,
+                ppid: 1,
+                pgid: 5,
+            },
         ];
         assert_eq!(descendants(&table, 2), BTreeSet::from([3, 4]));
         assert!(descendants(&table, 5).is_empty());

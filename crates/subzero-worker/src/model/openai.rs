@@ -127,7 +127,7 @@ struct PartialCall {
 
 /// Assembles text and tool calls from chunks.
 #[derive(Debug, Default)]
-struct Assembler {
+pub struct Assembler {
     turn: ModelTurn,
     calls: Vec<PartialCall>,
     by_index: HashMap<u64, usize>,
@@ -136,7 +136,7 @@ struct Assembler {
 
 impl Assembler {
     /// Handles one SSE payload; returns true at `[DONE]`.
-    fn event(
+    pub fn event(
         &mut self,
         data: &str,
         on_text: &mut (dyn FnMut(&str) + Send),
@@ -249,7 +249,7 @@ impl Assembler {
         }
     }
 
-    fn finish(mut self) -> ModelTurn {
+    pub fn finish(mut self) -> ModelTurn {
         self.turn.tool_calls = self
             .calls
             .into_iter()

@@ -50,7 +50,11 @@ impl Env {
     }
 
     pub fn workspace(&self) -> PathBuf {
-        self.dir.path().join("workspace").canonicalize().expect("workspace path")
+        self.dir
+            .path()
+            .join("workspace")
+            .canonicalize()
+            .expect("workspace path")
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -80,7 +84,9 @@ impl Env {
     }
 
     pub async fn broker(&self, log: &str) -> McpSession {
-        McpSession::start(&self.command(log)).await.expect("broker starts")
+        McpSession::start(&self.command(log))
+            .await
+            .expect("broker starts")
     }
 
     /// The model argument of spawn/resume.
@@ -103,7 +109,9 @@ impl Env {
 }
 
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -115,7 +123,9 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 }
 
 pub async fn call(s: &McpSession, tool: &str, args: Value) -> ToolReply {
-    s.call(tool, args).await.unwrap_or_else(|e| panic!("{tool} call failed at the protocol level: {e}"))
+    s.call(tool, args)
+        .await
+        .unwrap_or_else(|e| panic!("{tool} call failed at the protocol level: {e}"))
 }
 
 pub async fn ok(s: &McpSession, tool: &str, args: Value) -> Value {
@@ -126,12 +136,21 @@ pub async fn ok(s: &McpSession, tool: &str, args: Value) -> Value {
 
 pub async fn err(s: &McpSession, tool: &str, args: Value) -> String {
     let reply = call(s, tool, args).await;
-    assert!(reply.is_error, "{tool} unexpectedly succeeded: {}", reply.text);
+    assert!(
+        reply.is_error,
+        "{tool} unexpectedly succeeded: {}",
+        reply.text
+    );
     reply.code().expect("error body has a code").to_owned()
 }
 
 pub async fn spawn(s: &McpSession, env: &Env, template: &str, prompt: &str) -> (String, String) {
-    let out = ok(s, "subzero_spawn", json!({"prompt": prompt, "templateId": template, "model": env.model()})).await;
+    let out = ok(
+        s,
+        "subzero_spawn",
+        json!({"prompt": prompt, "templateId": template, "model": env.model()}),
+    )
+    .await;
     (
         out["childId"].as_str().expect("childId").to_owned(),
         out["runId"].as_str().expect("runId").to_owned(),
@@ -150,10 +169,20 @@ pub async fn settle(s: &McpSession, child: &str, limit: Duration) -> Value {
 }
 
 /// Poll get until `pred` holds (bounded).
-pub async fn until(s: &McpSession, child: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+pub async fn until(
+    s: &McpSession,
+    child: &str,
+    limit: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + limit;
     loop {
-        let snap = ok(s, "subzero_get", json!({"childId": child, "waitMs": 500, "waitFor": "event", "eventLimit": 50})).await;
+        let snap = ok(
+            s,
+            "subzero_get",
+            json!({"childId": child, "waitMs": 500, "waitFor": "event", "eventLimit": 50}),
+        )
+        .await;
         if pred(&snap) || Instant::now() > deadline {
             return snap;
         }
@@ -163,16 +192,31 @@ pub async fn until(s: &McpSession, child: &str, limit: Duration, pred: impl Fn(&
 
 pub fn slow_reply(text: &str, delay_ms: u64) -> Reply {
     use subzero_testkit::Step;
-    Reply::Sse(vec![Step::delay_ms(delay_ms), Step::text(text), Step::finish("stop"), Step::done()])
+    Reply::Sse(vec![
+        Step::delay_ms(delay_ms),
+        Step::text(text),
+        Step::finish("stop"),
+        Step::done(),
+    ])
 }
 
 /// Pids of `subzero worker` processes whose working directory is `workspace`.
 pub fn workers_in(workspace: &Path) -> Vec<u32> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         if args.get(1) != Some(&b"worker".as_slice()) {
             continue;
@@ -198,5 +242,8 @@ pub fn wait_no_workers(workspace: &Path, limit: Duration) -> bool {
 
 /// SIGKILL a process.
 pub fn sigkill(pid: u32) {
-    let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status();
 }
