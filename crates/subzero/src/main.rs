@@ -1,7 +1,9 @@
 //! The `subzero` binary: one `Command` per subcommand, dispatched in `main`.
 
 mod demo;
+mod doctor;
 mod hosts;
+mod inspect;
 mod logging;
 mod serve;
 
@@ -26,6 +28,16 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print or install Subzero's MCP server entry for a host.
     Hosts(hosts::HostsCommand),
+    /// Check this machine's setup: state, database, locks, credentials, worker, kernel.
+    Doctor(doctor::DoctorArgs),
+    /// List children (all workspaces unless --workspace).
+    Ls(inspect::LsArgs),
+    /// Show one child's snapshot.
+    Show(inspect::ShowArgs),
+    /// Print a child's events; --follow keeps reading.
+    Logs(inspect::LogsArgs),
+    /// Print an artifact (a run's full result).
+    Output(inspect::OutputArgs),
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
     #[command(hide = true)]
     Worker {
@@ -47,6 +59,11 @@ fn main() -> std::process::ExitCode {
                 1
             }
         },
+        Command::Doctor(args) => doctor::run(args),
+        Command::Ls(args) => inspect::ls(args),
+        Command::Show(args) => inspect::show(args),
+        Command::Logs(args) => inspect::logs(args),
+        Command::Output(args) => inspect::output(args),
         Command::Worker { lock_fd } => {
             u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions { lock_fd })).unwrap_or(1)
         }

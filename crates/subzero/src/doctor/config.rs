@@ -1,0 +1,108 @@
+//! The configuration file and every configured credential reference.
+
+use std::path::Path;
+
+use subzero_runtime::config::Config;
+use subzero_runtime::credentials::CredentialResolver;
+
+use super::report::Check;
+
+/// Load and validate the configuration file; `None` when it cannot be used.
+pub fn check_config(path: &Path) -> (Check, Option<Config>) {
+    let shown = path.display();
+    let loaded = Config::load(path).and_then(|config| {
+        CredentialResolver::new(&config, path)?;
+        Ok(config)
+    });
+    match loaded {
+        Ok(config) if !path.exists() => (
+            Check::warn(
+                "config",
+                format!(
+                    "{shown} does not exist: no credentials and no user templates are configured"
+                ),
+                format!(
+                    "create {shown} with a [credentials.NAME] table (env = \"VAR\" or file = \"path\", origins = [\"https://host:443\"]) — see docs/protocol.md, \"Configuration file\""
+                ),
+            ),
+            Some(config),
+        ),
+        Ok(config) => (
+            Check::pass(
+                "config",
+                format!(
+                    "{shown}: {} credential(s), {} user template(s)",
+                    config.credentials.len(),
+                    config.templates.len()
+                ),
+            ),
+            Some(config),
+        ),
+        Err(e) => {
+            let message = e.to_string();
+            let message = message
+                .strip_prefix("invalid_request: ")
+                .unwrap_or(&message);
+            (
+                Check::fail(
+                    "config",
+                    message.to_owned(),
+                    format!(
+                        "edit {shown} at the place named above (TOML, snake_case keys; see docs/protocol.md, \"Configuration file\"), or point --config / SUBZERO_CONFIG at a valid file"
+                    ),
+                ),
+                None,
+            )
+        }
+    }
+}
+
+/// Whether each credential resolves for each of its origins. Reads each key into
+/// memory and drops it at once; never prints it.
+pub fn check_credentials(config: &Config, path: &Path) -> Vec<Check> {
+    let resolver = match CredentialResolver::new(config, path) {
+        Ok(r) => r,
+        // Already reported by `check_config`.
+        Err(_) => return Vec::new(),
+    };
+    let mut checks = Vec::new();
+    for (name, entry) in &config.credentials {
+        let source = match (&entry.env, &entry.file) {
+            (Some(var), _) => format!("environment variable {var}"),
+            (_, Some(file)) => format!("file {}", file.display()),
+            _ => "nothing".to_owned(),
+        };
+        for origin in &entry.origins {
+            let label = format!("credential {name} @ {origin}");
+            match resolver.resolve(name, origin) {
+                Ok(key) => {
+                    drop(key);
+                    checks.push(Check::pass(label, format!("resolvable from {source}")));
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    let message = message
+                        .split_once(": ")
+                        .map_or(message.as_str(), |(_, rest)| rest)
+                        .to_owned();
+                    let fix = match (&entry.env, &entry.file) {
+                        (Some(var), _) => format!(
+                            "export {var}=<key> in the environment the host starts `subzero mcp` from (doctor checks its own environment), or use file = \"path\" in [credentials.{name}]"
+                        ),
+                        (_, Some(file)) => format!(
+                            "put only the key in {} (chmod 600), or fix file = in [credentials.{name}] of {}",
+                            file.display(),
+                            path.display()
+                        ),
+                        _ => format!(
+                            "set env or file in [credentials.{name}] of {}",
+                            path.display()
+                        ),
+                    };
+                    checks.push(Check::fail(label, message, fix));
+                }
+            }
+        }
+    }
+    checks
+}

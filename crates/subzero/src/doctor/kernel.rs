@@ -1,0 +1,92 @@
+//! Kernel features the supervisor relies on (subreaper, parent-death signal) and the
+//! Landlock ABI, which is reported only: the workspace is not a sandbox.
+#![allow(unsafe_code)]
+
+use nix::sys::signal::Signal;
+use subzero_runtime::supervisor::reap;
+
+use super::report::Check;
+
+/// Every kernel check. Sets this (short-lived) process's own subreaper and
+/// parent-death flags to prove they can be set, and clears the latter again.
+pub fn check_kernel() -> Vec<Check> {
+    vec![check_subreaper(), check_pdeathsig(), check_landlock()]
+}
+
+fn check_subreaper() -> Check {
+    match reap::become_subreaper() {
+        Ok(()) => Check::pass("subreaper", "PR_SET_CHILD_SUBREAPER can be set"),
+        Err(e) => Check::warn(
+            "subreaper",
+            format!(
+                "PR_SET_CHILD_SUBREAPER failed: {e}; brokers run, but escaped tool processes of a crashed worker can survive"
+            ),
+            "run on Linux ≥ 3.4 outside a seccomp profile that filters prctl",
+        ),
+    }
+}
+
+fn check_pdeathsig() -> Check {
+    let set = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+        .and_then(|()| nix::sys::prctl::get_pdeathsig());
+    let _ = nix::sys::prctl::set_pdeathsig(None);
+    match set {
+        Ok(Some(Signal::SIGTERM)) => {
+            Check::pass("parent-death signal", "PR_SET_PDEATHSIG works (SIGTERM)")
+        }
+        Ok(other) => Check::fail(
+            "parent-death signal",
+            format!("PR_SET_PDEATHSIG did not stick (read back {other:?})"),
+            "run on Linux outside a seccomp profile that filters prctl; every worker start sets it, so workers cannot start without it",
+        ),
+        Err(e) => Check::fail(
+            "parent-death signal",
+            format!("PR_SET_PDEATHSIG failed: {e}"),
+            "run on Linux outside a seccomp profile that filters prctl; every worker start sets it, so workers cannot start without it",
+        ),
+    }
+}
+
+fn check_landlock() -> Check {
+    match landlock_abi() {
+        Ok(abi) => Check::pass(
+            "landlock",
+            format!(
+                "ABI {abi} available (reported in subzero_info; Subzero does not sandbox the workspace)"
+            ),
+        ),
+        Err(errno) => {
+            let why = match errno {
+                nix::errno::Errno::EOPNOTSUPP => "built into the kernel but not enabled at boot",
+                nix::errno::Errno::ENOSYS => "not built into this kernel",
+                _ => "unavailable",
+            };
+            Check::warn(
+                "landlock",
+                format!("Landlock is {why} ({errno})"),
+                "informational only (Subzero works without it): enable it with `lsm=…,landlock` on the kernel command line if you want it reported",
+            )
+        }
+    }
+}
+
+/// The kernel's Landlock ABI version: `landlock_create_ruleset(NULL, 0,
+/// LANDLOCK_CREATE_RULESET_VERSION)`, the query the kernel documents for this.
+fn landlock_abi() -> Result<i64, nix::errno::Errno> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel
+    // reads and writes no memory; it only returns the ABI version or an error.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0_usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if version < 0 {
+        Err(nix::errno::Errno::last())
+    } else {
+        Ok(version)
+    }
+}

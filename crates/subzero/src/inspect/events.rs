@@ -1,0 +1,71 @@
+//! One wire `ChildEvent` as one human-readable line.
+
+use serde_json::Value;
+
+use super::table::{Tone, paint, sanitize};
+
+/// Longest text shown inline; `subzero output` has the whole result.
+const INLINE_TEXT: usize = 160;
+
+/// `seq  at  type  details` (tab-separated when not on a terminal).
+pub fn line(event: &Value, color: bool) -> String {
+    let kind = event["type"].as_str().unwrap_or("?");
+    let tone = match kind {
+        "completed" => Tone::Green,
+        "failed" | "gap" => Tone::Red,
+        "interrupted" | "stop_requested" | "stop_confirmed" | "steer_discarded" => Tone::Yellow,
+        "text" => Tone::Dim,
+        _ => Tone::Plain,
+    };
+    let seq = event["seq"].as_u64().unwrap_or(0);
+    let at = event["at"].as_str().unwrap_or("");
+    let details = sanitize(&details(kind, event));
+    if color {
+        format!(
+            "{seq:>5}  {}  {:<15} {details}",
+            paint(at, Tone::Dim, true),
+            paint(kind, tone, true)
+        )
+    } else {
+        format!("{seq}\t{at}\t{kind}\t{details}")
+    }
+}
+
+fn details(kind: &str, e: &Value) -> String {
+    let s = |key: &str| e[key].as_str().unwrap_or("").to_owned();
+    let run = s("runId");
+    let text = match kind {
+        "text" => shorten(&s("text")),
+        "tool" => format!("{} {}", s("name"), s("state")),
+        "completed" => {
+            let artifact = s("artifactId");
+            format!("{}  [{artifact}]", shorten(&s("preview")))
+        }
+        "failed" => format!("{}: {}", s("code"), s("message")),
+        "interrupted" => s("reason"),
+        "run_queued" => format!("position {}", e["position"]),
+        "stop_requested" => format!("cleared {} queued", e["clearedQueued"]),
+        "stop_confirmed" => format!("reaped {}", e["reaped"]),
+        "steer_applied" => s("steerId"),
+        "steer_discarded" => format!("{} ({})", s("steerId"), s("reason")),
+        "gap" => format!(
+            "events after cursor {} were pruned; oldest retained cursor is {}",
+            e["requested"], e["oldest"]
+        ),
+        _ => String::new(),
+    };
+    match (run.is_empty(), text.is_empty()) {
+        (true, _) => text,
+        (false, true) => run,
+        (false, false) => format!("{run}  {text}"),
+    }
+}
+
+fn shorten(text: &str) -> String {
+    let cut = text.floor_char_boundary(INLINE_TEXT);
+    if cut < text.len() {
+        format!("{}…", &text[..cut])
+    } else {
+        text.to_owned()
+    }
+}

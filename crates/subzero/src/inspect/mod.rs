@@ -1,0 +1,162 @@
+//! `subzero ls | show | logs | output`: the state database read by a human at a terminal.
+//!
+//! What callers may rely on:
+//! - They never create or migrate a database: a missing state directory or database, or
+//!   one whose schema version differs from this binary's, is an error that says what to
+//!   do. Only then is the store opened, through the same [`Store`] brokers use, and only
+//!   its read connections (SQLite WAL readers) are used — nothing is written, so they
+//!   are safe to run while brokers work.
+//! - Children are found by id in every workspace of the state directory (a human
+//!   debugging one child should not need to know which host started it).
+//! - `--json` prints the wire documents of `docs/protocol.md` (`ChildSummary`,
+//!   `ChildSnapshot`, `ChildEvent`, the `subzero_output` chunk); without it, a table
+//!   with colors on a terminal and tab-separated lines otherwise.
+//! - A failure prints `error[code]: message` on stderr and exits 1.
+
+mod events;
+mod logs;
+mod ls;
+mod output;
+mod show;
+mod state;
+pub(crate) mod table;
+
+use std::fmt;
+use std::io::Write;
+use std::path::PathBuf;
+
+use subzero_core::ErrorCode;
+use subzero_runtime::RuntimeError;
+
+pub use logs::LogsArgs;
+pub use ls::LsArgs;
+pub use output::OutputArgs;
+pub use show::ShowArgs;
+
+/// `--state-dir`, shared by every inspection command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StateDirArg {
+    /// The state directory (default: $SUBZERO_STATE_DIR, else $XDG_STATE_HOME/subzero).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Why an inspection command failed: a stable code and what to do next.
+#[derive(Debug)]
+pub struct InspectError {
+    code: ErrorCode,
+    message: String,
+}
+
+impl InspectError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        InspectError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        self.code.as_str()
+    }
+}
+
+impl fmt::Display for InspectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<RuntimeError> for InspectError {
+    fn from(e: RuntimeError) -> Self {
+        let code = e.code();
+        let text = e.to_string();
+        // Runtime messages start with their code; the `error[code]` prefix already says it.
+        let message = text
+            .strip_prefix(code.as_str())
+            .and_then(|rest| rest.strip_prefix(": "))
+            .map_or_else(|| text.clone(), str::to_owned);
+        InspectError { code, message }
+    }
+}
+
+/// How a command ended early.
+#[derive(Debug)]
+pub enum Failure {
+    /// The reader of stdout went away (`| head`, a closed pipe): a clean end.
+    StdoutClosed,
+    /// A real failure, printed as `error[code]: message`.
+    Error(InspectError),
+}
+
+impl From<InspectError> for Failure {
+    fn from(e: InspectError) -> Self {
+        Failure::Error(e)
+    }
+}
+
+impl From<RuntimeError> for Failure {
+    fn from(e: RuntimeError) -> Self {
+        Failure::Error(e.into())
+    }
+}
+
+/// The end of a command.
+type Outcome = Result<(), Failure>;
+
+/// Map a write to stdout: a closed pipe ends the command quietly, anything else fails it.
+fn written(result: std::io::Result<()>) -> Outcome {
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::StdoutClosed),
+        Err(e) => Err(Failure::Error(InspectError::new(
+            ErrorCode::Internal,
+            format!("cannot write to stdout: {e}"),
+        ))),
+    }
+}
+
+/// A single-threaded runtime for the store's async reads.
+fn runtime() -> Result<tokio::runtime::Runtime, InspectError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            InspectError::new(
+                ErrorCode::Internal,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })
+}
+
+/// Print a command's failure as `error[code]: message` and map it to an exit code.
+pub fn exit_code(outcome: Outcome) -> u8 {
+    match outcome {
+        Ok(()) | Err(Failure::StdoutClosed) => 0,
+        Err(Failure::Error(e)) => {
+            let _ = writeln!(std::io::stderr(), "error[{}]: {e}", e.code());
+            1
+        }
+    }
+}
+
+/// `subzero ls`.
+pub fn ls(args: LsArgs) -> u8 {
+    exit_code(ls::run(args))
+}
+
+/// `subzero show`.
+pub fn show(args: ShowArgs) -> u8 {
+    exit_code(show::run(args))
+}
+
+/// `subzero logs`.
+pub fn logs(args: LogsArgs) -> u8 {
+    exit_code(logs::run(args))
+}
+
+/// `subzero output`.
+pub fn output(args: OutputArgs) -> u8 {
+    exit_code(output::run(args))
+}

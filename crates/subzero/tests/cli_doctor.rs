@@ -1,0 +1,186 @@
+//! `subzero doctor` against broken and healthy setups: the real binary, real files,
+//! a real broker where one is needed.
+
+mod cli_support;
+mod mcp_support;
+
+use std::os::unix::fs::DirBuilderExt;
+
+use cli_support::*;
+use mcp_support::{CRED, Env, KEY};
+
+#[test]
+fn a_malformed_config_fails_naming_the_file_and_a_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[credentials.openai\nenv = \"OPENAI_API_KEY\"\n").expect("config");
+    let (code, report) = doctor(&dir.path().join("state"), &config, &[], &[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(report["ok"], false);
+    let check = checks(&report, "config");
+    assert_eq!(check.len(), 1, "{report:#}");
+    assert_eq!(check[0]["status"], "fail");
+    let detail = check[0]["detail"].as_str().expect("detail");
+    assert!(detail.contains(&config.display().to_string()), "{detail}");
+    let fix = check[0]["fix"].as_str().expect("a failing check has a fix");
+    assert!(
+        fix.contains(&config.display().to_string()) && fix.contains("--config"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn an_unset_credential_variable_fails_with_the_variable_and_a_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[credentials.openai]\nenv = \"SUBZERO_DOCTOR_UNSET_KEY\"\norigins = [\"https://api.openai.com:443\"]\n",
+    )
+    .expect("config");
+    let (code, report) = doctor(&dir.path().join("state"), &config, &[], &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let check = checks(&report, "credential openai");
+    assert_eq!(check.len(), 1, "{report:#}");
+    assert_eq!(check[0]["status"], "fail");
+    assert!(
+        check[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("SUBZERO_DOCTOR_UNSET_KEY")),
+        "{report:#}"
+    );
+    assert!(
+        check[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("export SUBZERO_DOCTOR_UNSET_KEY=")),
+        "{report:#}"
+    );
+    // With the variable set the same reference resolves, and its value is never printed.
+    let (code, report) = doctor(
+        &dir.path().join("state"),
+        &config,
+        &[],
+        &[("SUBZERO_DOCTOR_UNSET_KEY", "sk-doctor-secret-value")],
+    );
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(checks(&report, "credential openai")[0]["status"], "pass");
+    assert!(!report.to_string().contains("sk-doctor-secret-value"));
+}
+
+#[test]
+fn a_held_child_lock_is_reported_with_its_pid_and_a_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true).mode(0o700);
+    for sub in ["locks/children", "locks/slots", "locks/owners", "artifacts"] {
+        builder.create(state.join(sub)).expect("state layout");
+    }
+    let child = "ch_01JBBBBBBBBBBBBBBBBBBBBBBB";
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(state.join(format!("locks/children/{child}.lock")))
+        .expect("lock file");
+    // This test process plays the orphaned tool process: it holds the child's flock.
+    let _held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("flock");
+    let (code, report) = doctor(&state, &dir.path().join("config.toml"), &[], &[]);
+    let check = checks(&report, &format!("child lock {child}"));
+    assert_eq!(check.len(), 1, "{report:#}");
+    assert_eq!(check[0]["status"], "warn", "{report:#}");
+    let pid = std::process::id().to_string();
+    let detail = check[0]["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&format!("pid {pid}")) && detail.contains("no broker owns it"),
+        "{detail}"
+    );
+    let fix = check[0]["fix"].as_str().expect("fix");
+    assert!(fix.contains(&format!("kill {pid}")), "{fix}");
+    // A held lock is a warning, not a broken setup.
+    assert_eq!(code, 0, "{report:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_healthy_setup_passes_every_check_and_exits_zero() {
+    let env = Env::new(vec![]);
+    // A broker creates the state directory and database, as on a real first run.
+    env.broker("broker").await.close().await.expect("close");
+    let url = env.server.base_url();
+    let (code, report) = doctor(
+        &env.state_dir(),
+        &env.config(),
+        &[
+            "--workspace",
+            &env.workspace().display().to_string(),
+            "--model",
+            &url,
+            "--credential",
+            CRED,
+        ],
+        &[("SUBZERO_TEST_KEY", KEY)],
+    );
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["ok"], true);
+    for name in [
+        "config",
+        "state dir",
+        "database",
+        "lock dir",
+        "child locks",
+        "worker",
+        "subreaper",
+        "parent-death signal",
+    ] {
+        let found = checks(&report, name);
+        assert!(
+            found.iter().any(|c| c["status"] == "pass"),
+            "{name} did not pass: {report:#}"
+        );
+    }
+    assert!(failures(&report).is_empty(), "{report:#}");
+    let model = checks(&report, "model ");
+    assert_eq!(model.len(), 1, "{report:#}");
+    assert_eq!(model[0]["status"], "pass", "{report:#}");
+    // The probe really reached the endpoint, with the key, and never printed it.
+    let probe = env
+        .server
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/models"))
+        .expect("probe request");
+    assert_eq!(
+        probe.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert!(!report.to_string().contains(KEY));
+}
+
+#[test]
+fn an_unreachable_model_fails_with_a_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    // Port 9 (discard) on loopback: nothing listens there in a test sandbox.
+    std::fs::write(
+        &config,
+        "[credentials.local]\nenv = \"SUBZERO_TEST_KEY\"\norigins = [\"http://127.0.0.1:9\"]\n",
+    )
+    .expect("config");
+    let (code, report) = doctor(
+        &dir.path().join("state"),
+        &config,
+        &["--model", "http://127.0.0.1:9/v1", "--credential", "local"],
+        &[("SUBZERO_TEST_KEY", KEY)],
+    );
+    assert_eq!(code, 1, "{report:#}");
+    let model = checks(&report, "model ");
+    assert_eq!(model[0]["status"], "fail", "{report:#}");
+    assert!(
+        model[0]["fix"].as_str().is_some_and(|f| f.contains("curl")),
+        "{report:#}"
+    );
+    assert!(!report.to_string().contains(KEY));
+}
