@@ -1025,7 +1025,7 @@ impl<'de> ::serde::Deserialize<'de> for ShortText {
             })
     }
 }
-///Why a steering message was not applied.
+///Why a steering message was not applied: the run was stopped, failed, hit a limit or was interrupted, or (`not_active`) the steer arrived after the run it named had already given its final answer.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1048,6 +1048,8 @@ pub enum SteerDiscardReason {
     Limit,
     #[serde(rename = "interrupted")]
     Interrupted,
+    #[serde(rename = "not_active")]
+    NotActive,
 }
 impl ::std::fmt::Display for SteerDiscardReason {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -1056,6 +1058,7 @@ impl ::std::fmt::Display for SteerDiscardReason {
             Self::Failed => f.write_str("failed"),
             Self::Limit => f.write_str("limit"),
             Self::Interrupted => f.write_str("interrupted"),
+            Self::NotActive => f.write_str("not_active"),
         }
     }
 }
@@ -1069,6 +1072,7 @@ impl ::std::str::FromStr for SteerDiscardReason {
             "failed" => Ok(Self::Failed),
             "limit" => Ok(Self::Limit),
             "interrupted" => Ok(Self::Interrupted),
+            "not_active" => Ok(Self::NotActive),
             _ => Err("invalid value".into()),
         }
     }
@@ -1895,6 +1899,7 @@ impl crate::validate::Validate for SteerDiscardReason {
             Self::Failed => Ok(()),
             Self::Limit => Ok(()),
             Self::Interrupted => Ok(()),
+            Self::NotActive => Ok(()),
         }
     }
 }

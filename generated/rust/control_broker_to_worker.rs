@@ -33,6 +33,16 @@ Start a run. The key appears only here.*/
             deserialize_with = "::std::option::Option::deserialize"
         )]
         from_leaf: ::std::option::Option<LeafId>,
+        ///Values of the snapshot's MCP server environment references, keyed by the reference (`env:VAR`), resolved by the broker from its own environment. Absent when the snapshot has none. Redacted like the key.
+        #[serde(
+            rename = "mcpEnv",
+            default,
+            skip_serializing_if = ":: std :: collections :: BTreeMap::is_empty"
+        )]
+        mcp_env: ::std::collections::BTreeMap<
+            ::std::string::String,
+            StartRunMcpEnvValue,
+        >,
         ///Model endpoint with the resolved key.
         model: WorkerModel,
         ///The run's prompt.
@@ -151,6 +161,71 @@ impl ::std::convert::TryFrom<::std::string::String> for LeafId {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for LeafId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Bounded value of StartRunMcpEnvValue.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxLength" = 4096))]
+#[serde(transparent)]
+pub struct StartRunMcpEnvValue(::std::string::String);
+impl ::std::ops::Deref for StartRunMcpEnvValue {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<StartRunMcpEnvValue> for ::std::string::String {
+    fn from(value: StartRunMcpEnvValue) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for StartRunMcpEnvValue {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for StartRunMcpEnvValue {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for StartRunMcpEnvValue {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for StartRunMcpEnvValue {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,
@@ -394,6 +469,7 @@ impl crate::validate::Validate for BrokerMessage {
                 child_id,
                 expected_digest,
                 from_leaf,
+                mcp_env,
                 model,
                 prompt,
                 recovery_notice,
@@ -414,6 +490,10 @@ impl crate::validate::Validate for BrokerMessage {
                 crate::validate::Validate::validate_at(
                     from_leaf,
                     &crate::validate::join(path, "fromLeaf"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    mcp_env,
+                    &crate::validate::join(path, "mcpEnv"),
                 )?;
                 crate::validate::Validate::validate_at(
                     model,
@@ -479,6 +559,16 @@ impl crate::validate::Validate for BrokerMessage {
     }
 }
 impl crate::validate::Validate for LeafId {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for StartRunMcpEnvValue {
     #[allow(unused_variables)]
     fn validate_at(
         &self,

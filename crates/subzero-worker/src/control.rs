@@ -43,6 +43,8 @@ pub struct StartRun {
     pub expected_digest: Option<String>,
     pub recovery_notice: Option<String>,
     pub secrets: Vec<String>,
+    /// Values of the snapshot's `env:VAR` references, keyed by reference; redacted like the key.
+    pub mcp_env: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for StartRun {
@@ -101,6 +103,7 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             child_id,
             expected_digest,
             from_leaf,
+            mcp_env,
             model,
             prompt,
             recovery_notice,
@@ -121,6 +124,7 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             expected_digest: expected_digest.map(String::from),
             recovery_notice: recovery_notice.map(String::from),
             secrets: secrets.0.into_iter().map(String::from).collect(),
+            mcp_env: mcp_env.into_iter().map(|(k, v)| (k, String::from(v))).collect(),
         })),
         BrokerMessage::Steer {
             message,

@@ -283,7 +283,8 @@ impl Worker {
     fn start(&mut self, start: StartRun) {
         redact::add_secrets(
             std::iter::once(start.model.key.expose())
-                .chain(start.secrets.iter().map(String::as_str)),
+                .chain(start.secrets.iter().map(String::as_str))
+                .chain(start.mcp_env.values().map(String::as_str)),
         );
         if let Some(active) = &self.active {
             tracing::warn!(active = %active.run_id.as_str(), "start_run while a run is active");
@@ -330,13 +331,14 @@ impl Worker {
             Some(active) if active.run_id == steer.run_id => active.steers.offer(steer).err(),
             _ => Some(steer),
         };
+        // The run it names already gave its final answer (or is not this worker's).
         if let Some(steer) = refused {
             emit::event(
                 &steer.run_id,
                 WorkerEvent::SteerDiscarded {
                     steer_id: steer.steer_id,
                     request_id: steer.request_id,
-                    reason: DiscardReason::Stopped,
+                    reason: DiscardReason::NotActive,
                 },
             );
         }

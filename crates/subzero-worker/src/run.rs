@@ -1,6 +1,5 @@
 //! One run: grant checks, transcript, the model loop with tools and steering, limits.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -107,12 +106,12 @@ pub async fn start_mcp(start: &StartRun, tools: &ToolContext) -> Result<McpTools
     if specs.is_empty() {
         return Ok(McpTools::default());
     }
-    // The control protocol carries no resolved values for `env:VAR` references, and the
-    // worker's own environment is cleared by the broker: nothing is resolved here, so a
-    // server with env references is refused rather than started without them.
-    let env_values = BTreeMap::new();
+    // The worker's own environment is cleared by the broker; `env:VAR` references are
+    // resolved by the broker and arrive in `start_run` (a reference without a value
+    // refuses the server rather than starting it without it).
+    let env_values = &start.mcp_env;
     let startup = Duration::from_millis(start.snapshot.limits.tool_timeout_ms.get());
-    McpTools::start(tools, &specs, &env_values, startup)
+    McpTools::start(tools, &specs, env_values, startup)
         .await
         .map_err(|e| ErrorBody::new(ErrorCode::UnsupportedGrant, e.to_string()))
 }

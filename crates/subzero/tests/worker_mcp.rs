@@ -208,7 +208,7 @@ fn the_server_environment_is_cleared_and_never_holds_the_key() {
 }
 
 #[test]
-fn env_references_are_refused_while_start_run_carries_no_values() {
+fn an_env_reference_without_a_value_in_start_run_is_refused() {
     let ws = tempfile::tempdir().expect("tempdir");
     let state = tempfile::tempdir().expect("tempdir");
     let record = tempfile::tempdir().expect("tempdir");
@@ -234,6 +234,33 @@ fn env_references_are_refused_while_start_run_carries_no_values() {
         !record.path().join("pid").exists(),
         "the server is not started without its environment"
     );
+}
+
+#[test]
+fn env_references_get_exactly_the_values_the_broker_resolved() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let record = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let model = ScriptedServer::start(vec![Reply::text("done")]).expect("model server");
+    let mut worker = WorkerProc::spawn();
+    let mut snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    snapshot["mcpServers"][0]["envRefs"] = json!({ "TOKEN": "env:MCP_TOKEN" });
+    let mut message = RunSpec::new(
+        "run_00000000000000000000000073",
+        model.base_url(),
+        snapshot,
+        ws.path(),
+        &transcript,
+    )
+    .message();
+    message["mcpEnv"] = json!({ "env:MCP_TOKEN": "tok-mcp-secret-5521" });
+    worker.send(&message);
+    let settled = worker.settled("run_00000000000000000000000073");
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let env = std::fs::read_to_string(record.path().join("env")).expect("env");
+    assert!(env.contains("TOKEN=tok-mcp-secret-5521"), "{env:?}");
+    assert_eq!(env.lines().count(), 1, "only the configured reference: {env:?}");
 }
 
 #[test]
