@@ -36,8 +36,7 @@ async fn chunked_reads_cover_the_whole_result_without_splitting_characters() {
                 preview: preview(&text, 8).text,
                 preview_truncated: true,
                 artifact: Some(artifact),
-                leaf_id: "l".to_owned(),
-                leaf_digest: "d".to_owned(),
+                leaf: common::leaf(child, run, "leaf"),
             },
         )
         .await
@@ -85,8 +84,7 @@ async fn artifacts_of_another_scope_are_not_found_and_a_missing_file_is_unavaila
                 preview: "result".to_owned(),
                 preview_truncated: false,
                 artifact: Some(artifact),
-                leaf_id: "l".to_owned(),
-                leaf_digest: "d".to_owned(),
+                leaf: common::leaf(child, run, "leaf"),
             },
         )
         .await

@@ -113,8 +113,7 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
                 preview: p.text,
                 preview_truncated: p.truncated,
                 artifact: Some(artifact),
-                leaf_id: "leaf".to_owned(),
-                leaf_digest: "sha256:00".to_owned(),
+                leaf: common::leaf(child, run, "leaf"),
             },
         )
         .await

@@ -7,20 +7,19 @@ use std::time::Duration;
 
 use common::{Fixture, TOKEN, model, spawn_input};
 use serde_json::json;
-use subzero_core::{ChildState, ErrorCode, EventSeq, RunId, RunStatus};
+use subzero_core::{ChildId, ChildState, ErrorCode, EventSeq, RunId, RunStatus};
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::{
     Admit, AdmitFollowup, FollowupDelivery, LockObservation, NewArtifact, Ownership, Phase,
     ReceiptInput, RecoveryOutcome, Settlement, StoreOptions, WRITER_THREAD_NAME,
 };
 
-fn completed(artifact: Option<NewArtifact>) -> Settlement {
+fn completed(child: ChildId, run: RunId, artifact: Option<NewArtifact>) -> Settlement {
     Settlement::Completed {
         preview: "done".to_owned(),
         preview_truncated: false,
         artifact,
-        leaf_id: "leaf-1".to_owned(),
-        leaf_digest: "sha256:abc".to_owned(),
+        leaf: common::leaf(child, run, "leaf-1"),
     }
 }
 
@@ -77,7 +76,7 @@ async fn followups_queue_in_order_and_completed_settlement_dispatches_the_next()
 
     let settled = fx
         .store
-        .settle_run(child, first, TOKEN, completed(None))
+        .settle_run(child, first, TOKEN, completed(child, first, None))
         .await
         .unwrap();
     assert_eq!(settled.next.as_ref().map(|n| n.run_id), Some(a));
@@ -91,12 +90,12 @@ async fn followups_queue_in_order_and_completed_settlement_dispatches_the_next()
     );
 
     fx.store
-        .settle_run(child, a, TOKEN, completed(None))
+        .settle_run(child, a, TOKEN, completed(child, a, None))
         .await
         .unwrap();
     let settled = fx
         .store
-        .settle_run(child, b, TOKEN, completed(None))
+        .settle_run(child, b, TOKEN, completed(child, b, None))
         .await
         .unwrap();
     assert_eq!(settled.next, None);
@@ -155,7 +154,7 @@ async fn stop_clears_the_queue_and_stopped_is_written_only_after_confirmation() 
     // `stopped` before a stop request is refused.
     let err = fx
         .store
-        .settle_run(child, run, TOKEN, Settlement::Stopped { reaped: 0 })
+        .settle_run(child, run, TOKEN, common::stopped(child, run, 0))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidRequest);
@@ -179,7 +178,7 @@ async fn stop_clears_the_queue_and_stopped_is_written_only_after_confirmation() 
 
     let settled = fx
         .store
-        .settle_run(child, run, TOKEN, Settlement::Stopped { reaped: 3 })
+        .settle_run(child, run, TOKEN, common::stopped(child, run, 3))
         .await
         .unwrap();
     assert_eq!(settled.child_state, ChildState::Ready);
@@ -200,7 +199,7 @@ async fn a_ready_child_must_be_claimed_before_a_followup_starts_it() {
     let fx = Fixture::new();
     let (child, run) = fx.spawn_child().await;
     fx.store
-        .settle_run(child, run, TOKEN, completed(None))
+        .settle_run(child, run, TOKEN, completed(child, run, None))
         .await
         .unwrap();
 
@@ -490,7 +489,7 @@ async fn a_failure_inside_settle_leaves_the_run_active_and_registers_nothing() {
     };
     assert!(
         fx.store
-            .settle_run(child, run, TOKEN, completed(Some(artifact)))
+            .settle_run(child, run, TOKEN, completed(child, run, Some(artifact)))
             .await
             .is_err()
     );
@@ -510,7 +509,7 @@ async fn a_failure_inside_settle_leaves_the_run_active_and_registers_nothing() {
     fx.clear_injection();
     let settled = fx
         .store
-        .settle_run(child, run, TOKEN, completed(None))
+        .settle_run(child, run, TOKEN, completed(child, run, None))
         .await
         .unwrap();
     assert_eq!(settled.next.map(|n| n.run_id), Some(queued));

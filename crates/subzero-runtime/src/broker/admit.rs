@@ -57,6 +57,8 @@ impl Broker {
         let child_lock = ChildLock::try_acquire(&self.paths, child)?;
         let snapshot_json = serde_json::to_value(&snapshot)
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
+        // Refuse before any state changes when an MCP server's environment is missing.
+        super::worker::mcp_env(&snapshot_json)?;
         let output = json!({"childId": child.to_string(), "runId": run.to_string()});
         let admitted = self
             .store

@@ -319,10 +319,7 @@ impl Broker {
             return Ok(self.scope.clone());
         };
         let scope = WorkspaceScope::resolve(Path::new(root)).map_err(|e| {
-            BrokerError::invalid(
-                "workspaceRoot",
-                BrokerError::from(e).message().to_owned(),
-            )
+            BrokerError::invalid("workspaceRoot", BrokerError::from(e).message().to_owned())
         })?;
         if scope != self.scope {
             let mut others = lock(&self.other_scopes);

@@ -189,6 +189,7 @@ impl Broker {
             })?;
             (entry.model.clone(), entry.snapshot.clone())
         };
+        let mcp_env = mcp_env(&snapshot)?;
         let transcripts = self.paths.root().join("transcripts");
         std::fs::create_dir_all(&transcripts).map_err(|e| {
             BrokerError::internal(format!("cannot create {}: {e}", transcripts.display()))
@@ -211,8 +212,47 @@ impl Broker {
             "expectedDigest": from.leaf.as_ref().map(|(_, digest)| digest),
             "recoveryNotice": from.recovery_notice,
             "secrets": [],
+            "mcpEnv": mcp_env,
         }))
     }
+}
+
+/// Values of the snapshot's MCP `env:VAR` references, read from the broker's own
+/// environment (the worker's is cleared). Each value travels only inside `start_run`
+/// and is redacted by the worker like the key. A reference to an unset variable is
+/// `credentials_required`, naming the server and the variable.
+pub(super) fn mcp_env(snapshot: &Value) -> Result<serde_json::Map<String, Value>, BrokerError> {
+    let mut values = serde_json::Map::new();
+    let servers = snapshot["mcpServers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for server in servers {
+        let Some(refs) = server["envRefs"].as_object() else {
+            continue;
+        };
+        for (name, reference) in refs {
+            let Some(reference) = reference.as_str() else {
+                continue;
+            };
+            let var = reference.strip_prefix("env:").unwrap_or(reference);
+            match std::env::var(var) {
+                Ok(value) if !value.is_empty() => {
+                    values.insert(reference.to_owned(), Value::String(value));
+                }
+                _ => {
+                    return Err(BrokerError::new(
+                        ErrorCode::CredentialsRequired,
+                        format!(
+                            "MCP server `{}` needs {name} from {reference}, but {var} is unset or empty in the broker's environment; set it where the host starts `subzero mcp`",
+                            server["name"].as_str().unwrap_or("?")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(values)
 }
 
 struct Driver {
@@ -377,8 +417,9 @@ impl Driver {
                 if self.stopped == Some(run) {
                     self.stopped = None;
                     let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
+                    let confirmed = crate::supervisor::proof::confirm_stop(self.child, run, reaped);
                     return self
-                        .settle_and_dispatch(run, Settlement::Stopped { reaped })
+                        .settle_and_dispatch(run, Settlement::Stopped { confirmed })
                         .await;
                 }
                 Next::Continue
@@ -461,6 +502,18 @@ impl Driver {
                     .into(),
             };
         };
+        let leaf = subzero_core::Sha256Digest::parse(&leaf_digest)
+            .ok()
+            .and_then(|digest| subzero_core::lifecycle::LeafRef::new(&leaf_id, digest).ok());
+        let Some(leaf) = leaf else {
+            return Settlement::Failed {
+                code: ErrorCode::Internal,
+                message: format!(
+                    "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
+                ),
+            };
+        };
+        let leaf = crate::supervisor::proof::leaf_recorded(self.child, run, leaf);
         let files = self.broker.artifacts.clone();
         let child = self.child;
         let text = result.clone();
@@ -488,8 +541,7 @@ impl Driver {
             preview: preview.text,
             preview_truncated: preview.truncated,
             artifact: Some(artifact),
-            leaf_id,
-            leaf_digest,
+            leaf,
         }
     }
 

@@ -7,6 +7,7 @@
 //! tokio's blocking pool.
 
 mod events;
+mod lifecycle;
 mod ops;
 mod rows;
 mod schema;
@@ -48,6 +49,9 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// How often a waiting reader re-checks for other brokers' writes (default 100 ms).
     pub poll_interval: Duration,
+    /// Follow-ups that may wait behind one child's active run (the core's
+    /// `queued_followups` limit; default 16). A fuller queue is `limit_exceeded`.
+    pub queued_followups: u32,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +61,7 @@ impl Default for StoreOptions {
             event_retention_bytes: 1024 * 1024,
             busy_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_millis(100),
+            queued_followups: subzero_core::Limits::default().queued_followups,
         }
     }
 }

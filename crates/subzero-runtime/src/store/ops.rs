@@ -1,13 +1,22 @@
 //! The store's atomic operations. Each public method is one `BEGIN IMMEDIATE`
-//! transaction on the writer thread; every state transition is an
-//! `UPDATE … WHERE state = ?` whose row count is checked, and any error rolls the
-//! whole operation back (rows, queue, events, receipts).
+//! transaction on the writer thread. Lifecycle transitions are decided by the core
+//! (`super::lifecycle` loads the row into an `AnyChild` and calls its operation); the
+//! store then writes the decision as `UPDATE … WHERE state = ?` statements whose row
+//! counts are checked, and any error rolls the whole operation back (rows, queue,
+//! events, receipts). Ownership (who may write) stays the store's own check.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
-use subzero_core::{ArtifactId, ChildId, ChildState, ErrorCode, EventSeq, RunId, RunStatus};
+use subzero_core::lifecycle::{
+    Delivery, Failure, LeafRecorded, RunReport, Settlement as CoreSettlement, StopConfirmed,
+};
+use subzero_core::{
+    AnyChild, AnyRun, ArtifactId, ChildId, ChildState, ErrorCode, EventSeq, LifecycleError, RunId,
+    RunStatus,
+};
 
 use super::events;
+use super::lifecycle::{self, refused};
 use super::rows::{
     ARTIFACT_COLUMNS, Admit, ArtifactRow, CHILD_COLUMNS, ChildRow, ModelRow, NewChild, Ownership,
     Phase, RUN_COLUMNS, ReceiptInput, RunRow, WorkerInfo, artifact_from_row, child_from_row,
@@ -104,7 +113,10 @@ pub struct NewArtifact {
 }
 
 /// How the active run ended, as reported by the worker (or the supervisor).
-#[derive(Clone, Debug)]
+///
+/// `Completed` and `Stopped` carry the supervisor's capability tokens (minted in
+/// `crate::supervisor::proof`), so neither can be recorded without its proof.
+#[derive(Debug)]
 pub enum Settlement {
     /// Finished; the transcript leaf is committed.
     Completed {
@@ -114,10 +126,8 @@ pub enum Settlement {
         preview_truncated: bool,
         /// The full result file.
         artifact: Option<NewArtifact>,
-        /// Committed leaf.
-        leaf_id: String,
-        /// Its digest.
-        leaf_digest: String,
+        /// The committed leaf, as the supervisor's proof for this child and run.
+        leaf: LeafRecorded,
     },
     /// Finished with an error.
     Failed {
@@ -128,8 +138,8 @@ pub enum Settlement {
     },
     /// The worker confirmed cancellation and its tree is gone.
     Stopped {
-        /// Processes reaped.
-        reaped: u32,
+        /// The supervisor's proof (names the child, the run and the processes reaped).
+        confirmed: StopConfirmed,
     },
     /// Ended without a confirmed result.
     Interrupted {
@@ -202,10 +212,6 @@ fn i64_of(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn u64_of(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
 fn expect_one(changed: usize, what: &str) -> RuntimeResult<()> {
     if changed == 1 {
         Ok(())
@@ -238,16 +244,6 @@ pub(crate) fn load_child_in(
     )
     .optional()?
     .ok_or_else(|| RuntimeError::not_found("child", child))
-}
-
-fn load_run(conn: &Connection, run: RunId) -> RuntimeResult<Option<RunRow>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
-            params![run.to_string()],
-            run_from_row,
-        )
-        .optional()?)
 }
 
 fn queued_ids(conn: &Connection, child: ChildId) -> RuntimeResult<Vec<RunId>> {
@@ -339,27 +335,33 @@ fn insert_run(
     Ok(())
 }
 
-/// Mark every queued run of `child` terminal with `status` and `reason`; empty the queue.
-fn cancel_queue(
+/// Mark the queued runs the core took out of the queue (withdrawn by a stop or a
+/// failure, abandoned with a lost worker) terminal with their new `status` and
+/// `reason`, and remove them from the queue. Each must still be `queued`.
+fn withdraw(
     conn: &Connection,
     child: ChildId,
-    status: RunStatus,
+    runs: &[(RunId, RunStatus)],
     reason: &str,
     at: &str,
 ) -> RuntimeResult<Vec<RunId>> {
-    let ids = queued_ids(conn, child)?;
-    for run in &ids {
+    for (run, status) in runs {
         let changed = conn.execute(
-            "UPDATE runs SET status = ?2, ended_at = ?3, reason = ?4 WHERE run_id = ?1 AND status = 'queued'",
-            params![run.to_string(), status.as_str(), at, reason],
+            "UPDATE runs SET status = ?3, ended_at = ?4, reason = ?5 WHERE run_id = ?1 AND child_id = ?2 AND status = 'queued'",
+            params![run.to_string(), child.to_string(), status.as_str(), at, reason],
         )?;
-        expect_one(changed, "cancel queued run")?;
+        expect_one(changed, "withdraw queued run")?;
+        let changed = conn.execute(
+            "DELETE FROM followups WHERE run_id = ?1 AND child_id = ?2",
+            params![run.to_string(), child.to_string()],
+        )?;
+        expect_one(changed, "dequeue withdrawn run")?;
     }
-    conn.execute(
-        "DELETE FROM followups WHERE child_id = ?1",
-        params![child.to_string()],
-    )?;
-    Ok(ids)
+    Ok(runs.iter().map(|(run, _)| *run).collect())
+}
+
+fn terminal(runs: &[AnyRun]) -> Vec<(RunId, RunStatus)> {
+    runs.iter().map(|r| (r.id(), r.status())).collect()
 }
 
 fn ownership_error(row: &ChildRow, owner_token: &str) -> RuntimeError {
@@ -394,13 +396,25 @@ fn admit_spawn_tx(
     }
     let at = now(conn)?;
     let child = &input.child;
+    let spawned = AnyChild::spawn(
+        child.child_id,
+        input.run_id,
+        input.prompt.clone(),
+        options.queued_followups,
+    );
+    let Some((first, first_status)) = spawned.active_run() else {
+        return Err(RuntimeError::Internal(format!(
+            "a spawned child {} has no active run",
+            child.child_id
+        )));
+    };
     let snapshot = serde_json::to_string(&child.snapshot)
         .map_err(|e| RuntimeError::Internal(format!("snapshot: {e}")))?;
     conn.execute(
         "INSERT INTO children (child_id, scope_key, scope_uid, workspace_root, scope_dev, scope_ino, \
          template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
          state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'running', 'starting', 'owned', ?14, 1, ?15, ?16, ?16)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?17, 'starting', 'owned', ?14, 1, ?15, ?16, ?16)",
         params![
             child.child_id.to_string(),
             scope_key,
@@ -416,16 +430,17 @@ fn admit_spawn_tx(
             child.model.api,
             child.model.credential_ref,
             input.owner_token,
-            input.run_id.to_string(),
+            first.to_string(),
             at,
+            spawned.state().as_str(),
         ],
     )?;
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
     insert_run(
         conn,
         child.child_id,
-        input.run_id,
-        RunStatus::Running,
+        first,
+        first_status,
         &input.prompt,
         request_id,
         &at,
@@ -461,16 +476,15 @@ fn admit_followup_tx(
     {
         return Ok(Admit::Replayed(stored));
     }
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    let delivery = decided
+        .followup(input.run_id, input.prompt.clone())
+        .map_err(refused)?;
     let at = now(conn)?;
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
     let child = input.child_id.to_string();
-    let delivery = match row.state {
-        ChildState::Interrupted => {
-            return Err(RuntimeError::Interrupted {
-                child: child.clone(),
-            });
-        }
-        ChildState::Running => {
+    let delivery = match delivery {
+        Delivery::Queued { position } => {
             if row.ownership != Ownership::Owned {
                 return Err(ownership_error(&row, &input.owner_token));
             }
@@ -483,23 +497,19 @@ fn admit_followup_tx(
                 request_id,
                 &at,
             )?;
-            let position: i64 = conn.query_row(
+            let slot: i64 = conn.query_row(
                 "SELECT COALESCE(MAX(position), 0) + 1 FROM followups WHERE child_id = ?1",
                 params![child],
                 |r| r.get(0),
             )?;
             conn.execute(
                 "INSERT INTO followups (child_id, position, run_id) VALUES (?1, ?2, ?3)",
-                params![child, position, input.run_id.to_string()],
+                params![child, slot, input.run_id.to_string()],
             )?;
-            let queued: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM followups WHERE child_id = ?1",
-                params![child],
-                |r| r.get(0),
-            )?;
+            let active = row.active_run_id.map(|r| r.to_string());
             let changed = conn.execute(
-                "UPDATE children SET updated_at = ?2 WHERE child_id = ?1 AND state = 'running'",
-                params![child, at],
+                "UPDATE children SET updated_at = ?3 WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
+                params![child, active, at],
             )?;
             expect_one(changed, "touch running child")?;
             events::append(
@@ -508,17 +518,24 @@ fn admit_followup_tx(
                 input.child_id,
                 Some(input.run_id),
                 "run_queued",
-                &json!({ "position": queued }),
+                &json!({ "position": position }),
             )?;
             FollowupDelivery::Queued {
-                position: u64_of(queued),
+                position: u64::try_from(position).unwrap_or(u64::MAX),
             }
         }
-        ChildState::Ready => {
+        Delivery::Started => {
             let changed = conn.execute(
-                "UPDATE children SET state = 'running', phase = 'starting', active_run_id = ?3, updated_at = ?4 \
-                 WHERE child_id = ?1 AND state = 'ready' AND ownership = 'owned' AND owner_token = ?2",
-                params![child, input.owner_token, input.run_id.to_string(), at],
+                "UPDATE children SET state = ?5, phase = 'starting', active_run_id = ?3, updated_at = ?4 \
+                 WHERE child_id = ?1 AND state = ?6 AND ownership = 'owned' AND owner_token = ?2",
+                params![
+                    child,
+                    input.owner_token,
+                    input.run_id.to_string(),
+                    at,
+                    decided.state().as_str(),
+                    row.state.as_str()
+                ],
             )?;
             if changed != 1 {
                 return Err(ownership_error(&row, &input.owner_token));
@@ -590,48 +607,44 @@ fn begin_stop_tx(
     owner_token: &str,
 ) -> RuntimeResult<StopBegun> {
     let row = load_child_in(conn, scope, child)?;
-    let Some(active) = row.active_run_id else {
-        return Err(match load_run(conn, expected)? {
-            Some(run) if run.child_id == child => RuntimeError::NotRunning {
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    let receipt = match decided.stop(expected) {
+        Ok(receipt) => receipt,
+        // The core says `stale_run` for a child with no active run; when the caller
+        // names a run of this child that already ended, the broker has always said
+        // `not_running` (its callers rely on it).
+        Err(LifecycleError::StaleRun(e))
+            if e.active.is_none() && lifecycle::is_run_of(conn, child, expected)? =>
+        {
+            return Err(RuntimeError::NotRunning {
                 child: child.to_string(),
                 hint: "the run already ended; read its result with subzero_get",
-            },
-            _ => RuntimeError::StaleRun {
-                child: child.to_string(),
-                expected: expected.to_string(),
-                active: "none".to_owned(),
-            },
-        });
+            });
+        }
+        Err(e) => return Err(refused(e)),
     };
-    if active != expected {
-        return Err(RuntimeError::StaleRun {
-            child: child.to_string(),
-            expected: expected.to_string(),
-            active: active.to_string(),
-        });
-    }
     if row.ownership != Ownership::Owned || row.owner_token.as_deref() != Some(owner_token) {
         return Err(ownership_error(&row, owner_token));
+    }
+    if !receipt.newly_requested {
+        return Ok(StopBegun {
+            run_id: expected,
+            cleared: Vec::new(),
+            already_requested: true,
+        });
     }
     let at = now(conn)?;
     let changed = conn.execute(
         "UPDATE runs SET status = 'stop_requested' WHERE run_id = ?1 AND child_id = ?2 AND status = 'running'",
         params![expected.to_string(), child.to_string()],
     )?;
-    if changed == 0 {
-        let status = load_run(conn, expected)?.map(|r| r.status);
-        if status == Some(RunStatus::StopRequested) {
-            return Ok(StopBegun {
-                run_id: expected,
-                cleared: Vec::new(),
-                already_requested: true,
-            });
-        }
-        return Err(RuntimeError::Internal(format!(
-            "active run {expected} has status {status:?}"
-        )));
-    }
-    let cleared = cancel_queue(conn, child, RunStatus::Stopped, "cleared by stop", &at)?;
+    expect_one(changed, "request stop of the active run")?;
+    let withdrawn: Vec<(RunId, RunStatus)> = receipt
+        .withdrawn
+        .iter()
+        .map(|run| (*run, RunStatus::Stopped))
+        .collect();
+    let cleared = withdraw(conn, child, &withdrawn, "cleared by stop", &at)?;
     let changed = conn.execute(
         "UPDATE children SET phase = 'stopping', updated_at = ?3 WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
         params![child.to_string(), expected.to_string(), at],
@@ -652,37 +665,158 @@ fn begin_stop_tx(
     })
 }
 
+/// A settlement once its proofs were handed to the core: what the store writes.
+enum Written {
+    Completed {
+        preview: String,
+        preview_truncated: bool,
+        artifact: Option<NewArtifact>,
+        leaf_id: String,
+        leaf_digest: String,
+    },
+    Failed {
+        code: ErrorCode,
+        message: String,
+    },
+    Stopped {
+        reaped: u32,
+    },
+    Interrupted {
+        reason: String,
+        tree_gone: bool,
+    },
+}
+
+/// What the core decided about the settled run and its queue.
+struct Decision {
+    /// The settled run's terminal status.
+    status: RunStatus,
+    /// Queued runs taken out with it, and their terminal status.
+    withdrawn: Vec<(RunId, RunStatus)>,
+    /// The queued run that starts next.
+    started: Option<RunId>,
+}
+
+impl From<CoreSettlement> for Decision {
+    fn from(s: CoreSettlement) -> Self {
+        Decision {
+            status: s.run.status(),
+            withdrawn: terminal(&s.withdrawn),
+            started: s.started,
+        }
+    }
+}
+
+fn proof_mismatch(what: &str, proof: (ChildId, RunId), settled: (ChildId, RunId)) -> RuntimeError {
+    RuntimeError::InvalidRequest(format!(
+        "the {what} is about run {} of child {}, not run {} of child {}",
+        proof.1, proof.0, settled.1, settled.0
+    ))
+}
+
+/// Hand `settlement` (and its proofs) to the core, which decides whether `run` may
+/// settle that way and what happens to the queue.
+fn decide_settlement(
+    decided: &mut AnyChild,
+    child: ChildId,
+    run: RunId,
+    settlement: Settlement,
+) -> RuntimeResult<(Written, Decision)> {
+    match settlement {
+        Settlement::Completed {
+            preview,
+            preview_truncated,
+            artifact,
+            leaf,
+        } => {
+            if (leaf.child(), leaf.run()) != (child, run) {
+                return Err(proof_mismatch(
+                    "recorded leaf",
+                    (leaf.child(), leaf.run()),
+                    (child, run),
+                ));
+            }
+            let written = Written::Completed {
+                preview,
+                preview_truncated,
+                artifact,
+                leaf_id: leaf.leaf().leaf_id().to_owned(),
+                leaf_digest: leaf.leaf().digest().to_string(),
+            };
+            let settled = decided
+                .settle(RunReport::Completed(leaf))
+                .map_err(refused)?;
+            Ok((written, settled.into()))
+        }
+        Settlement::Failed { code, message } => {
+            let failure = Failure {
+                code,
+                message: message.clone(),
+            };
+            let settled = decided
+                .settle(RunReport::Failed { run, failure })
+                .map_err(refused)?;
+            Ok((Written::Failed { code, message }, settled.into()))
+        }
+        Settlement::Stopped { confirmed } => {
+            if (confirmed.child(), confirmed.run()) != (child, run) {
+                return Err(proof_mismatch(
+                    "stop confirmation",
+                    (confirmed.child(), confirmed.run()),
+                    (child, run),
+                ));
+            }
+            let reaped = confirmed.reaped();
+            let settled = decided.confirm_stop(confirmed).map_err(refused)?;
+            Ok((Written::Stopped { reaped }, settled.into()))
+        }
+        Settlement::Interrupted { reason, tree_gone } => {
+            // The core's `lose_worker` is about whatever run is active; the report
+            // names one, so it must be that one.
+            if let Some((active, _)) = decided.active_run()
+                && active != run
+            {
+                return Err(RuntimeError::StaleRun {
+                    child: child.to_string(),
+                    expected: run.to_string(),
+                    active: active.to_string(),
+                });
+            }
+            let lost = decided.lose_worker(&reason).map_err(refused)?;
+            let decision = Decision {
+                status: lost.run.status(),
+                withdrawn: terminal(&lost.abandoned),
+                started: None,
+            };
+            Ok((Written::Interrupted { reason, tree_gone }, decision))
+        }
+    }
+}
+
 fn settle_tx(
     conn: &Connection,
     options: &StoreOptions,
     child: ChildId,
     run: RunId,
     owner_token: &str,
-    settlement: &Settlement,
+    settlement: Settlement,
 ) -> RuntimeResult<Settled> {
     let row = load_child(conn, child)?;
-    if row.active_run_id != Some(run) {
-        return Err(RuntimeError::StaleRun {
-            child: child.to_string(),
-            expected: run.to_string(),
-            active: row
-                .active_run_id
-                .map_or_else(|| "none".to_owned(), |r| r.to_string()),
-        });
-    }
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    let from = decided.active_run().map(|(_, status)| status);
+    let (written, decision) = decide_settlement(&mut decided, child, run, settlement)?;
+    let Some(from) = from else {
+        return Err(RuntimeError::Internal(format!(
+            "run {run} settled on child {child}, which has no active run"
+        )));
+    };
     if row.owner_token.as_deref() != Some(owner_token) || row.ownership != Ownership::Owned {
         return Err(ownership_error(&row, owner_token));
     }
     let at = now(conn)?;
-    let (status, from): (RunStatus, &str) = match settlement {
-        Settlement::Completed { .. } | Settlement::Failed { .. } => {
-            (status_of(settlement), "('running', 'stop_requested')")
-        }
-        Settlement::Stopped { .. } => (RunStatus::Stopped, "('stop_requested')"),
-        Settlement::Interrupted { .. } => (RunStatus::Interrupted, "('running', 'stop_requested')"),
-    };
-    let (preview, truncated, artifact, code, message, reason) = match settlement {
-        Settlement::Completed {
+    let status = decision.status;
+    let (preview, truncated, artifact, code, message, reason) = match &written {
+        Written::Completed {
             preview,
             preview_truncated,
             artifact,
@@ -695,7 +829,7 @@ fn settle_tx(
             None,
             None,
         ),
-        Settlement::Failed { code, message } => (
+        Written::Failed { code, message } => (
             None,
             false,
             None,
@@ -703,16 +837,14 @@ fn settle_tx(
             Some(message.as_str()),
             None,
         ),
-        Settlement::Stopped { .. } => (None, false, None, None, None, Some("stopped by request")),
-        Settlement::Interrupted { reason, .. } => {
+        Written::Stopped { .. } => (None, false, None, None, None, Some("stopped by request")),
+        Written::Interrupted { reason, .. } => {
             (None, false, None, None, None, Some(reason.as_str()))
         }
     };
     let changed = conn.execute(
-        &format!(
-            "UPDATE runs SET status = ?3, ended_at = ?4, preview = ?5, preview_truncated = ?6, artifact_id = ?7, \
-             error_code = ?8, error_message = ?9, reason = ?10 WHERE run_id = ?1 AND child_id = ?2 AND status IN {from}"
-        ),
+        "UPDATE runs SET status = ?3, ended_at = ?4, preview = ?5, preview_truncated = ?6, artifact_id = ?7, \
+         error_code = ?8, error_message = ?9, reason = ?10 WHERE run_id = ?1 AND child_id = ?2 AND status = ?11",
         params![
             run.to_string(),
             child.to_string(),
@@ -723,20 +855,17 @@ fn settle_tx(
             artifact,
             code,
             message,
-            reason
+            reason,
+            from.as_str()
         ],
     )?;
-    if changed != 1 {
-        return Err(RuntimeError::InvalidRequest(format!(
-            "run {run} cannot become {status} from its current status (stopped needs a prior stop request)"
-        )));
-    }
-    if let Settlement::Completed {
+    expect_one(changed, "settle the active run")?;
+    if let Written::Completed {
         artifact,
         leaf_id,
         leaf_digest,
         ..
-    } = settlement
+    } = &written
     {
         if let Some(artifact) = artifact {
             insert_artifact(conn, child, Some(run), artifact, &at)?;
@@ -748,62 +877,20 @@ fn settle_tx(
         expect_one(changed, "record completed leaf")?;
     }
 
-    let mut cancelled = Vec::new();
-    let mut next = None;
-    if matches!(settlement, Settlement::Completed { .. }) {
-        next = conn
-            .query_row(
-                "SELECT f.run_id, r.prompt FROM followups f JOIN runs r ON r.run_id = f.run_id \
-                 WHERE f.child_id = ?1 ORDER BY f.position LIMIT 1",
-                params![child.to_string()],
-                |r| {
-                    Ok(NextRun {
-                        run_id: super::rows::id_col(r, 0)?,
-                        prompt: r.get(1)?,
-                    })
-                },
-            )
-            .optional()?;
-    } else {
-        let (status, why) = match settlement {
-            Settlement::Interrupted { .. } => (
-                RunStatus::Interrupted,
-                "cancelled: the active run was interrupted",
-            ),
-            _ => (
-                RunStatus::Stopped,
-                "cancelled: the active run did not complete",
-            ),
-        };
-        cancelled = cancel_queue(conn, child, status, why, &at)?;
-    }
+    let why = match &written {
+        Written::Interrupted { .. } => "cancelled: the active run was interrupted",
+        _ => "cancelled: the active run did not complete",
+    };
+    let cancelled = withdraw(conn, child, &decision.withdrawn, why, &at)?;
 
-    let child_state = if let Some(next) = &next {
-        let changed = conn.execute(
-            "UPDATE runs SET status = 'running', started_at = ?2 WHERE run_id = ?1 AND status = 'queued'",
-            params![next.run_id.to_string(), at],
-        )?;
-        expect_one(changed, "dispatch queued run")?;
-        conn.execute(
-            "DELETE FROM followups WHERE run_id = ?1",
-            params![next.run_id.to_string()],
-        )?;
-        let changed = conn.execute(
-            "UPDATE children SET active_run_id = ?3, phase = 'starting', updated_at = ?4 \
-             WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
-            params![
-                child.to_string(),
-                run.to_string(),
-                next.run_id.to_string(),
-                at
-            ],
-        )?;
-        expect_one(changed, "advance active run")?;
-        ChildState::Running
-    } else {
-        let (state, ownership, phase, interrupt_reason) = match settlement {
-            Settlement::Interrupted { reason, tree_gone } => (
-                ChildState::Interrupted,
+    let next = match decision.started {
+        Some(next) => Some(dispatch(conn, child, run, next, &at)?),
+        None => None,
+    };
+    let child_state = decided.state();
+    if next.is_none() {
+        let (ownership, phase, interrupt_reason) = match &written {
+            Written::Interrupted { reason, tree_gone } => (
                 if *tree_gone {
                     Ownership::None
                 } else {
@@ -816,7 +903,7 @@ fn settle_tx(
                 },
                 Some(reason.as_str()),
             ),
-            _ => (ChildState::Ready, Ownership::None, Phase::Idle, None),
+            _ => (Ownership::None, Phase::Idle, None),
         };
         let keep_token = ownership == Ownership::RecoveryRequired;
         let changed = conn.execute(
@@ -826,7 +913,7 @@ fn settle_tx(
             params![
                 child.to_string(),
                 run.to_string(),
-                state.as_str(),
+                child_state.as_str(),
                 ownership.as_str(),
                 phase.as_str(),
                 interrupt_reason,
@@ -835,11 +922,10 @@ fn settle_tx(
             ],
         )?;
         expect_one(changed, "settle child")?;
-        state
-    };
+    }
 
-    let (kind, payload) = match settlement {
-        Settlement::Completed {
+    let (kind, payload) = match &written {
+        Written::Completed {
             preview,
             preview_truncated,
             artifact,
@@ -852,12 +938,12 @@ fn settle_tx(
                 "previewTruncated": preview_truncated,
             }),
         ),
-        Settlement::Failed { code, message } => (
+        Written::Failed { code, message } => (
             "failed",
             json!({ "code": code.as_str(), "message": message }),
         ),
-        Settlement::Stopped { reaped } => ("stop_confirmed", json!({ "reaped": reaped })),
-        Settlement::Interrupted { reason, .. } => ("interrupted", json!({ "reason": reason })),
+        Written::Stopped { reaped } => ("stop_confirmed", json!({ "reaped": reaped })),
+        Written::Interrupted { reason, .. } => ("interrupted", json!({ "reason": reason })),
     };
     events::append(conn, options, child, Some(run), kind, &payload)?;
     if let Some(next) = &next {
@@ -877,13 +963,39 @@ fn settle_tx(
     })
 }
 
-fn status_of(settlement: &Settlement) -> RunStatus {
-    match settlement {
-        Settlement::Completed { .. } => RunStatus::Completed,
-        Settlement::Failed { .. } => RunStatus::Failed,
-        Settlement::Stopped { .. } => RunStatus::Stopped,
-        Settlement::Interrupted { .. } => RunStatus::Interrupted,
-    }
+/// Start the queued run `next` the core chose to follow `settled`.
+fn dispatch(
+    conn: &Connection,
+    child: ChildId,
+    settled: RunId,
+    next: RunId,
+    at: &str,
+) -> RuntimeResult<NextRun> {
+    let prompt: String = conn.query_row(
+        "SELECT prompt FROM runs WHERE run_id = ?1 AND child_id = ?2",
+        params![next.to_string(), child.to_string()],
+        |r| r.get(0),
+    )?;
+    let changed = conn.execute(
+        "UPDATE runs SET status = 'running', started_at = ?2 WHERE run_id = ?1 AND status = 'queued'",
+        params![next.to_string(), at],
+    )?;
+    expect_one(changed, "dispatch queued run")?;
+    let changed = conn.execute(
+        "DELETE FROM followups WHERE run_id = ?1",
+        params![next.to_string()],
+    )?;
+    expect_one(changed, "dequeue dispatched run")?;
+    let changed = conn.execute(
+        "UPDATE children SET active_run_id = ?3, phase = 'starting', updated_at = ?4 \
+         WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
+        params![child.to_string(), settled.to_string(), next.to_string(), at],
+    )?;
+    expect_one(changed, "advance active run")?;
+    Ok(NextRun {
+        run_id: next,
+        prompt,
+    })
 }
 
 fn insert_artifact(
@@ -940,39 +1052,58 @@ fn recover_tx(
         expect_one(changed, "release stale owner")?;
         return Ok(RecoveryOutcome::Released);
     }
-    let active = row.active_run_id;
-    if let Some(run) = active {
-        let changed = conn.execute(
-            "UPDATE runs SET status = 'interrupted', ended_at = ?2, reason = ?3 \
-             WHERE run_id = ?1 AND status IN ('running', 'stop_requested')",
-            params![run.to_string(), at, reason],
-        )?;
-        expect_one(changed, "interrupt active run")?;
-    }
-    let cancelled = cancel_queue(
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    let from = decided.active_run().map(|(_, status)| status);
+    let lost = decided.lose_worker(reason).map_err(refused)?;
+    let (run, from) = match from {
+        Some(from) => (lost.run.id(), from),
+        None => {
+            return Err(RuntimeError::Internal(format!(
+                "child {child} lost its worker without an active run"
+            )));
+        }
+    };
+    let changed = conn.execute(
+        "UPDATE runs SET status = ?2, ended_at = ?3, reason = ?4 WHERE run_id = ?1 AND status = ?5",
+        params![
+            run.to_string(),
+            lost.run.status().as_str(),
+            at,
+            reason,
+            from.as_str()
+        ],
+    )?;
+    expect_one(changed, "interrupt active run")?;
+    let cancelled = withdraw(
         conn,
         child,
-        RunStatus::Interrupted,
+        &terminal(&lost.abandoned),
         "cancelled: the active run was interrupted",
         &at,
     )?;
     let changed = conn.execute(
-        "UPDATE children SET state = 'interrupted', phase = 'idle', ownership = 'none', owner_token = NULL, \
+        "UPDATE children SET state = ?5, phase = 'idle', ownership = 'none', owner_token = NULL, \
          active_run_id = NULL, interrupt_reason = ?3, updated_at = ?4 \
          WHERE child_id = ?1 AND owner_generation = ?2 AND state = 'running'",
-        params![child.to_string(), generation, reason, at],
+        params![
+            child.to_string(),
+            generation,
+            reason,
+            at,
+            decided.state().as_str()
+        ],
     )?;
     expect_one(changed, "interrupt child")?;
     events::append(
         conn,
         options,
         child,
-        active,
+        Some(run),
         "interrupted",
         &json!({ "reason": reason }),
     )?;
     Ok(RecoveryOutcome::Interrupted {
-        run_id: active,
+        run_id: Some(run),
         cancelled,
     })
 }
@@ -995,21 +1126,26 @@ fn resume_tx(
     {
         return Ok(Admit::Replayed(stored));
     }
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    // The broker verified the recorded leaf against the transcript before it claimed
+    // the child (`broker::checkpoint`); the store holds no transcript, so the core's
+    // checkpoint here is the recorded leaf itself.
+    let recorded = decided.last_leaf().cloned();
+    let checkpoint = decided.checkpoint(recorded.as_ref()).map_err(refused)?;
+    let resumed = decided
+        .resume(checkpoint, first.cloned())
+        .map_err(refused)?;
     let at = now(conn)?;
-    let (state, ownership, phase, active) = match first {
-        Some((run, _)) => (
-            ChildState::Running,
-            "owned",
-            Phase::Starting,
-            Some(run.to_string()),
-        ),
-        None => (ChildState::Ready, "none", Phase::Idle, None),
+    let state = resumed.state;
+    let (ownership, phase, active) = match resumed.run {
+        Some(run) => ("owned", Phase::Starting, Some(run.to_string())),
+        None => ("none", Phase::Idle, None),
     };
     let changed = conn.execute(
         "UPDATE children SET state = ?3, ownership = ?4, phase = ?5, active_run_id = ?6, \
          owner_token = CASE WHEN ?4 = 'owned' THEN owner_token ELSE NULL END, interrupt_reason = NULL, \
          model_url = ?7, model_name = ?8, model_api = ?9, credential_ref = ?10, updated_at = ?11 \
-         WHERE child_id = ?1 AND ownership = 'owned' AND owner_token = ?2 AND state IN ('ready', 'interrupted')",
+         WHERE child_id = ?1 AND ownership = 'owned' AND owner_token = ?2 AND state = ?12",
         params![
             child.to_string(),
             owner_token,
@@ -1021,17 +1157,12 @@ fn resume_tx(
             model.model,
             model.api,
             model.credential_ref,
-            at
+            at,
+            row.state.as_str()
         ],
     )?;
     if changed != 1 {
-        return Err(if row.state == ChildState::Running {
-            RuntimeError::Busy(format!(
-                "child {child} is running; resume applies to ready or interrupted children"
-            ))
-        } else {
-            ownership_error(&row, owner_token)
-        });
+        return Err(ownership_error(&row, owner_token));
     }
     if let Some((run, prompt)) = first {
         insert_run(
@@ -1140,7 +1271,9 @@ impl Store {
     }
 
     /// Settle the active run. `completed` records the leaf, the artifact and dispatches
-    /// the next queued run (same transaction); any other outcome cancels the queue.
+    /// the next queued run (same transaction); so does `stopped` for follow-ups sent
+    /// after the stop was requested (the stop itself cleared the earlier ones);
+    /// `failed` withdraws the queue (`stopped`) and `interrupted` abandons it.
     /// With nothing next the child becomes `ready` (or `interrupted`) and ownership is
     /// released (or `recovery_required` when an interrupted tree is not proven gone).
     /// `stopped` is only accepted after `begin_stop`.
@@ -1152,7 +1285,7 @@ impl Store {
         settlement: Settlement,
     ) -> RuntimeResult<Settled> {
         let token = owner_token.to_owned();
-        self.transact(move |tx, o| settle_tx(tx, o, child, run, &token, &settlement))
+        self.transact(move |tx, o| settle_tx(tx, o, child, run, &token, settlement))
             .await
     }
 

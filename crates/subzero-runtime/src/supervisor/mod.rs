@@ -4,6 +4,7 @@
 //! signals; `conn` speaks the JSON-lines control protocol of `schema-src/v1/control-*`.
 
 pub mod conn;
+pub mod proof;
 pub mod reap;
 pub mod spawn;
 

@@ -120,3 +120,20 @@ pub fn spawn_input(scope: &WorkspaceScope, token: &str) -> AdmitSpawn {
         receipt: None,
     }
 }
+
+/// The supervisor's proof that `run` of `child` committed transcript leaf `leaf_id`.
+pub fn leaf(child: ChildId, run: RunId, leaf_id: &str) -> subzero_core::lifecycle::LeafRecorded {
+    let leaf = subzero_core::lifecycle::LeafRef::new(
+        leaf_id,
+        subzero_core::Sha256Digest::of(leaf_id.as_bytes()),
+    )
+    .unwrap();
+    subzero_runtime::supervisor::proof::leaf_recorded(child, run, leaf)
+}
+
+/// A `stopped` settlement carrying the supervisor's confirmation for `run` of `child`.
+pub fn stopped(child: ChildId, run: RunId, reaped: u32) -> subzero_runtime::store::Settlement {
+    subzero_runtime::store::Settlement::Stopped {
+        confirmed: subzero_runtime::supervisor::proof::confirm_stop(child, run, reaped),
+    }
+}

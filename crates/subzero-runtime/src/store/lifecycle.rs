@@ -1,0 +1,160 @@
+//! The store's bridge to the core lifecycle.
+//!
+//! Every state transition is decided by `subzero_core`: a transaction loads the
+//! child's row, its active run and its follow-up queue into a [`ChildRecord`], goes up
+//! through the one checked [`AnyChild::load`], calls the core operation, and only then
+//! writes what the core decided with guarded `UPDATE … WHERE state = ?` statements.
+//! A refusal becomes the runtime error the broker has always answered with (same code,
+//! same message), and nothing was written.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use subzero_core::lifecycle::{
+    ActiveRunRecord, ChildRecord, LeafRef as CoreLeaf, LifecycleError, QueuedRunRecord,
+};
+use subzero_core::{AnyChild, ChildState, Coded, RunId, RunStatus, Sha256Digest};
+
+use super::StoreOptions;
+use super::rows::{ChildRow, LeafRef};
+use crate::error::{RuntimeError, RuntimeResult};
+
+/// Load `row` (with its active run and queue) into the core. A row that describes no
+/// legal lifecycle state is `internal` and is neither loaded nor changed.
+pub(crate) fn load(
+    conn: &Connection,
+    options: &StoreOptions,
+    row: &ChildRow,
+) -> RuntimeResult<AnyChild> {
+    let record = record_of(conn, options, row)?;
+    AnyChild::load(record).map_err(|e| refused(e.into()))
+}
+
+fn record_of(
+    conn: &Connection,
+    options: &StoreOptions,
+    row: &ChildRow,
+) -> RuntimeResult<ChildRecord> {
+    let child = row.child_id;
+    let active_run = match row.active_run_id {
+        None => None,
+        Some(run) => {
+            let status: Option<String> = conn
+                .query_row(
+                    "SELECT status FROM runs WHERE run_id = ?1 AND child_id = ?2",
+                    params![run.to_string(), child.to_string()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let status = status
+                .as_deref()
+                .and_then(RunStatus::parse)
+                .ok_or_else(|| {
+                    RuntimeError::Internal(format!(
+                        "stored state of {child} is inconsistent: its active run {run} has no valid row"
+                    ))
+                })?;
+            Some(ActiveRunRecord { id: run, status })
+        }
+    };
+    let queued = queued_records(conn, row)?;
+    // The bound never makes an already stored queue unloadable; it refuses new entries.
+    let queue_capacity = options
+        .queued_followups
+        .max(u32::try_from(queued.len()).unwrap_or(u32::MAX));
+    let interrupted = row.state == ChildState::Interrupted;
+    Ok(ChildRecord {
+        id: child,
+        state: row.state,
+        active_run,
+        queued,
+        last_leaf: row.last_leaf.as_ref().map(core_leaf).transpose()?,
+        interrupted_run: None,
+        interruption_reason: interrupted.then(|| row.interrupt_reason.clone().unwrap_or_default()),
+        queue_capacity,
+    })
+}
+
+fn queued_records(conn: &Connection, row: &ChildRow) -> RuntimeResult<Vec<QueuedRunRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT f.run_id, r.prompt FROM followups f JOIN runs r ON r.run_id = f.run_id \
+         WHERE f.child_id = ?1 ORDER BY f.position",
+    )?;
+    let queued = stmt
+        .query_map(params![row.child_id.to_string()], |r| {
+            Ok(QueuedRunRecord {
+                id: super::rows::id_col(r, 0)?,
+                prompt: r.get(1)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(queued)
+}
+
+/// A stored leaf as the core's validated [`CoreLeaf`].
+pub(crate) fn core_leaf(stored: &LeafRef) -> RuntimeResult<CoreLeaf> {
+    let digest = Sha256Digest::parse(&stored.digest).map_err(|e| {
+        RuntimeError::Internal(format!(
+            "the recorded leaf {} has a malformed digest: {e}",
+            stored.leaf_id
+        ))
+    })?;
+    CoreLeaf::new(&stored.leaf_id, digest).map_err(|e| RuntimeError::Internal(e.to_string()))
+}
+
+/// The core's refusal as the runtime error the broker answers with.
+pub(crate) fn refused(err: LifecycleError) -> RuntimeError {
+    match err {
+        LifecycleError::StaleRun(e) => RuntimeError::StaleRun {
+            child: e.child.to_string(),
+            expected: e.expected.to_string(),
+            active: e
+                .active
+                .map_or_else(|| "none".to_owned(), |r| r.to_string()),
+        },
+        LifecycleError::NotRunning(e) => RuntimeError::NotRunning {
+            child: e.child.to_string(),
+            hint: e.advice,
+        },
+        LifecycleError::Interrupted(e) => RuntimeError::Interrupted {
+            child: e.child.to_string(),
+        },
+        LifecycleError::Busy(e) => RuntimeError::Busy(format!(
+            "child {} is running; resume applies to ready or interrupted children",
+            e.child
+        )),
+        LifecycleError::StopNotRequested(e) => RuntimeError::InvalidRequest(format!(
+            "run {} cannot become {} from its current status (stopped needs a prior stop request)",
+            e.run,
+            RunStatus::Stopped
+        )),
+        LifecycleError::LimitExceeded(e) => RuntimeError::LimitExceeded(uncoded(&e)),
+        other @ (LifecycleError::UnsupportedSteer(_)
+        | LifecycleError::CheckpointIncompatible(_)
+        | LifecycleError::ForeignRun(_)
+        | LifecycleError::Load(_)) => RuntimeError::Internal(uncoded(&other)),
+    }
+}
+
+/// The message of a coded error without its leading `code: `.
+fn uncoded<E: Coded + std::fmt::Display>(err: &E) -> String {
+    let text = err.to_string();
+    let prefix = format!("{}: ", err.code().as_str());
+    text.strip_prefix(&prefix)
+        .map_or(text.clone(), str::to_owned)
+}
+
+/// Whether `run` is a (finished) run of `child`, for telling "the run already ended"
+/// from "that id was never this child's".
+pub(crate) fn is_run_of(
+    conn: &Connection,
+    child: subzero_core::ChildId,
+    run: RunId,
+) -> RuntimeResult<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM runs WHERE run_id = ?1 AND child_id = ?2",
+            params![run.to_string(), child.to_string()],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
