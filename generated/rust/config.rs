@@ -52,7 +52,7 @@ impl ::std::convert::TryFrom<String> for ActiveWorkers {
         value.parse()
     }
 }
-///The configuration file (TOML, snake_case keys), shown here as the JSON it parses to.
+///The configuration file (TOML, snake_case keys), shown here as the JSON it parses to. The state directory is chosen by `--state-dir` / `SUBZERO_STATE_DIR`, not here.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -76,10 +76,7 @@ pub struct Config {
     ///Policy limits (`[limits]`); absent keys keep the defaults.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limits: ::std::option::Option<LimitsConfig>,
-    ///Where state is kept (`[store]`).
-    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub store: ::std::option::Option<StoreConfig>,
-    ///User templates by id (`[templates.<id>]`; ids match `[a-z0-9][a-z0-9_-]{0,63}` and must not be `researcher` or `coder`).
+    ///User templates by id (`[templates.<id>]`; ids match `[A-Za-z0-9_.-]{1,64}` and must not be `researcher` or `coder`).
     #[serde(
         default,
         skip_serializing_if = ":: std :: collections :: BTreeMap::is_empty"
@@ -95,7 +92,6 @@ pub struct Config {
     ::serde::Serialize,
     Clone,
     Debug,
-    Default,
     PartialEq,
     schemars::JsonSchema
 )]
@@ -107,9 +103,8 @@ pub struct CredentialConfig {
     ///Path of a file holding the key. Exactly one of `env` and `file` must be set.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub file: ::std::option::Option<CredentialConfigFile>,
-    ///Origins (`scheme://host:port`) the key may be sent to; empty means any.
-    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub origins: ::std::option::Option<CredentialConfigOrigins>,
+    ///Origins (`scheme://host[:port]`, no path; a missing port means the scheme's default) the key may be sent to; at least one. Hosts are compared as written: `localhost` is not `127.0.0.1`. A model URL with any other origin gets `credentials_required`.
+    pub origins: CredentialConfigOrigins,
 }
 ///Environment variable holding the key. Exactly one of `env` and `file` must be set.
 #[derive(
@@ -254,7 +249,7 @@ impl<'de> ::serde::Deserialize<'de> for CredentialConfigFile {
             })
     }
 }
-///Origins (`scheme://host:port`) the key may be sent to; empty means any.
+///Origins (`scheme://host[:port]`, no path; a missing port means the scheme's default) the key may be sent to; at least one. Hosts are compared as written: `localhost` is not `127.0.0.1`. A model URL with any other origin gets `credentials_required`.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -263,7 +258,7 @@ impl<'de> ::serde::Deserialize<'de> for CredentialConfigFile {
     PartialEq,
     schemars::JsonSchema
 )]
-#[schemars(extend("maxItems" = 32))]
+#[schemars(extend("minItems" = 1, "maxItems" = 32))]
 #[serde(transparent)]
 pub struct CredentialConfigOrigins(pub ::std::vec::Vec<CredentialConfigOriginsItem>);
 impl ::std::ops::Deref for CredentialConfigOrigins {
@@ -296,7 +291,7 @@ for CredentialConfigOrigins {
     PartialOrd,
     schemars::JsonSchema
 )]
-#[schemars(extend("pattern" = "^https?://[^/\\s]+:[0-9]+$", "maxLength" = 2048))]
+#[schemars(extend("pattern" = "^https?://[^/\\s?#]+$", "maxLength" = 2048))]
 #[serde(transparent)]
 pub struct CredentialConfigOriginsItem(::std::string::String);
 impl ::std::ops::Deref for CredentialConfigOriginsItem {
@@ -319,9 +314,9 @@ impl ::std::str::FromStr for CredentialConfigOriginsItem {
             return Err("longer than 2048 characters".into());
         }
         static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^https?://[^/\\s]+:[0-9]+$").unwrap() });
+        { ::regress::Regex::new("^https?://[^/\\s?#]+$").unwrap() });
         if PATTERN.find(value).is_none() {
-            return Err("doesn't match pattern \"^https?://[^/\\s]+:[0-9]+$\"".into());
+            return Err("doesn't match pattern \"^https?://[^/\\s?#]+$\"".into());
         }
         Ok(Self(value.to_string()))
     }
@@ -405,6 +400,57 @@ impl ::std::convert::TryFrom<String> for EventRetention {
         value.parse()
     }
 }
+///1024..1073741824.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1024, "maximum" = 1073741824))]
+#[serde(transparent)]
+pub struct EventRetentionBytes(pub i64);
+impl ::std::ops::Deref for EventRetentionBytes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<EventRetentionBytes> for i64 {
+    fn from(value: EventRetentionBytes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for EventRetentionBytes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for EventRetentionBytes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for EventRetentionBytes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for EventRetentionBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for EventRetentionBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 ///Policy limits.
 #[derive(
     ::serde::Deserialize,
@@ -423,6 +469,9 @@ pub struct LimitsConfig {
     ///Events retained per child (16..100000, default 1000).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub event_retention: ::std::option::Option<EventRetention>,
+    ///Bytes of event payloads retained per child (1024..1073741824, default 1048576).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub event_retention_bytes: ::std::option::Option<EventRetentionBytes>,
     ///Maximum UTF-8 bytes of a prompt or instructions (1..1048576, default 65536).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub prompt_bytes: ::std::option::Option<PromptBytes>,
@@ -479,90 +528,6 @@ impl ::std::convert::TryFrom<String> for PromptBytes {
     type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
-    }
-}
-///State store settings.
-#[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Default,
-    PartialEq,
-    schemars::JsonSchema
-)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    ///SQLite database path; default `$XDG_STATE_HOME/subzero/subzero.db`.
-    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub path: ::std::option::Option<StoreConfigPath>,
-}
-///SQLite database path; default `$XDG_STATE_HOME/subzero/subzero.db`.
-#[derive(
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
-    schemars::JsonSchema
-)]
-#[schemars(extend("minLength" = 1, "maxLength" = 4096))]
-#[serde(transparent)]
-pub struct StoreConfigPath(::std::string::String);
-impl ::std::ops::Deref for StoreConfigPath {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<StoreConfigPath> for ::std::string::String {
-    fn from(value: StoreConfigPath) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for StoreConfigPath {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 4096usize {
-            return Err("longer than 4096 characters".into());
-        }
-        if value.chars().count() < 1usize {
-            return Err("shorter than 1 characters".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for StoreConfigPath {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for StoreConfigPath {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for StoreConfigPath {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
     }
 }
 ///1..16.
@@ -674,10 +639,6 @@ impl crate::validate::Validate for Config {
             &crate::validate::join(path, "limits"),
         )?;
         crate::validate::Validate::validate_at(
-            &self.store,
-            &crate::validate::join(path, "store"),
-        )?;
-        crate::validate::Validate::validate_at(
             &self.templates,
             &crate::validate::join(path, "templates"),
         )?;
@@ -732,7 +693,7 @@ impl crate::validate::Validate for CredentialConfigOrigins {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
-        crate::validate::check_items(path, self.0.len(), 0, 32)?;
+        crate::validate::check_items(path, self.0.len(), 1, 32)?;
         Ok(())
     }
 }
@@ -757,6 +718,17 @@ impl crate::validate::Validate for EventRetention {
         Ok(())
     }
 }
+impl crate::validate::Validate for EventRetentionBytes {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1024, 1073741824)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for LimitsConfig {
     #[allow(unused_variables)]
     fn validate_at(
@@ -770,6 +742,10 @@ impl crate::validate::Validate for LimitsConfig {
         crate::validate::Validate::validate_at(
             &self.event_retention,
             &crate::validate::join(path, "event_retention"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.event_retention_bytes,
+            &crate::validate::join(path, "event_retention_bytes"),
         )?;
         crate::validate::Validate::validate_at(
             &self.prompt_bytes,
@@ -790,29 +766,6 @@ impl crate::validate::Validate for PromptBytes {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 1, 1048576)?;
-        Ok(())
-    }
-}
-impl crate::validate::Validate for StoreConfig {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(
-            &self.path,
-            &crate::validate::join(path, "path"),
-        )?;
-        Ok(())
-    }
-}
-impl crate::validate::Validate for StoreConfigPath {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }

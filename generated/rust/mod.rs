@@ -32,7 +32,7 @@ pub use self::child_event::{ChildEvent, EventText};
 pub use self::child_snapshot::{ChildSnapshot, ChildSnapshotEvents, ChildSnapshotQueuedRuns, CursorGap, LastRun, Waited, WaitedReason};
 pub use self::child_summary::{ChildSummary};
 pub use self::common::{ArtifactId, ChildId, ChildState, CredentialRef, ModelApi, ModelInfo, ModelName, ModelRef, ModelUrl, Phase, Preview, PromptText, RequestId, RunId, RunStatus, ShortText, SteerDiscardReason, SteerId, TemplateId, TerminalRunStatus, Timestamp, ToolName, ToolState, WaitMs, WorkspaceRoot};
-pub use self::config::{ActiveWorkers, Config, CredentialConfig, CredentialConfigEnv, CredentialConfigFile, CredentialConfigOrigins, CredentialConfigOriginsItem, EventRetention, LimitsConfig, PromptBytes, StoreConfig, StoreConfigPath, WriteRuns};
+pub use self::config::{ActiveWorkers, Config, CredentialConfig, CredentialConfigEnv, CredentialConfigFile, CredentialConfigOrigins, CredentialConfigOriginsItem, EventRetention, EventRetentionBytes, LimitsConfig, PromptBytes, WriteRuns};
 pub use self::control_broker_to_worker::{BrokerMessage, LeafId, StartRunMcpEnvValue, StartRunSecrets, StartRunSecretsItem, StartRunTranscriptPath, WorkerModel};
 pub use self::control_worker_to_broker::{HelloName, HelloProtocols, RunSettledStatus, Usage, WorkerEvent, WorkerMessage};
 pub use self::error::{ErrorBody, ErrorCode, ErrorMessage};

@@ -172,6 +172,21 @@ impl Config {
         {
             return Err(fail("every [limits] value must be at least 1".to_owned()));
         }
+        // Last, so the targeted messages above win; this catches every other bound.
+        check_contract(text).map_err(fail)?;
         Ok(config)
     }
+}
+
+/// Check the file against the contract (`schema-src/v1/config.schema.json`, through its
+/// generated type): unknown keys, patterns and every bound, with the offending key named.
+fn check_contract(text: &str) -> Result<(), String> {
+    use subzero_protocol::Validate;
+    let raw: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
+    let json = serde_json::to_value(&raw).map_err(|e| e.to_string())?;
+    let contract: subzero_protocol::Config = serde_path_to_error::deserialize(json).map_err(|e| {
+        let path = e.path().to_string();
+        format!("at `{path}`: {}", e.into_inner())
+    })?;
+    contract.validate().map_err(|e| e.to_string())
 }
