@@ -91,9 +91,9 @@ pub enum RuntimeError {
     /// The store's writer thread is gone (the broker is shutting down).
     #[error("runtime_shutting_down: the store is closed; no new work is accepted")]
     ShuttingDown,
-    /// SQLite failed.
+    /// SQLite failed (other than by being locked, which is `busy`).
     #[error("internal: database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     /// A file-system operation failed.
     #[error("internal: {context}: {source}")]
     Io {
@@ -106,6 +106,24 @@ pub enum RuntimeError {
     /// A stored value violates an invariant.
     #[error("internal: {0}")]
     Internal(String),
+}
+
+impl From<rusqlite::Error> for RuntimeError {
+    /// A database held locked by another process past the busy timeout is `busy`: the
+    /// transaction was rolled back, nothing changed, and a retry can succeed.
+    fn from(err: rusqlite::Error) -> Self {
+        let locked = matches!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        );
+        if locked {
+            RuntimeError::Busy(
+                "the state database is locked by another process (a long transaction held past the busy timeout); nothing was changed — retry shortly, and if it persists find the holder with `subzero doctor`".to_owned(),
+            )
+        } else {
+            RuntimeError::Sqlite(err)
+        }
+    }
 }
 
 impl RuntimeError {

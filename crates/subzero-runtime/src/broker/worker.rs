@@ -8,6 +8,7 @@
 //! never starts before its predecessor's result is durable.
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,9 +192,13 @@ impl Broker {
         };
         let mcp_env = mcp_env(&snapshot)?;
         let transcripts = self.paths.root().join("transcripts");
-        std::fs::create_dir_all(&transcripts).map_err(|e| {
-            BrokerError::internal(format!("cannot create {}: {e}", transcripts.display()))
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&transcripts)
+            .map_err(|e| {
+                BrokerError::internal(format!("cannot create {}: {e}", transcripts.display()))
+            })?;
         Ok(json!({
             "type": "start_run",
             "runId": run.to_string(),

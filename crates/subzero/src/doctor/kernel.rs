@@ -52,7 +52,7 @@ fn check_landlock() -> Check {
         Ok(abi) => Check::pass(
             "landlock",
             format!(
-                "ABI {abi} available (reported in subzero_info; Subzero does not sandbox the workspace)"
+                "ABI {abi} available (Subzero does not apply it yet, so subzero_info reports landlock: null; the workspace is not a sandbox)"
             ),
         ),
         Err(errno) => {
