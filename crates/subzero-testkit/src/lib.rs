@@ -17,7 +17,6 @@
 pub mod mcp_client;
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -41,6 +40,9 @@ pub enum Step {
     Delay(Duration),
     /// Stop sending, keep the connection open forever.
     Hang,
+    /// Abort the response mid-body (no chunked terminator): the client sees the
+    /// connection cut, not a clean end of stream.
+    Cut,
 }
 
 impl Step {
@@ -367,11 +369,15 @@ fn sse(steps: Vec<Step>) -> Response {
             match steps.next()? {
                 Step::Data(payload) => {
                     let bytes = Bytes::from(format!("data: {payload}\n\n"));
-                    return Some((Ok::<_, Infallible>(bytes), steps));
+                    return Some((Ok::<_, std::io::Error>(bytes), steps));
                 }
                 Step::Raw(raw) => return Some((Ok(Bytes::from(raw)), steps)),
                 Step::Delay(pause) => tokio::time::sleep(pause).await,
                 Step::Hang => std::future::pending::<()>().await,
+                Step::Cut => {
+                    let cut = std::io::Error::other("testkit: connection cut");
+                    return Some((Err(cut), Vec::new().into_iter()));
+                }
             }
         }
     });
