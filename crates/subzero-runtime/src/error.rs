@@ -91,6 +91,9 @@ pub enum RuntimeError {
     /// The store's writer thread is gone (the broker is shutting down).
     #[error("runtime_shutting_down: the store is closed; no new work is accepted")]
     ShuttingDown,
+    /// The database was locked by another process past the busy timeout; nothing changed.
+    #[error("busy: {0}")]
+    Locked(String),
     /// SQLite failed (other than by being locked, which is `busy`).
     #[error("internal: database error: {0}")]
     Sqlite(rusqlite::Error),
@@ -117,7 +120,7 @@ impl From<rusqlite::Error> for RuntimeError {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         );
         if locked {
-            RuntimeError::Busy(
+            RuntimeError::Locked(
                 "the state database is locked by another process (a long transaction held past the busy timeout); nothing was changed — retry shortly, and if it persists find the holder with `subzero doctor`".to_owned(),
             )
         } else {
@@ -136,7 +139,7 @@ impl RuntimeError {
             RuntimeError::NotFound { .. } => ErrorCode::NotFound,
             RuntimeError::CredentialsRequired(_) => ErrorCode::CredentialsRequired,
             RuntimeError::WorkspaceBusy(_) => ErrorCode::WorkspaceBusy,
-            RuntimeError::Busy(_) => ErrorCode::Busy,
+            RuntimeError::Busy(_) | RuntimeError::Locked(_) => ErrorCode::Busy,
             RuntimeError::RecoveryRequired(_) => ErrorCode::RecoveryRequired,
             RuntimeError::StaleRun { .. } => ErrorCode::StaleRun,
             RuntimeError::NotRunning { .. } => ErrorCode::NotRunning,

@@ -35,7 +35,7 @@ fn hold_write_lock(db: std::path::PathBuf, hold: Duration) -> std::thread::JoinH
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "bug: SQLITE_BUSY surfaces as `internal: database error: database is locked`, not `busy` (subzero-runtime error.rs RuntimeError::Sqlite)"]
+
 async fn a_database_held_by_another_writer_gives_busy_and_loses_nothing() {
     let env = Env::new(vec![
         Reply::text("First result."),
@@ -110,7 +110,7 @@ fn strip_wait(snap: &Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "bug: a settlement that hits SQLITE_BUSY is dropped; the child stays `running` with no worker (broker/worker.rs Driver::settle)"]
+
 async fn a_database_held_busy_while_a_run_settles_does_not_leave_the_child_running() {
     // The answer arrives while another writer holds the database for longer than the
     // busy timeout: the broker cannot record the settlement in time. Whatever it does

@@ -40,6 +40,7 @@ impl Broker {
         let started = Instant::now();
         let deadline = started + wait;
         let mut commits = self.store.commits();
+        let mut closing = self.closing.subscribe();
         let mut reported = cursor;
         let mut first = true;
         let mut baseline = EventSeq::START;
@@ -63,7 +64,7 @@ impl Broker {
             let reason = match reason {
                 Some(r) if first => Some(if r == "settled" { "immediate" } else { r }),
                 Some(r) => Some(r),
-                None if now >= deadline => Some(if wait.is_zero() {
+                None if now >= deadline || *closing.borrow() => Some(if wait.is_zero() {
                     "immediate"
                 } else {
                     "timeout"
@@ -86,7 +87,10 @@ impl Broker {
                     .await;
             }
             let nap = (deadline - now).min(self.store.options().poll_interval);
-            let _ = tokio::time::timeout(nap, commits.changed()).await;
+            tokio::select! {
+                _ = tokio::time::timeout(nap, commits.changed()) => {}
+                _ = closing.changed() => {}
+            }
         }
     }
 

@@ -88,6 +88,8 @@ pub struct Broker {
     drivers: AtomicUsize,
     /// Woken whenever a worker driver finishes.
     worker_gone: Notify,
+    /// Becomes true when the host is gone (stdin EOF or a signal): waits end at once.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
@@ -144,6 +146,7 @@ impl Broker {
             steer_receipts: Mutex::new(receipts::SteerReceipts::new()),
             drivers: AtomicUsize::new(0),
             worker_gone: Notify::new(),
+            closing: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -335,6 +338,13 @@ impl Broker {
         let mut all = vec![self.scope.clone()];
         all.extend(lock(&self.other_scopes).iter().cloned());
         all
+    }
+
+    /// The host is gone: accept no new work and end every wait now. The full
+    /// [`Broker::shutdown`] follows once the MCP session has ended.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.closing.send_replace(true);
     }
 
     /// Whether the broker still accepts work.

@@ -16,11 +16,16 @@ fn phase(row: &ChildRow) -> &'static str {
     row.phase.as_str()
 }
 
-/// The most recent run that reached a terminal status.
+/// The most recent run that reached a terminal status after it started. Runs withdrawn
+/// from the queue (stopped or interrupted before they ever started) are not "the last
+/// run": they would hide the result or error of the run that actually worked. Only when
+/// no run ever started does a withdrawn one count.
 fn last_terminal(runs: &[RunRow]) -> Option<&RunRow> {
-    runs.iter()
-        .filter(|r| r.status.is_terminal())
+    let ended = || runs.iter().filter(|r| r.status.is_terminal());
+    ended()
+        .filter(|r| r.started_at.is_some())
         .max_by_key(|r| r.ordinal)
+        .or_else(|| ended().max_by_key(|r| r.ordinal))
 }
 
 fn queued(runs: &[RunRow]) -> Vec<RunId> {

@@ -92,7 +92,7 @@ impl Broker {
     /// this broker, clear queues, wait (bounded) for the workers to confirm, then close
     /// them. Whatever did not confirm is recorded as interrupted by its driver.
     pub async fn shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        self.begin_shutdown();
         let children: Vec<ChildId> = lock(&self.live)
             .iter()
             .filter(|(_, l)| l.worker.is_some())

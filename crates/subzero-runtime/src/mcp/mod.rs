@@ -8,6 +8,7 @@
 
 mod args;
 pub mod descriptions;
+mod eof;
 mod tools;
 
 use std::sync::Arc;
@@ -41,8 +42,16 @@ pub struct McpServer {
 impl McpServer {
     /// Serve one host over this process's stdin/stdout until the host closes stdin.
     pub async fn serve_stdio(broker: Arc<Broker>) -> anyhow::Result<()> {
+        let (stdin, stdout) = rmcp::transport::stdio();
+        // The host closing stdin is the end of the session: tell the broker at once, so
+        // waiting `get` calls return now instead of holding the shutdown for their wait.
+        let on_eof = {
+            let broker = Arc::clone(&broker);
+            move || broker.begin_shutdown()
+        };
+        let stdin = eof::WatchEof::new(stdin, on_eof);
         let server = McpServer { broker };
-        let running = server.serve(rmcp::transport::stdio()).await?;
+        let running = server.serve((stdin, stdout)).await?;
         running.waiting().await?;
         Ok(())
     }

@@ -173,10 +173,22 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
     {
+        self.submit_with(f, false)
+    }
+
+    fn submit_with<T, F>(
+        &self,
+        f: F,
+        patient: bool,
+    ) -> RuntimeResult<oneshot::Receiver<RuntimeResult<T>>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let commits = self.inner.commits.clone();
         let job: Job = Box::new(move |conn, options| {
-            let result = run_immediate(conn, options, f);
+            let result = run_immediate(conn, options, f, patient);
             if result.is_ok() {
                 commits.send_modify(|n| *n = n.wrapping_add(1));
             }
@@ -202,6 +214,21 @@ impl Store {
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
     {
         self.submit(f)?
+            .await
+            .map_err(|_| RuntimeError::ShuttingDown)?
+    }
+
+    /// [`Store::transact`] for writes that must not be lost to a database locked by
+    /// another process (a worker's events and settlements): while the write lock is held
+    /// elsewhere past the busy timeout, taking it is retried for up to [`DURABLE_RETRY`];
+    /// `f` runs once, after the lock is ours. Admission and other caller-facing writes
+    /// use `transact`, so a caller gets `busy` after the busy timeout, not a hung call.
+    pub async fn transact_durable<T, F>(&self, f: F) -> RuntimeResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
+    {
+        self.submit_with(f, true)?
             .await
             .map_err(|_| RuntimeError::ShuttingDown)?
     }
@@ -269,12 +296,37 @@ fn run_immediate<T>(
     conn: &mut Connection,
     options: &StoreOptions,
     f: impl FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T>,
+    patient: bool,
 ) -> RuntimeResult<T> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let started = std::time::Instant::now();
+    // With WAL and BEGIN IMMEDIATE, a lock held by another process shows up here, when
+    // the write lock is taken, before `f` runs; a patient caller waits it out.
+    let tx = loop {
+        match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => break tx,
+            Err(e) => {
+                let err = RuntimeError::from(e);
+                if patient
+                    && matches!(err, RuntimeError::Locked(_))
+                    && started.elapsed() < DURABLE_RETRY
+                {
+                    tracing::warn!(
+                        "state database locked by another process; waiting to record a write that must not be lost"
+                    );
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                return Err(err);
+            }
+        }
+    };
     let value = f(&tx, options)?;
     tx.commit()?;
     Ok(value)
 }
+
+/// How long [`Store::transact_durable`] keeps retrying a write against a locked database.
+pub const DURABLE_RETRY: Duration = Duration::from_secs(300);
 
 /// The current time as stored: RFC 3339 UTC with milliseconds.
 pub(crate) fn now(conn: &Connection) -> RuntimeResult<String> {

@@ -1285,7 +1285,7 @@ impl Store {
         settlement: Settlement,
     ) -> RuntimeResult<Settled> {
         let token = owner_token.to_owned();
-        self.transact(move |tx, o| settle_tx(tx, o, child, run, &token, settlement))
+        self.transact_durable(move |tx, o| settle_tx(tx, o, child, run, &token, settlement))
             .await
     }
 
@@ -1361,7 +1361,7 @@ impl Store {
     ) -> RuntimeResult<EventSeq> {
         let token = owner_token.to_owned();
         let kind = kind.to_owned();
-        self.transact(move |tx, o| {
+        self.transact_durable(move |tx, o| {
             require_owner(tx, child, &token)?;
             let at = now(tx)?;
             tx.execute(
@@ -1382,7 +1382,7 @@ impl Store {
         batch: Vec<(Option<RunId>, String, Value)>,
     ) -> RuntimeResult<EventSeq> {
         let token = owner_token.to_owned();
-        self.transact(move |tx, o| {
+        self.transact_durable(move |tx, o| {
             let row = require_owner(tx, child, &token)?;
             let at = now(tx)?;
             tx.execute(
@@ -1406,7 +1406,7 @@ impl Store {
         phase: Phase,
     ) -> RuntimeResult<()> {
         let token = owner_token.to_owned();
-        self.transact(move |tx, _| {
+        self.transact_durable(move |tx, _| {
             let at = now(tx)?;
             let changed = tx.execute(
                 "UPDATE children SET phase = ?3, last_progress_at = ?4, updated_at = ?4 \

@@ -1,6 +1,8 @@
 //! Streaming Chat Completions (`openai-completions`), lenient about common deviations:
-//! a missing tool-call `index`, missing `created`/`id`, unknown `finish_reason`, non-JSON
-//! keep-alive lines, and a stream that ends without `[DONE]`.
+//! a missing tool-call `index`, missing `created`/`id`, unknown `finish_reason`, SSE
+//! comment keep-alives, and a stream that ends without `[DONE]` after a `finish_reason`.
+//! A `data:` payload that is not JSON, or a stream cut before any `finish_reason`, fails
+//! the request.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -90,6 +92,14 @@ impl ChatClient {
                 "the stream ended without a single completion chunk".to_owned(),
             ));
         }
+        // Without `[DONE]` a finish_reason is the only sign the answer is whole; a stream
+        // cut before either is a failed request, never a completed (truncated) one.
+        if assembler.turn.finish_reason.is_none() {
+            return Err(ModelError::Stream(
+                "the stream ended before the model finished (no finish_reason and no [DONE])"
+                    .to_owned(),
+            ));
+        }
         Ok(assembler.finish())
     }
 }
@@ -145,9 +155,13 @@ impl Assembler {
         if data == "[DONE]" {
             return Ok(true);
         }
+        // Keep-alives are SSE comment lines, which the parser already drops; a `data:`
+        // payload that is not JSON is a broken stream, not something to skip over.
         let Ok(chunk) = serde_json::from_str::<Value>(data) else {
-            tracing::warn!(bytes = data.len(), "skipping a non-JSON stream event");
-            return Ok(false);
+            return Err(ModelError::Stream(format!(
+                "a stream event of {} bytes was not JSON",
+                data.len()
+            )));
         };
         if let Some(error) = chunk.get("error") {
             let message = error
