@@ -132,10 +132,22 @@ impl Broker {
             };
             let _ = sink.send(line);
         }
-        if page.events.is_empty() {
-            let _ = sink.send(format!("{child}: {} ({})", row.state, row.phase.as_str()));
+        let phase = format!("{child}: {} ({})", row.state, row.phase.as_str());
+        if page.events.is_empty() && self.phase_changed(child, &phase) {
+            let _ = sink.send(phase);
         }
         page.events.last().map_or(after, |e| e.seq)
+    }
+
+    /// Whether `line` differs from the last phase line reported for `child` (so a long
+    /// wait reports each phase once, not once per poll).
+    fn phase_changed(&self, child: ChildId, line: &str) -> bool {
+        let mut last = super::lock(&self.last_phase);
+        if last.get(&child).is_some_and(|l| l == line) {
+            return false;
+        }
+        last.insert(child, line.to_owned());
+        true
     }
 
     /// The child's events from `cursor` on, as they are written (by this broker or any

@@ -90,6 +90,8 @@ pub struct Broker {
     worker_gone: Notify,
     /// Becomes true when the host is gone (stdin EOF or a signal): waits end at once.
     closing: tokio::sync::watch::Sender<bool>,
+    /// The last phase line reported in progress notifications, per child.
+    last_phase: Mutex<HashMap<ChildId, String>>,
 }
 
 impl Broker {
@@ -147,6 +149,7 @@ impl Broker {
             drivers: AtomicUsize::new(0),
             worker_gone: Notify::new(),
             closing: tokio::sync::watch::Sender::new(false),
+            last_phase: Mutex::new(HashMap::new()),
         }))
     }
 
