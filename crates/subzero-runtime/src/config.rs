@@ -184,9 +184,10 @@ fn check_contract(text: &str) -> Result<(), String> {
     use subzero_protocol::Validate;
     let raw: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
     let json = serde_json::to_value(&raw).map_err(|e| e.to_string())?;
-    let contract: subzero_protocol::Config = serde_path_to_error::deserialize(json).map_err(|e| {
-        let path = e.path().to_string();
-        format!("at `{path}`: {}", e.into_inner())
-    })?;
+    let contract: subzero_protocol::Config =
+        serde_path_to_error::deserialize(json).map_err(|e| {
+            let path = e.path().to_string();
+            format!("at `{path}`: {}", e.into_inner())
+        })?;
     contract.validate().map_err(|e| e.to_string())
 }

@@ -65,7 +65,10 @@ fn main() -> std::process::ExitCode {
         Command::Logs(args) => inspect::logs(args),
         Command::Output(args) => inspect::output(args),
         Command::Worker { lock_fd } => {
-            u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions { lock_fd })).unwrap_or(1)
+            u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
+                lock_fd,
+            }))
+            .unwrap_or(1)
         }
     };
     std::process::ExitCode::from(code)

@@ -260,7 +260,11 @@ fn env_references_get_exactly_the_values_the_broker_resolved() {
     assert_eq!(settled["status"], "completed", "{settled}");
     let env = std::fs::read_to_string(record.path().join("env")).expect("env");
     assert!(env.contains("TOKEN=tok-mcp-secret-5521"), "{env:?}");
-    assert_eq!(env.lines().count(), 1, "only the configured reference: {env:?}");
+    assert_eq!(
+        env.lines().count(),
+        1,
+        "only the configured reference: {env:?}"
+    );
 }
 
 #[test]
