@@ -124,7 +124,10 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             expected_digest: expected_digest.map(String::from),
             recovery_notice: recovery_notice.map(String::from),
             secrets: secrets.0.into_iter().map(String::from).collect(),
-            mcp_env: mcp_env.into_iter().map(|(k, v)| (k, String::from(v))).collect(),
+            mcp_env: mcp_env
+                .into_iter()
+                .map(|(k, v)| (k, String::from(v)))
+                .collect(),
         })),
         BrokerMessage::Steer {
             message,
