@@ -48,7 +48,11 @@ pub fn run(args: McpArgs) -> u8 {
             return 1;
         }
     };
-    match runtime.block_on(serve(args)) {
+    let outcome = runtime.block_on(serve(args));
+    // Everything is recorded by now. Do not wait for tokio's blocking stdin reader: after
+    // a signal the host may keep our stdin open, and that read would never return.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match outcome {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");

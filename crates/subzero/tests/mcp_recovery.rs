@@ -137,3 +137,66 @@ async fn resume_without_a_message_makes_the_child_ready_and_starts_nothing() {
     assert_eq!(snap["lastRun"]["preview"], "after resume");
     second.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_active_runs_clears_queues_and_records_the_outcome() {
+    let env = Env::new(vec![Reply::Hang]);
+    let first = env.broker("first").await;
+    let (child, run) = spawn(&first, &env, "researcher", "never ends").await;
+    let queued = ok(
+        &first,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "later"}),
+    )
+    .await;
+    assert!(env.server.wait_for_requests(1, Duration::from_secs(10)));
+    let pid = first.pid().expect("broker pid");
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        std::time::Instant::now() < deadline,
+        "the broker did not exit within 15 s of SIGTERM"
+    );
+    assert!(
+        wait_no_workers(&env.workspace(), Duration::from_secs(5)),
+        "workers outlived a clean shutdown"
+    );
+    drop(first);
+    let second = env.broker("second").await;
+    let snap = ok(
+        &second,
+        "subzero_get",
+        json!({"childId": child, "eventLimit": 50}),
+    )
+    .await;
+    assert_ne!(snap["state"], "running", "{snap:#}");
+    assert_eq!(snap["queuedRuns"], json!([]));
+    let runs: Vec<(String, String)> = snap["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| matches!(e["type"].as_str(), Some("stop_confirmed" | "interrupted")))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["runId"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        runs.iter().any(|(_, r)| r == &run),
+        "the active run's end was not recorded: {runs:?}"
+    );
+    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
+    let _ = queued;
+    second.close().await.expect("close");
+}
