@@ -341,7 +341,7 @@ impl Driver {
                             },
                         )
                         .await;
-                        return self.after_settle_none();
+                        return Next::Close;
                     }
                 };
                 self.active = Some(run);
@@ -588,12 +588,8 @@ impl Driver {
                 )
                 .await
             }
-            None => self.after_settle_none(),
+            None => Next::Close,
         }
-    }
-
-    fn after_settle_none(&mut self) -> Next {
-        Next::Close
     }
 
     /// Close unless a run was handed to this worker in the meantime. Removing the link
