@@ -2,6 +2,7 @@
 //! agrees with `schema-src/` and the fixtures. A library so that `subzero-protocol`'s tests
 //! run the very same checks in-process.
 
+pub mod bench;
 pub mod check;
 pub mod codegen;
 pub mod compare;

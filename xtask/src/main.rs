@@ -1,4 +1,4 @@
-//! `cargo xtask codegen | check`.
+//! `cargo xtask codegen | check | bench`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,13 +11,17 @@ use xtask::codegen::{GeneratedFile, generate_rust};
 use xtask::source::SourceSet;
 use xtask::workspace_root;
 
-const USAGE: &str = "usage: cargo xtask <codegen|check>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently";
+const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    build the release binary, measure, write docs/benchmarks.md (--quick: a smoke run)";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "codegen" => codegen(&workspace_root()),
         "check" => run_check(&workspace_root()),
+        "bench" => xtask::bench::bench(
+            &workspace_root(),
+            std::env::args().skip(2).any(|a| a == "--quick"),
+        ),
         _ => Err(vec![USAGE.to_string()]),
     };
     match result {

@@ -1,0 +1,489 @@
+//! `cargo xtask bench`: measures the figures of issue 8 against the release `subzero`
+//! binary and writes `docs/benchmarks.md`.
+//!
+//! usage: subzero-bench --subzero PATH --out PATH [--quick] [--command TEXT]
+
+mod broker;
+mod env;
+mod machine;
+mod procs;
+mod report;
+mod stats;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use report::{Figure, Report, Target};
+use stats::Samples;
+
+pub type Fail = Box<dyn std::error::Error + Send + Sync>;
+
+struct Args {
+    subzero: PathBuf,
+    out: PathBuf,
+    quick: bool,
+    command: String,
+}
+
+fn parse_args() -> Result<Args, Fail> {
+    let mut subzero = None;
+    let mut out = None;
+    let mut quick = false;
+    let mut command = "cargo xtask bench".to_owned();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--subzero" => subzero = args.next().map(PathBuf::from),
+            "--out" => out = args.next().map(PathBuf::from),
+            "--command" => command = args.next().unwrap_or(command),
+            "--quick" => quick = true,
+            // `cargo bench` passes `--bench` to harness-less targets.
+            "--bench" => {}
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    Ok(Args {
+        subzero: subzero.ok_or("--subzero PATH is required")?,
+        out: out.ok_or("--out PATH is required")?,
+        quick,
+        command,
+    })
+}
+
+/// Repetition counts: the full run, or a `--quick` smoke run.
+struct Plan {
+    runs: usize,
+    parent_cost_runs: usize,
+    children: usize,
+    events_per_child: usize,
+    waiters: usize,
+    wake_samples: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                runs: 3,
+                parent_cost_runs: 1,
+                children: 1_000,
+                events_per_child: 100,
+                waiters: 1_000,
+                wake_samples: 40,
+            }
+        } else {
+            Plan {
+                runs: 20,
+                parent_cost_runs: 5,
+                children: 10_000,
+                events_per_child: 100,
+                waiters: 1_000,
+                wake_samples: 200,
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Sink {
+    figures: Vec<Figure>,
+    notes: Vec<String>,
+}
+
+impl Sink {
+    fn add(
+        &mut self,
+        section: &'static str,
+        name: &str,
+        unit: &'static str,
+        samples: Samples,
+        target: Option<Target>,
+        note: &str,
+    ) {
+        eprintln!(
+            "  {name}: median {:.3} {unit}, p95 {:.3} {unit} (n={})",
+            samples.median(),
+            samples.p95(),
+            samples.len()
+        );
+        self.figures.push(Figure {
+            section,
+            name: name.to_owned(),
+            unit,
+            samples,
+            target,
+            note: note.to_owned(),
+        });
+    }
+
+    fn failed(&mut self, scenario: &str, error: &Fail) {
+        eprintln!("  {scenario} FAILED: {error}");
+        self.notes
+            .push(format!("The {scenario} scenario failed: {error}"));
+    }
+}
+
+fn one(value: f64) -> Samples {
+    let mut s = Samples::default();
+    s.push(value);
+    s
+}
+
+const MEMORY: &str = "Size and memory";
+const LATENCY: &str = "Latency";
+const STORE: &str = "Store";
+const PARENT: &str = "Parent-facing cost";
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("subzero-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Fail> {
+    let args = parse_args()?;
+    let plan = Plan::new(args.quick);
+    let exe = args.subzero.canonicalize()?;
+    let machine = machine::Machine::probe();
+    let started = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let clock = Instant::now();
+    let mut sink = Sink::default();
+
+    measure_processes(&exe, &plan, &mut sink).await;
+    measure_store(&exe, &plan, &mut sink).await;
+
+    let md = Report {
+        machine: &machine,
+        command: &args.command,
+        quick: args.quick,
+        started,
+        total_seconds: clock.elapsed().as_secs_f64(),
+        figures: &sink.figures,
+        notes: &sink.notes,
+    }
+    .markdown();
+    std::fs::write(&args.out, md)?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
+    let n = plan.runs;
+    match std::fs::metadata(exe) {
+        Ok(meta) => sink.add(
+            MEMORY,
+            "release binary size (`subzero`)",
+            "MiB",
+            one(meta.len() as f64 / 1024.0 / 1024.0),
+            None,
+            "`target/release/subzero`, symbols stripped, thin LTO; one binary for broker and worker",
+        ),
+        Err(e) => sink.failed("binary size", &e.into()),
+    }
+
+    eprintln!("worker idle RSS…");
+    match broker::worker_idle_rss(exe, n) {
+        Ok(rss) => sink.add(
+            MEMORY,
+            "worker idle RSS",
+            "MiB",
+            rss,
+            Some(Target::MedianAtMost(10.0)),
+            "bare `subzero worker`: VmRSS 200 ms after its hello line",
+        ),
+        Err(e) => sink.failed("worker idle RSS", &e),
+    }
+
+    eprintln!("broker cold start…");
+    match broker::cold_start(exe, n) {
+        Ok(cold) => {
+            sink.add(
+                MEMORY,
+                "broker RSS, idle after `initialize`",
+                "MiB",
+                cold.idle_rss_mib,
+                None,
+                "VmRSS 200 ms after the initialize reply, no children",
+            );
+            sink.add(
+                LATENCY,
+                "broker cold start → `initialize` reply",
+                "ms",
+                cold.initialize_ms,
+                Some(Target::MedianAtMost(20.0)),
+                "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it)",
+            );
+        }
+        Err(e) => sink.failed("cold start", &e),
+    }
+
+    eprintln!("four children…");
+    match broker::four_children(exe, n).await {
+        Ok(busy) => {
+            sink.add(
+                MEMORY,
+                "broker RSS, 4 children running",
+                "MiB",
+                busy.broker_rss_mib,
+                None,
+                "fresh broker, 4 researcher children whose model request hangs",
+            );
+            sink.add(
+                MEMORY,
+                "worker RSS while its run waits on the model",
+                "MiB",
+                busy.worker_rss_mib,
+                None,
+                "each of the 4 workers above (n = 4 per run)",
+            );
+        }
+        Err(e) => sink.failed("four children", &e),
+    }
+
+    eprintln!("spawn and followup…");
+    match broker::run_start(exe, n).await {
+        Ok(r) => {
+            sink.add(LATENCY, "spawn → `run_started` (spawn reply)", "ms", r.spawn_reply_ms, Some(Target::MedianAtMost(20.0)),
+                "`subzero_spawn` round trip over MCP (rmcp client); admission commits `run_started` before the reply (checked with a get)");
+            sink.add(LATENCY, "spawn → first model request", "ms", r.spawn_first_request_ms, None,
+                "spawn sent → the new worker's first request reaches the scripted model (worker start, hello, run message, HTTP)");
+            sink.add(
+                LATENCY,
+                "followup on a ready child → `run_started` (send reply)",
+                "ms",
+                r.followup_reply_ms,
+                None,
+                "`subzero_send` mode followup on a ready child, delivery `started`",
+            );
+            sink.add(
+                LATENCY,
+                "followup on a ready child → first model request",
+                "ms",
+                r.followup_first_request_ms,
+                None,
+                "a ready child has no worker; this includes starting one",
+            );
+        }
+        Err(e) => sink.failed("spawn and followup", &e),
+    }
+
+    eprintln!("stop with a tool tree…");
+    match broker::stop_with_tree(exe, n).await {
+        Ok(stop) => {
+            sink.add(LATENCY, "stop → confirmed, bash tool tree with a `setsid` escapee", "ms", stop.confirmed_ms, Some(Target::P95AtMost(250.0)),
+                "coder child running `sleep 1000 & setsid sleep 1000 & sleep 1000`; `subzero_stop` waitMs=10000 round trip, `confirmed: true`");
+            sink.notes.push(format!(
+                "stop: {} `sleep` process(es) left in the workspace after confirmed stops (should be 0).",
+                stop.leftovers
+            ));
+        }
+        Err(e) => sink.failed("stop", &e),
+    }
+
+    eprintln!("broker SIGKILL…");
+    match broker::broker_kill(exe, n).await {
+        Ok(kill) => {
+            let tree = kill.tree_size.median();
+            sink.add(LATENCY, "broker SIGKILL → every worker descendant gone", "ms", kill.gone_ms, Some(Target::P95AtMost(1000.0)),
+                &format!("2 workers (one in a bash tree with a `setsid` escapee, one waiting on the model), median {tree:.0} processes under the broker; /proc polled every 1 ms, zombies count as gone"));
+            sink.notes.push(format!(
+                "broker SIGKILL: {} survivor(s) over all runs (should be 0){}.",
+                kill.survivors,
+                if kill.survivor_argv.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; still alive 10 s after the kill: `{}`",
+                        kill.survivor_argv.join("`, `")
+                    )
+                }
+            ));
+        }
+        Err(e) => sink.failed("broker SIGKILL", &e),
+    }
+
+    eprintln!("parent cost ({} run(s) of ~10 s)…", plan.parent_cost_runs);
+    match broker::parent_cost(exe, plan.parent_cost_runs).await {
+        Ok(cost) => {
+            sink.add(PARENT, "get calls until the result", "calls", cost.gets, Some(Target::MaxAtMost(4.0)),
+                "spawn, then `subzero_get` waitMs=30000 until not running; child streams 2,000 text deltas and 20 `ls` calls, 5 ms apart");
+            sink.add(
+                PARENT,
+                "bytes of tool results read (spawn + gets)",
+                "bytes",
+                cost.bytes,
+                Some(Target::MaxAtMost(16384.0)),
+                "text content the parent model reads",
+            );
+            sink.add(
+                PARENT,
+                "child run duration",
+                "ms",
+                cost.child_ms,
+                None,
+                "spawn sent → settled get returned",
+            );
+            sink.add(
+                MEMORY,
+                "peak worker RSS during a run (VmHWM)",
+                "MiB",
+                cost.worker_hwm_mib,
+                None,
+                "largest VmHWM of the worker running the standard task, sampled every 100 ms",
+            );
+        }
+        Err(e) => sink.failed("parent cost", &e),
+    }
+}
+
+async fn measure_store(exe: &Path, plan: &Plan, sink: &mut Sink) {
+    let n = plan.runs;
+    eprintln!("event ingest…");
+    match store::ingest(n, 100, 100, 200).await {
+        Ok(ingest) => {
+            sink.add(STORE, "event ingest, `append_events` batches of 100", "events/s", ingest.batch_events_per_s, Some(Target::MedianAtLeast(20_000.0)),
+                "10,000 events per run into one child (retention 1,000 prunes as it goes); one `BEGIN IMMEDIATE` transaction per batch");
+            sink.add(
+                STORE,
+                "event ingest, single `append_event` calls",
+                "events/s",
+                ingest.single_events_per_s,
+                None,
+                "200 sequential calls per run, one transaction (and fsync) each",
+            );
+        }
+        Err(e) => sink.failed("event ingest", &e),
+    }
+
+    eprintln!("get wake-up…");
+    match store::wake_latency(plan.wake_samples).await {
+        Ok(wake) => {
+            sink.add(STORE, "get wake-up after an event lands", "ms", wake.after_commit_ms, Some(Target::P95AtMost(5.0)),
+                "one `wait_events` waiter (what `subzero_get` waits on), one `append_event` from another task: append acknowledged → waiter returned with the event (negative: the waiter won the race)");
+            sink.add(
+                STORE,
+                "get wake-up, counted from the append call",
+                "ms",
+                wake.after_append_ms,
+                None,
+                "append issued → waiter returned; includes the commit's fsync",
+            );
+        }
+        Err(e) => sink.failed("get wake-up", &e),
+    }
+
+    eprintln!("{} concurrent waiters…", plan.waiters);
+    match store::many_waiters(plan.waiters, n).await {
+        Ok(w) => {
+            sink.add(STORE, &format!("{} concurrent get waiters: append → all woke", plan.waiters), "ms", w.all_woke_ms, None,
+                "all waiting in `wait_events` on one child; one `append_event`; time until the last returned");
+            sink.add(
+                STORE,
+                &format!("{} concurrent get waiters: memory per waiter", plan.waiters),
+                "KiB",
+                w.rss_per_waiter_kib,
+                None,
+                "RSS growth of the bench process while they wait ÷ waiters",
+            );
+            sink.notes.push(format!(
+                "{} concurrent waiters: {} of {} waits returned the event.",
+                plan.waiters, w.woke, w.expected
+            ));
+        }
+        Err(e) => sink.failed("concurrent waiters", &e),
+    }
+
+    eprintln!(
+        "populating {} children × {} events…",
+        plan.children, plan.events_per_child
+    );
+    let env = match env::BenchEnv::new(exe, Vec::new()) {
+        Ok(env) => env,
+        Err(e) => return sink.failed("list and get", &e),
+    };
+    let populated =
+        match store::populate(env.dir.path(), plan.children, plan.events_per_child).await {
+            Ok(p) => p,
+            Err(e) => return sink.failed("list and get population", &e),
+        };
+    let rate = populated.events as f64 / populated.seconds;
+    sink.add(STORE, "event ingest while populating (whole population)", "events/s", one(rate), None,
+        &format!("{} children: admit_spawn, append_events ({} events), settle, release; 32 children in flight", plan.children, plan.events_per_child));
+    sink.notes.push(format!(
+        "list/get database: {} children and {} retained events, populated through the store API in {:.1} s; database file {:.0} MiB.",
+        populated.children.len(),
+        populated.events,
+        populated.seconds,
+        std::fs::metadata(env.state_dir().join("subzero.db")).map_or(f64::NAN, |m| m.len() as f64 / 1024.0 / 1024.0),
+    ));
+    match store::store_reads(&populated, n).await {
+        Ok(r) => {
+            sink.add(
+                STORE,
+                "store `list_children`, first page of 50",
+                "ms",
+                r.list_first_page_ms,
+                Some(Target::MedianAtMost(50.0)),
+                "store API on the populated database",
+            );
+            sink.add(
+                STORE,
+                "store `list_children`, page of 50 from the middle",
+                "ms",
+                r.list_middle_page_ms,
+                Some(Target::MedianAtMost(50.0)),
+                "`after` = a child in the middle",
+            );
+            sink.add(
+                STORE,
+                "store `events`, 50 events of one child",
+                "ms",
+                r.events_page_ms,
+                None,
+                "cursor 0",
+            );
+        }
+        Err(e) => sink.failed("store reads", &e),
+    }
+    populated.bench.store.close();
+    let ids: Vec<String> = populated.children.iter().map(ToString::to_string).collect();
+    match broker::list_and_get(&env, &ids, n).await {
+        Ok(r) => {
+            sink.add(
+                STORE,
+                "`subzero_list` (default page of 50)",
+                "ms",
+                r.list_ms,
+                Some(Target::MedianAtMost(50.0)),
+                "MCP round trip through a broker on the populated database",
+            );
+            sink.add(
+                STORE,
+                "`subzero_list` limit 200",
+                "ms",
+                r.list_200_ms,
+                None,
+                "largest page",
+            );
+            sink.add(
+                STORE,
+                "`subzero_get` of one child",
+                "ms",
+                r.get_ms,
+                None,
+                "eventLimit 50, waitMs 0",
+            );
+        }
+        Err(e) => sink.failed("subzero_list and subzero_get", &e),
+    }
+}

@@ -1,0 +1,87 @@
+//! `cargo xtask bench [--quick]`: build the release `subzero` and the bench binary
+//! (`crates/subzero/benches/subzero_bench`), run it, and let it write
+//! `docs/benchmarks.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Build, measure, write `docs/benchmarks.md`.
+pub fn bench(root: &Path, quick: bool) -> Result<(), Vec<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    // The bench target first: building it may relink `target/release/subzero` with the
+    // package's dev-dependency features; the plain release build then restores the
+    // shipped binary that the bench measures.
+    let bench_exe = build_bench(root, &cargo)?;
+    run(
+        Command::new(&cargo)
+            .current_dir(root)
+            .args(["build", "--release", "-p", "subzero"]),
+        "cargo build --release -p subzero",
+    )?;
+    let subzero = target_dir(root).join("release/subzero");
+    let mut command = Command::new(&bench_exe);
+    command
+        .current_dir(root)
+        .arg("--subzero")
+        .arg(&subzero)
+        .arg("--out")
+        .arg(root.join("docs/benchmarks.md"))
+        .arg("--command")
+        .arg(if quick {
+            "cargo xtask bench --quick"
+        } else {
+            "cargo xtask bench"
+        });
+    if quick {
+        command.arg("--quick");
+    }
+    run(&mut command, "the bench binary")
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// `cargo bench --no-run` for the bench target; returns its executable.
+fn build_bench(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {
+    let output = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "bench",
+            "-p",
+            "subzero",
+            "--bench",
+            "subzero-bench",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| vec![format!("cannot run cargo: {e}")])?;
+    if !output.status.success() {
+        return Err(vec![
+            "building the bench binary failed (see above)".to_string(),
+        ]);
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "subzero-bench")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| vec!["cargo named no executable for the subzero-bench target".to_string()])
+}
+
+fn run(command: &mut Command, what: &str) -> Result<(), Vec<String>> {
+    let status = command
+        .status()
+        .map_err(|e| vec![format!("cannot run {what}: {e}")])?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(vec![format!("{what} failed ({status})")])
+    }
+}
