@@ -44,12 +44,16 @@ pub struct RedactingStderr;
 impl Write for RedactingStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        std::io::stderr().write_all(redact(&text).as_bytes())?;
+        // A log line that cannot be written is dropped, never an error: the broker may be
+        // gone (its end of the pipe closed) exactly while the worker tears its tree down,
+        // and tracing reacts to a writer error by printing to stderr, which then panics.
+        let _ = std::io::stderr().write_all(redact(&text).as_bytes());
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 

@@ -106,6 +106,7 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(emit::RedactingStderr)
         .with_ansi(false)
+        .log_internal_errors(false)
         .try_init();
 }
 
