@@ -7,9 +7,12 @@ use tracing_subscriber::EnvFilter;
 /// Install the global subscriber. `SUBZERO_LOG` sets the filter (default `info`).
 pub fn init(file: Option<&Path>) -> Result<(), String> {
     let filter = EnvFilter::try_from_env("SUBZERO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // A log line that cannot be written (the host closed our stderr) is dropped: tracing
+    // would otherwise report it with eprintln!, which panics on a closed stderr.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(false);
+        .with_ansi(false)
+        .log_internal_errors(false);
     let installed = match file {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
