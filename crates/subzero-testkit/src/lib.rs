@@ -15,6 +15,7 @@
 //! ```
 
 pub mod mcp_client;
+pub mod procs;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -200,32 +200,16 @@ pub fn slow_reply(text: &str, delay_ms: u64) -> Reply {
     ])
 }
 
-/// Pids of `subzero worker` processes whose working directory is `workspace`.
+#[allow(unused_imports)]
+pub use subzero_testkit::procs::sigkill;
+
+/// Pids of `subzero worker` processes working in `workspace`.
 pub fn workers_in(workspace: &Path) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.get(1) != Some(&b"worker".as_slice()) {
-            continue;
-        }
-        if std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == workspace) {
-            found.push(pid);
-        }
-    }
-    found
+    subzero_testkit::procs::running_in(workspace)
+        .into_iter()
+        .filter(|p| p.argv.get(1).is_some_and(|a| a == "worker"))
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Wait (bounded) until no worker runs in `workspace`; returns whether none is left.
@@ -238,12 +222,4 @@ pub fn wait_no_workers(workspace: &Path, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     workers_in(workspace).is_empty()
-}
-
-/// SIGKILL a process.
-pub fn sigkill(pid: u32) {
-    let _ = std::process::Command::new("kill")
-        .arg("-9")
-        .arg(pid.to_string())
-        .status();
 }
