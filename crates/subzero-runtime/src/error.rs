@@ -91,6 +91,9 @@ pub enum RuntimeError {
     /// The store's writer thread is gone (the broker is shutting down).
     #[error("runtime_shutting_down: the store is closed; no new work is accepted")]
     ShuttingDown,
+    /// The transcript does not match the recorded checkpoint; nothing changed.
+    #[error("checkpoint_incompatible: {0}")]
+    CheckpointIncompatible(String),
     /// The database was locked by another process past the busy timeout; nothing changed.
     #[error("busy: {0}")]
     Locked(String),
@@ -140,6 +143,7 @@ impl RuntimeError {
             RuntimeError::CredentialsRequired(_) => ErrorCode::CredentialsRequired,
             RuntimeError::WorkspaceBusy(_) => ErrorCode::WorkspaceBusy,
             RuntimeError::Busy(_) | RuntimeError::Locked(_) => ErrorCode::Busy,
+            RuntimeError::CheckpointIncompatible(_) => ErrorCode::CheckpointIncompatible,
             RuntimeError::RecoveryRequired(_) => ErrorCode::RecoveryRequired,
             RuntimeError::StaleRun { .. } => ErrorCode::StaleRun,
             RuntimeError::NotRunning { .. } => ErrorCode::NotRunning,

@@ -197,7 +197,17 @@ async fn resume_of_a_running_child_is_busy() {
     let before = state_of(&fx, child).await;
     let err = fx
         .store
-        .commit_resume(&fx.scope, child, TOKEN, model(), None, None)
+        .commit_resume(
+            &fx.scope,
+            child,
+            TOKEN,
+            subzero_runtime::store::ResumeCommit {
+                model: model(),
+                observed: fx.observed_leaf(child).await,
+                first: None,
+                receipt: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Busy);
@@ -304,4 +314,59 @@ async fn a_lost_worker_interrupts_the_active_run_and_abandons_the_queue() {
     assert_eq!(runs[1].status, RunStatus::Interrupted);
     let row = fx.store.child(&fx.scope, child).await.unwrap();
     assert_eq!(row.phase, Phase::RecoveryRequired);
+}
+
+#[tokio::test]
+async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_changes_nothing() {
+    let fx = Fixture::new();
+    let (child, run) = fx.spawn_child().await;
+    fx.store
+        .settle_run(child, run, TOKEN, completed(child, run))
+        .await
+        .unwrap();
+    fx.store.claim(&fx.scope, child, TOKEN).await.unwrap();
+    let before = state_of(&fx, child).await;
+    let recorded = fx.observed_leaf(child).await.expect("a recorded leaf");
+    // The transcript shows the same leaf id with other content.
+    let tampered = subzero_core::lifecycle::LeafRef::new(
+        recorded.leaf_id(),
+        subzero_core::Sha256Digest::of(b"something else"),
+    )
+    .unwrap();
+    for observed in [Some(tampered), None] {
+        let err = fx
+            .store
+            .commit_resume(
+                &fx.scope,
+                child,
+                TOKEN,
+                subzero_runtime::store::ResumeCommit {
+                    model: model(),
+                    observed,
+                    first: None,
+                    receipt: None,
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::CheckpointIncompatible, "{err}");
+        assert_eq!(state_of(&fx, child).await, before);
+    }
+    // The transcript's own digest at the recorded leaf resumes.
+    let resumed = fx
+        .store
+        .commit_resume(
+            &fx.scope,
+            child,
+            TOKEN,
+            subzero_runtime::store::ResumeCommit {
+                model: model(),
+                observed: Some(recorded),
+                first: None,
+                receipt: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(resumed, subzero_runtime::store::Admit::New(_)));
 }

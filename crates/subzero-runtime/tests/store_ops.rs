@@ -356,7 +356,17 @@ async fn resume_rewrites_the_model_and_needs_a_claim() {
     new_model.model = "other-model".to_owned();
     let err = fx
         .store
-        .commit_resume(&fx.scope, child, TOKEN, new_model.clone(), None, None)
+        .commit_resume(
+            &fx.scope,
+            child,
+            TOKEN,
+            subzero_runtime::store::ResumeCommit {
+                model: new_model.clone(),
+                observed: fx.observed_leaf(child).await,
+                first: None,
+                receipt: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Busy);
@@ -369,9 +379,12 @@ async fn resume_rewrites_the_model_and_needs_a_claim() {
             &fx.scope,
             child,
             TOKEN,
-            new_model.clone(),
-            Some((next, "continue".to_owned())),
-            None,
+            subzero_runtime::store::ResumeCommit {
+                model: new_model.clone(),
+                observed: fx.observed_leaf(child).await,
+                first: Some((next, "continue".to_owned())),
+                receipt: None,
+            },
         )
         .await
         .unwrap();

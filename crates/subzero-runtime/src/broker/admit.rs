@@ -23,6 +23,7 @@ use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
 use crate::store::{
     Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership,
+    ResumeCommit,
 };
 
 /// How long a new run waits for the previous worker of the same child to finish
@@ -400,7 +401,7 @@ impl Broker {
                 ),
             ));
         }
-        let start = checkpoint::verify(
+        let verified = checkpoint::verify(
             child,
             &self.transcript_path(child),
             row.last_leaf.as_ref(),
@@ -428,9 +429,12 @@ impl Broker {
                 &scope,
                 child,
                 self.owner_token(),
-                model_row(&model),
-                first.clone(),
-                receipt.map(|r| r.with_output(output.clone())),
+                ResumeCommit {
+                    model: model_row(&model),
+                    observed: verified.observed,
+                    first: first.clone(),
+                    receipt: receipt.map(|r| r.with_output(output.clone())),
+                },
             )
             .await;
         let admitted = match admitted {
@@ -448,7 +452,7 @@ impl Broker {
             let notice = (row.state == ChildState::Interrupted)
                 .then(|| recovery_notice(row.interrupt_reason.as_deref()));
             let from = StartFrom {
-                leaf: start,
+                leaf: verified.start,
                 recovery_notice: notice,
             };
             self.start_worker(

@@ -29,15 +29,24 @@ struct Line {
     version: Option<u64>,
 }
 
-/// Verify the recorded leaf (or, with none recorded, the transcript root) and return
-/// the `(leafId, digest)` a resumed run starts from; `None` when the child has no
-/// transcript yet (it was interrupted before its worker wrote anything).
+/// What a resume learned from the transcript.
+#[derive(Debug, Default)]
+pub(super) struct Verified {
+    /// `(leafId, digest)` a resumed run starts from; `None` when the child has no
+    /// transcript yet (it was interrupted before its worker wrote anything).
+    pub start: Option<(String, String)>,
+    /// The transcript's own digest at the recorded leaf, for the store to check against
+    /// the leaf it has recorded when it commits the resume.
+    pub observed: Option<LeafRef>,
+}
+
+/// Verify the recorded leaf (or, with none recorded, the transcript root).
 pub(super) fn verify(
     child: ChildId,
     transcript: &Path,
     recorded: Option<&StoredLeaf>,
     transcript_version: u64,
-) -> Result<Option<(String, String)>, BrokerError> {
+) -> Result<Verified, BrokerError> {
     let incompatible = |why: String| {
         BrokerError::new(
             ErrorCode::CheckpointIncompatible,
@@ -49,7 +58,7 @@ pub(super) fn verify(
     let text = match std::fs::read_to_string(transcript) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && recorded.is_none() => {
-            return Ok(None);
+            return Ok(Verified::default());
         }
         Err(e) => {
             return Err(incompatible(format!(
@@ -82,7 +91,7 @@ pub(super) fn verify(
         .map_err(|e| incompatible(e.to_string()))?;
     let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
         .map_err(|e| incompatible(e.to_string()))?;
-    let leaf = match checkpoint.leaf() {
+    let start = match checkpoint.leaf() {
         Some(leaf) => (leaf.leaf_id().to_owned(), leaf.digest().to_string()),
         None => {
             let digest = tree
@@ -91,7 +100,10 @@ pub(super) fn verify(
             (tree.root.clone(), digest.to_string())
         }
     };
-    Ok(Some(leaf))
+    Ok(Verified {
+        start: Some(start),
+        observed: recorded.and(observed),
+    })
 }
 
 struct Tree<'t> {

@@ -127,8 +127,10 @@ pub(crate) fn refused(err: LifecycleError) -> RuntimeError {
             RunStatus::Stopped
         )),
         LifecycleError::LimitExceeded(e) => RuntimeError::LimitExceeded(uncoded(&e)),
+        LifecycleError::CheckpointIncompatible(e) => {
+            RuntimeError::CheckpointIncompatible(uncoded(&e))
+        }
         other @ (LifecycleError::UnsupportedSteer(_)
-        | LifecycleError::CheckpointIncompatible(_)
         | LifecycleError::ForeignRun(_)
         | LifecycleError::Load(_)) => RuntimeError::Internal(uncoded(&other)),
     }

@@ -197,6 +197,21 @@ pub enum RecoveryOutcome {
     Changed,
 }
 
+/// What a resume commits: the (possibly new) model, what the transcript holds at the
+/// recorded leaf, the first run when the resume carries a message, and the receipt.
+#[derive(Clone, Debug)]
+pub struct ResumeCommit {
+    /// The model the child runs against from now on (never a key).
+    pub model: ModelRow,
+    /// The transcript's leaf at the recorded checkpoint, as the broker read it; the core
+    /// checks it against the leaf recorded in the same transaction.
+    pub observed: Option<subzero_core::lifecycle::LeafRef>,
+    /// The run started with the resume message, if any.
+    pub first: Option<(RunId, String)>,
+    /// Idempotency receipt.
+    pub receipt: Option<ReceiptInput>,
+}
+
 /// Result of a resume.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Resumed {
@@ -1116,6 +1131,7 @@ fn resume_tx(
     child: ChildId,
     owner_token: &str,
     model: &ModelRow,
+    observed: Option<&subzero_core::lifecycle::LeafRef>,
     first: Option<&(RunId, String)>,
     receipt: Option<&ReceiptInput>,
 ) -> RuntimeResult<Admit<Resumed>> {
@@ -1127,11 +1143,10 @@ fn resume_tx(
         return Ok(Admit::Replayed(stored));
     }
     let mut decided = lifecycle::load(conn, options, &row)?;
-    // The broker verified the recorded leaf against the transcript before it claimed
-    // the child (`broker::checkpoint`); the store holds no transcript, so the core's
-    // checkpoint here is the recorded leaf itself.
-    let recorded = decided.last_leaf().cloned();
-    let checkpoint = decided.checkpoint(recorded.as_ref()).map_err(refused)?;
+    // `observed` is what the transcript holds at the recorded leaf, read by the broker
+    // (`broker::checkpoint`); the core checks it against the leaf recorded in this very
+    // transaction, so a leaf recorded in between is refused, not resumed past.
+    let checkpoint = decided.checkpoint(observed).map_err(refused)?;
     let resumed = decided
         .resume(checkpoint, first.cloned())
         .map_err(refused)?;
@@ -1328,9 +1343,7 @@ impl Store {
         scope: &WorkspaceScope,
         child: ChildId,
         owner_token: &str,
-        model: ModelRow,
-        first: Option<(RunId, String)>,
-        receipt: Option<ReceiptInput>,
+        resume: ResumeCommit,
     ) -> RuntimeResult<Admit<Resumed>> {
         let scope = scope.clone();
         let token = owner_token.to_owned();
@@ -1341,9 +1354,10 @@ impl Store {
                 &scope,
                 child,
                 &token,
-                &model,
-                first.as_ref(),
-                receipt.as_ref(),
+                &resume.model,
+                resume.observed.as_ref(),
+                resume.first.as_ref(),
+                resume.receipt.as_ref(),
             )
         })
         .await

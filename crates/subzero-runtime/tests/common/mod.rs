@@ -72,6 +72,20 @@ impl Fixture {
         (child, run)
     }
 
+    /// What a transcript would show at the child's recorded leaf: the leaf itself (the
+    /// broker reads it from the transcript; these tests have none).
+    pub async fn observed_leaf(&self, child: ChildId) -> Option<subzero_core::lifecycle::LeafRef> {
+        let row = self
+            .store
+            .child(&self.scope, child)
+            .await
+            .expect("child row");
+        row.last_leaf.map(|l| {
+            let digest = subzero_core::Sha256Digest::parse(&l.digest).expect("stored digest");
+            subzero_core::lifecycle::LeafRef::new(&l.leaf_id, digest).expect("stored leaf")
+        })
+    }
+
     pub async fn queue_followup(&self, child: ChildId, prompt: &str) -> RunId {
         let run = RunId::generate();
         self.store
