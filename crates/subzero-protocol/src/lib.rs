@@ -37,6 +37,7 @@ pub mod export;
 pub mod roots;
 pub mod schema_fix;
 pub mod secret;
+pub mod timestamp;
 pub mod validate;
 
 pub use secret::ApiKey;

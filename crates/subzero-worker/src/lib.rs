@@ -13,7 +13,6 @@ mod model;
 mod redact;
 mod run;
 mod steering;
-mod time;
 mod tools;
 mod transcript;
 

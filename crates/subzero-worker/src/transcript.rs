@@ -204,7 +204,7 @@ impl Transcript {
         } else {
             Some(self.leaf.clone())
         };
-        entry.at = crate::time::now_rfc3339();
+        entry.at = subzero_protocol::timestamp::now();
         let line = redact(&serde_json::to_string(&entry).map_err(std::io::Error::other)?);
         let stored: Entry = serde_json::from_str(&line).map_err(std::io::Error::other)?;
         let mut buf = line.clone().into_bytes();

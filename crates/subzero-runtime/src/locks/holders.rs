@@ -1,5 +1,6 @@
 //! Naming the processes that keep a lock file open, for `doctor` and `get`.
 
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -19,10 +20,20 @@ pub fn holders(lock_path: &Path) -> Vec<LockHolder> {
     let Ok(target) = std::fs::metadata(lock_path) else {
         return Vec::new();
     };
+    let key = (target.dev(), target.ino());
+    holders_by_inode(vec![key]).remove(&key).unwrap_or_default()
+}
+
+/// Processes with a descriptor open on any of `targets` (device, inode), from one scan
+/// of `/proc`. Unreadable processes are skipped: the list may be incomplete, never wrong.
+pub fn holders_by_inode(targets: Vec<(u64, u64)>) -> HashMap<(u64, u64), Vec<LockHolder>> {
+    let mut found: HashMap<(u64, u64), Vec<LockHolder>> = HashMap::new();
+    if targets.is_empty() {
+        return found;
+    }
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return found;
     };
-    let mut found = Vec::new();
     for entry in procs.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -34,17 +45,30 @@ pub fn holders(lock_path: &Path) -> Vec<LockHolder> {
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
             continue;
         };
-        let holds = fds.flatten().any(|fd| {
-            std::fs::metadata(fd.path())
-                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
-        });
-        if holds {
-            let command = std::fs::read_to_string(entry.path().join("comm"))
-                .map(|c| c.trim_end().to_owned())
-                .unwrap_or_default();
-            found.push(LockHolder { pid, command });
+        let mut hit: Vec<(u64, u64)> = Vec::new();
+        for fd in fds.flatten() {
+            if let Ok(m) = std::fs::metadata(fd.path()) {
+                let key = (m.dev(), m.ino());
+                if targets.contains(&key) && !hit.contains(&key) {
+                    hit.push(key);
+                }
+            }
+        }
+        if hit.is_empty() {
+            continue;
+        }
+        let command = std::fs::read_to_string(entry.path().join("comm"))
+            .map(|c| c.trim_end().to_owned())
+            .unwrap_or_default();
+        for key in hit {
+            found.entry(key).or_default().push(LockHolder {
+                pid,
+                command: command.clone(),
+            });
         }
     }
-    found.sort_by_key(|h| h.pid);
+    for holders in found.values_mut() {
+        holders.sort_by_key(|h| h.pid);
+    }
     found
 }

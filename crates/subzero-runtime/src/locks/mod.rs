@@ -25,7 +25,7 @@ use subzero_core::ChildId;
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::paths::StatePaths;
 
-pub use holders::{LockHolder, holders};
+pub use holders::{LockHolder, holders, holders_by_inode};
 pub use slots::{SlotGuard, SlotKind, try_take_slot};
 
 /// An exclusive `flock` held through this process's descriptor.

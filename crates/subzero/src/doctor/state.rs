@@ -6,7 +6,6 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rusqlite::OpenFlags;
-use subzero_runtime::locks::LockHolder;
 use subzero_runtime::store::SCHEMA_VERSION;
 
 use super::report::Check;
@@ -204,7 +203,7 @@ fn check_held_locks(layout: &Layout<'_>) -> Vec<Check> {
             locks.insert(child.to_owned(), (meta.dev(), meta.ino()));
         }
     }
-    let holders = open_by_inode(locks.values().copied().collect());
+    let holders = subzero_runtime::locks::holders_by_inode(locks.values().copied().collect());
     let ownership = Ownership::read(&layout.database());
     let mut checks = Vec::new();
     for (child, inode) in &locks {
@@ -262,55 +261,6 @@ fn check_held_locks(layout: &Layout<'_>) -> Vec<Check> {
         ));
     }
     checks
-}
-
-/// Processes with a descriptor open on any of `targets` (device, inode), from one scan
-/// of `/proc`. Unreadable processes are skipped: the list may be incomplete, never wrong.
-fn open_by_inode(targets: Vec<(u64, u64)>) -> HashMap<(u64, u64), Vec<LockHolder>> {
-    let mut found: HashMap<(u64, u64), Vec<LockHolder>> = HashMap::new();
-    if targets.is_empty() {
-        return found;
-    }
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let mut hit: Vec<(u64, u64)> = Vec::new();
-        for fd in fds.flatten() {
-            if let Ok(m) = std::fs::metadata(fd.path()) {
-                let key = (m.dev(), m.ino());
-                if targets.contains(&key) && !hit.contains(&key) {
-                    hit.push(key);
-                }
-            }
-        }
-        if hit.is_empty() {
-            continue;
-        }
-        let command = std::fs::read_to_string(entry.path().join("comm"))
-            .map(|c| c.trim_end().to_owned())
-            .unwrap_or_default();
-        for key in hit {
-            found.entry(key).or_default().push(LockHolder {
-                pid,
-                command: command.clone(),
-            });
-        }
-    }
-    for holders in found.values_mut() {
-        holders.sort_by_key(|h| h.pid);
-    }
-    found
 }
 
 /// Who the database says owns each child (read-only; empty when unreadable).
