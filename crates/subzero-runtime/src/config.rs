@@ -18,9 +18,10 @@ pub struct Config {
     /// `[credentials.NAME]` tables.
     #[serde(default)]
     pub credentials: BTreeMap<String, CredentialEntry>,
-    /// `[templates.ID]` tables (raw; the broker validates tools and grants).
+    /// `[templates.ID]` tables, in the core's template shape (the broker resolves ids
+    /// and freezes grants).
     #[serde(default)]
-    pub templates: BTreeMap<String, TemplateConfig>,
+    pub templates: BTreeMap<String, subzero_core::template::Template>,
     /// `[limits]`.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -36,56 +37,6 @@ pub struct CredentialEntry {
     pub file: Option<PathBuf>,
     /// Allowed model origins, e.g. `"https://api.openai.com:443"`.
     pub origins: Vec<String>,
-}
-
-/// A user template as written in the file.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateConfig {
-    /// One-line description.
-    pub description: String,
-    /// System instructions.
-    pub instructions: String,
-    /// Exact built-in tool names.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Explicit skills.
-    #[serde(default)]
-    pub skills: Vec<SkillConfig>,
-    /// Explicit MCP servers.
-    #[serde(default)]
-    pub mcp_servers: Vec<McpServerConfig>,
-    /// Whether runs need the workspace writer slot (default: derived from the tools).
-    pub write_capable: Option<bool>,
-}
-
-/// A skill file.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SkillConfig {
-    /// Skill name.
-    pub name: String,
-    /// File path.
-    pub path: PathBuf,
-}
-
-/// An MCP server the worker may start for a child.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// Server name.
-    pub name: String,
-    /// Executable.
-    pub command: String,
-    /// Arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Environment references (`NAME = "env:VAR"`), never literal secrets.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Tool names the child may call.
-    #[serde(default)]
-    pub allowed_tools: Vec<String>,
 }
 
 /// `[limits]`: policy limits with the seed's defaults.

@@ -158,3 +158,52 @@ async fn a_repeated_request_id_returns_the_same_receipt_and_a_changed_one_confli
     assert_eq!(listed["children"].as_array().map(Vec::len), Some(1));
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_templates_from_the_config_are_listed_spawned_and_checked() {
+    let env = Env::new(vec![subzero_testkit::Reply::text("reviewed")]);
+    std::fs::write(
+        env.config(),
+        format!(
+            "[credentials.{CRED}]\nenv = \"SUBZERO_TEST_KEY\"\norigins = [\"{}\"]\n\n\
+             [templates.reviewer]\ndescription = \"Reads and reviews\"\ninstructions = \"Review.\"\ntools = [\"read\", \"grep\"]\n\n\
+             [templates.styled]\ndescription = \"Needs a skill file that is missing\"\ninstructions = \"x\"\ntools = [\"read\"]\nskills = [{{ name = \"style\", path = \"missing-style.md\" }}]\n",
+            env.origin()
+        ),
+    )
+    .expect("config");
+    let s = env.broker("broker").await;
+    let info = ok(&s, "subzero_info", json!({})).await;
+    let reviewer = info["templates"]
+        .as_array()
+        .expect("templates")
+        .iter()
+        .find(|t| t["templateId"] == "reviewer")
+        .cloned()
+        .expect("reviewer listed");
+    assert_eq!(reviewer["tools"], json!(["read", "grep"]));
+    assert_eq!(reviewer["builtin"], false);
+    let (child, _) = spawn(&s, &env, "reviewer", "review").await;
+    let snap = settle(&s, &child, std::time::Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["preview"], "reviewed");
+    let declared = env.server.requests()[0].tool_names();
+    assert_eq!(declared, vec!["read", "grep"]);
+    let refused = call(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "x", "templateId": "styled", "model": env.model()}),
+    )
+    .await;
+    assert_eq!(
+        refused.code(),
+        Some("unsupported_grant"),
+        "{}",
+        refused.text
+    );
+    assert!(
+        refused.text.contains("missing-style.md"),
+        "{}",
+        refused.text
+    );
+    s.close().await.expect("close");
+}

@@ -413,7 +413,7 @@ fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
         let id = TemplateId::parse(name).map_err(|e| {
             BrokerError::invalid("templates", format!("configuration template `{name}`: {e}"))
         })?;
-        user.insert(id, template_from(raw));
+        user.insert(id, raw.clone());
     }
     Templates::new(user)
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
@@ -438,36 +438,6 @@ fn credential_sources(config: &Config) -> Vec<(String, &'static str, bool)> {
             (None, None) => (name.clone(), "env", false),
         })
         .collect()
-}
-
-/// A configured template in the core's terms (the file's shape, checked at load).
-fn template_from(raw: &crate::config::TemplateConfig) -> Template {
-    use subzero_core::template::{McpServerTemplate, SkillSource};
-    Template {
-        description: raw.description.clone(),
-        instructions: raw.instructions.clone(),
-        tools: raw.tools.clone(),
-        skills: raw
-            .skills
-            .iter()
-            .map(|s| SkillSource {
-                name: s.name.clone(),
-                path: s.path.to_string_lossy().into_owned(),
-            })
-            .collect(),
-        mcp_servers: raw
-            .mcp_servers
-            .iter()
-            .map(|m| McpServerTemplate {
-                name: m.name.clone(),
-                command: m.command.clone(),
-                args: m.args.clone(),
-                env: m.env.clone(),
-                allowed_tools: m.allowed_tools.clone(),
-            })
-            .collect(),
-        write_capable: raw.write_capable.unwrap_or(false),
-    }
 }
 
 fn limits_from(config: &Config) -> Limits {
