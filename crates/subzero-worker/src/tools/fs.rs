@@ -1,9 +1,13 @@
 //! `read`, `write`, `edit`, `ls`.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Component, Path, PathBuf};
 
+use rustix::io::Errno;
 use serde::Deserialize;
 
+use super::beneath::{BeneathError, Workspace};
 use super::{MAX_RESULT_BYTES, ToolContext, ToolOutput, display, looks_binary, resolve};
 
 #[derive(Debug, Deserialize)]
@@ -87,21 +91,52 @@ pub struct WriteArgs {
 }
 
 pub fn write(ctx: &ToolContext, args: WriteArgs) -> Result<ToolOutput, ToolOutput> {
-    let path = resolve(&ctx.root, &args.path)?;
-    let shown = display(&ctx.root, &path);
-    if path.is_dir() {
-        return Err(ToolOutput::error(format!("{shown} is a directory")));
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| ToolOutput::error(format!("cannot create {shown}: {e}")))?;
-    }
-    std::fs::write(&path, args.content.as_bytes())
+    let rel = workspace_path(&ctx.root, &args.path)?;
+    let shown = display(Path::new(""), &rel);
+    let mut file = Workspace::open(&ctx.root)
+        .and_then(|ws| ws.create_file(&rel))
+        .map_err(|e| refused(&shown, "write", &e))?;
+    file.write_all(args.content.as_bytes())
         .map_err(|e| ToolOutput::error(format!("cannot write {shown}: {e}")))?;
     Ok(ToolOutput::ok(format!(
         "wrote {} bytes to {shown}",
         args.content.len()
     )))
+}
+
+/// `path` below the root by name only, for `write` and `edit`: `.` is dropped, `..` is kept for
+/// the kernel to judge after following links, and an absolute path must start with the root.
+/// Where it actually leads is settled by the open in [`Workspace`], not here.
+fn workspace_path(root: &Path, path: &str) -> Result<PathBuf, ToolOutput> {
+    let path = Path::new(path);
+    let below = match path.strip_prefix(root) {
+        Ok(below) => below,
+        Err(_) if path.is_absolute() => {
+            return Err(ToolOutput::error(format!(
+                "{} is outside the workspace",
+                path.display()
+            )));
+        }
+        Err(_) => path,
+    };
+    Ok(below
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect())
+}
+
+/// The tool error for a path `write`/`edit` could not open beneath the root.
+fn refused(shown: &str, verb: &str, error: &BeneathError) -> ToolOutput {
+    ToolOutput::error(match error {
+        BeneathError::Outside => format!(
+            "{shown} resolves outside the workspace (through a symlink or ..); {verb} inside the workspace"
+        ),
+        BeneathError::Symlink => format!(
+            "{shown} goes through a symlink, and without openat2 on this kernel {verb} cannot tell whether it stays inside the workspace; {verb} the real path instead"
+        ),
+        BeneathError::Os(Errno::ISDIR) => format!("{shown} is a directory"),
+        BeneathError::Os(e) => format!("cannot {verb} {shown}: {}", std::io::Error::from(*e)),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,13 +148,21 @@ pub struct EditArgs {
 }
 
 pub fn edit(ctx: &ToolContext, args: EditArgs) -> Result<ToolOutput, ToolOutput> {
-    let path = resolve(&ctx.root, &args.path)?;
-    let shown = display(&ctx.root, &path);
+    let rel = workspace_path(&ctx.root, &args.path)?;
+    let shown = display(Path::new(""), &rel);
     if args.old_text.is_empty() {
         return Err(ToolOutput::error("oldText must not be empty"));
     }
-    let bytes =
-        std::fs::read(&path).map_err(|e| ToolOutput::error(format!("cannot read {shown}: {e}")))?;
+    // One open, read and rewritten through the same fd: nothing can be swapped in between.
+    let mut file = Workspace::open(&ctx.root)
+        .and_then(|ws| ws.open_existing(&rel))
+        .map_err(|e| refused(&shown, "edit", &e))?;
+    let is_file = file.metadata().map_err(io_error(&shown))?.is_file();
+    if !is_file {
+        return Err(ToolOutput::error(format!("{shown} is not a regular file")));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io_error(&shown))?;
     if looks_binary(&bytes) {
         return Err(ToolOutput::error(format!("{shown} is a binary file")));
     }
@@ -132,7 +175,7 @@ pub fn edit(ctx: &ToolContext, args: EditArgs) -> Result<ToolOutput, ToolOutput>
         ))),
         1 => {
             let updated = text.replacen(args.old_text.as_str(), &args.new_text, 1);
-            std::fs::write(&path, updated.as_bytes())
+            rewrite(&mut file, updated.as_bytes())
                 .map_err(|e| ToolOutput::error(format!("cannot write {shown}: {e}")))?;
             Ok(ToolOutput::ok(format!("edited {shown}")))
         }
@@ -140,6 +183,13 @@ pub fn edit(ctx: &ToolContext, args: EditArgs) -> Result<ToolOutput, ToolOutput>
             "oldText occurs {n} times in {shown}; include more surrounding text so it is unique"
         ))),
     }
+}
+
+/// Replaces the whole content of an open file.
+fn rewrite(file: &mut File, content: &[u8]) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(content)
 }
 
 #[derive(Debug, Deserialize)]

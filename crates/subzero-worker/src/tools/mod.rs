@@ -2,6 +2,7 @@
 //! to any other name is answered with a tool error and never executed.
 
 mod bash;
+mod beneath;
 mod fs;
 pub mod mcp;
 mod search;
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::containment::Containment;
+use crate::scratch::Scratch;
 
 /// Every tool this worker implements, in declaration order.
 pub const BUILTIN: &[&str] = &["read", "grep", "find", "ls", "write", "edit", "bash"];
@@ -29,7 +31,7 @@ pub struct ToolContext {
     pub root: PathBuf,
     pub containment: Arc<Containment>,
     /// Private scratch directory for command output.
-    pub scratch: PathBuf,
+    pub scratch: Arc<Scratch>,
 }
 
 /// A tool's answer to the model.
@@ -160,6 +162,8 @@ fn parse<T: DeserializeOwned>(arguments: &str) -> Result<T, ToolOutput> {
 }
 
 /// Resolves `path` below the workspace root, following symlinks of the part that exists.
+/// For the reading tools only: `write` and `edit` open through `beneath`, because a check
+/// here and a later open look the path up twice (and a dangling link passes this check).
 pub(crate) fn resolve(root: &Path, path: &str) -> Result<PathBuf, ToolOutput> {
     let joined = root.join(path);
     let mut normalized = PathBuf::new();
