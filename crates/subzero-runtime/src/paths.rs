@@ -7,9 +7,13 @@
 
 use std::ffi::OsString;
 use std::fs::DirBuilder;
+use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use subzero_core::ChildId;
 
 use crate::error::{RuntimeError, RuntimeResult};
@@ -111,6 +115,11 @@ pub struct StatePaths {
 
 impl StatePaths {
     /// Use `root` as the state directory, creating it and its subdirectories (mode 0700).
+    ///
+    /// `scratch/`, where workers keep raw tool output, is never taken on trust: it must be a
+    /// real directory owned by this user. A link or other non-directory in its place is
+    /// removed (never followed) and replaced, a wrong mode is set back to 0700, and a
+    /// directory owned by someone else is refused with an error naming it.
     pub fn create(root: impl Into<PathBuf>) -> RuntimeResult<Self> {
         let paths = StatePaths { root: root.into() };
         let mut builder = DirBuilder::new();
@@ -127,6 +136,7 @@ impl StatePaths {
                 .create(&dir)
                 .map_err(|e| RuntimeError::io(format!("cannot create {}", dir.display()), e))?;
         }
+        private_subdir(&paths.root, SCRATCH)?;
         Ok(paths)
     }
 
@@ -170,6 +180,79 @@ impl StatePaths {
     pub fn artifacts_dir(&self) -> PathBuf {
         self.root.join("artifacts")
     }
+
+    /// The parent of every worker's private scratch directory (one fresh, flock-held
+    /// directory per live worker; a dead worker's is reclaimed at the next broker start).
+    pub fn scratch_dir(&self) -> PathBuf {
+        self.root.join(SCRATCH)
+    }
+}
+
+/// The state directory's entry holding the workers' scratch directories.
+const SCRATCH: &str = "scratch";
+
+/// Makes `parent/name` a directory of ours with mode 0700 without following a link there.
+fn private_subdir(parent: &Path, name: &str) -> RuntimeResult<()> {
+    let path = parent.join(name);
+    let failed = |e: io::Error| RuntimeError::io(format!("cannot create {}", path.display()), e);
+    let parent_fd = rustix::fs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| failed(e.into()))?;
+    // A second round only after replacing what was there; a third means someone races us.
+    for _ in 0..3 {
+        match rustix::fs::mkdirat(&parent_fd, name, Mode::RWXU) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(failed(e.into())),
+        }
+        match rustix::fs::openat(
+            &parent_fd,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(dir) => return make_private(&dir, &path),
+            Err(Errno::LOOP | Errno::NOTDIR) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "replacing a link or file found where the scratch directory belongs; its target is left alone"
+                );
+                match rustix::fs::unlinkat(&parent_fd, name, AtFlags::empty()) {
+                    Ok(()) | Err(Errno::NOENT) => {}
+                    Err(e) => return Err(failed(e.into())),
+                }
+            }
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(failed(e.into())),
+        }
+    }
+    Err(failed(io::Error::other(
+        "it was replaced again while being created; check what else writes to the state directory",
+    )))
+}
+
+/// Refuses a directory someone else owns; sets a wrong mode back to 0700.
+fn make_private(dir: &OwnedFd, path: &Path) -> RuntimeResult<()> {
+    let refused = |e: io::Error| RuntimeError::io(format!("refusing to use {}", path.display()), e);
+    let stat = rustix::fs::fstat(dir).map_err(|e| refused(e.into()))?;
+    let euid = rustix::process::geteuid().as_raw();
+    if stat.st_uid != euid {
+        return Err(refused(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "it is owned by uid {}, not by this user (uid {euid}); remove it or use another state directory",
+                stat.st_uid
+            ),
+        )));
+    }
+    let mode = stat.st_mode & 0o7777;
+    if mode != 0o700 {
+        tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "setting the scratch directory back to mode 0700");
+        rustix::fs::fchmod(dir, Mode::RWXU).map_err(|e| refused(e.into()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -210,6 +293,39 @@ mod tests {
             resolve_config_path(None, &env).ok(),
             Some(PathBuf::from("/home/u/.config/subzero/config.toml"))
         );
+    }
+
+    #[test]
+    fn a_planted_scratch_link_is_replaced_and_its_target_left_alone() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::create_dir(&victim).expect("victim");
+        std::fs::write(victim.join("keep.txt"), "keep").expect("seed");
+        let victim_mode = std::fs::metadata(&victim).map(|m| m.mode()).expect("stat");
+        let root = dir.path().join("state");
+        std::fs::create_dir(&root).expect("state");
+        std::os::unix::fs::symlink(&victim, root.join("scratch")).expect("plant");
+        let paths = StatePaths::create(&root).expect("create");
+        let meta = std::fs::symlink_metadata(paths.scratch_dir()).expect("lstat");
+        assert!(meta.is_dir(), "scratch/ is a real directory");
+        assert_eq!(meta.mode() & 0o7777, 0o700);
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep.txt"))
+                .ok()
+                .as_deref(),
+            Some("keep")
+        );
+        assert_eq!(
+            std::fs::metadata(&victim).map(|m| m.mode()).ok(),
+            Some(victim_mode),
+            "the link's target keeps its mode"
+        );
+        std::fs::set_permissions(paths.scratch_dir(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        StatePaths::create(&root).expect("create again");
+        let meta = std::fs::symlink_metadata(paths.scratch_dir()).expect("lstat");
+        assert_eq!(meta.mode() & 0o7777, 0o700, "a wrong mode is fixed");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod emit;
 mod model;
 mod redact;
 mod run;
+mod scratch;
 mod steering;
 mod tools;
 mod transcript;
@@ -43,6 +44,7 @@ use control::{
     RunStatus, RunUsage, StartRun, Steer, WorkerEvent,
 };
 use run::{Completed, Progress, RunContext};
+use scratch::Scratch;
 use steering::SteerQueue;
 
 /// Command-line options of `subzero worker`.
@@ -50,6 +52,9 @@ use steering::SteerQueue;
 pub struct WorkerOptions {
     /// An inherited descriptor (the child's flock-held lock file) that tool processes inherit.
     pub lock_fd: Option<RawFd>,
+    /// Where to make the private scratch directory (the broker's `<state>/scratch`); the
+    /// system temp directory without it.
+    pub scratch_parent: Option<PathBuf>,
 }
 
 /// Runs the worker until stdin closes or it is told to terminate; returns the exit code.
@@ -65,6 +70,13 @@ pub fn run(options: WorkerOptions) -> i32 {
         tracing::error!(%err, "cannot become a child subreaper");
         return 2;
     }
+    let scratch = match Scratch::create(options.scratch_parent.as_deref()) {
+        Ok(scratch) => Arc::new(scratch),
+        Err(err) => {
+            tracing::error!(%err, "cannot make a private scratch directory");
+            return 2;
+        }
+    };
     match control::hello(
         env!("CARGO_PKG_VERSION"),
         transcript::TRANSCRIPT_VERSION,
@@ -87,10 +99,11 @@ pub fn run(options: WorkerOptions) -> i32 {
             return 2;
         }
     };
-    let scratch = std::env::temp_dir().join(format!("subzero-worker-{}", std::process::id()));
     let code = runtime.block_on(Worker::new(scratch.clone()).serve());
     runtime.shutdown_timeout(Duration::from_millis(100));
-    let _ = std::fs::remove_dir_all(&scratch);
+    if let Err(err) = scratch.remove() {
+        tracing::warn!(%err, path = %scratch.path().display(), "cannot remove the scratch directory");
+    }
     code
 }
 
@@ -195,12 +208,12 @@ struct Active {
 
 struct Worker {
     containment: Arc<Containment>,
-    scratch: PathBuf,
+    scratch: Arc<Scratch>,
     active: Option<Active>,
 }
 
 impl Worker {
-    fn new(scratch: PathBuf) -> Self {
+    fn new(scratch: Arc<Scratch>) -> Self {
         Self {
             containment: Arc::new(Containment::new()),
             scratch,
@@ -454,7 +467,7 @@ async fn wait_active(active: &mut Option<Active>) -> Outcome {
 async fn run_task(
     start: Arc<StartRun>,
     containment: Arc<Containment>,
-    scratch: PathBuf,
+    scratch: Arc<Scratch>,
     steers: Arc<SteerQueue>,
     progress: run::SharedProgress,
     cancel: Arc<Notify>,
@@ -474,12 +487,6 @@ async fn run_task(
             ));
         }
     };
-    if let Err(err) = std::fs::create_dir_all(&scratch) {
-        return Outcome::Failed(ErrorBody::new(
-            ErrorCode::Internal,
-            format!("internal: cannot create the scratch directory: {err}"),
-        ));
-    }
     let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms.get());
     let tools = tools::ToolContext {
         root,

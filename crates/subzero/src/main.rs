@@ -44,6 +44,10 @@ enum Command {
         /// An inherited descriptor (the child's lock file) kept open for tool processes.
         #[arg(long)]
         lock_fd: Option<i32>,
+        /// Where to make the worker's private scratch directory (the broker passes its state
+        /// directory's `scratch/`); without it, a fresh one in the system temp directory.
+        #[arg(long)]
+        scratch_parent: Option<std::path::PathBuf>,
     },
 }
 
@@ -64,12 +68,14 @@ fn main() -> std::process::ExitCode {
         Command::Show(args) => inspect::show(args),
         Command::Logs(args) => inspect::logs(args),
         Command::Output(args) => inspect::output(args),
-        Command::Worker { lock_fd } => {
-            u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
-                lock_fd,
-            }))
-            .unwrap_or(1)
-        }
+        Command::Worker {
+            lock_fd,
+            scratch_parent,
+        } => u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
+            lock_fd,
+            scratch_parent,
+        }))
+        .unwrap_or(1),
     };
     std::process::ExitCode::from(code)
 }

@@ -1,11 +1,15 @@
 //! Starting worker processes: the only place in the broker that creates a process.
 //!
-//! A worker is the broker's own executable re-run as `subzero worker --lock-fd 3`:
+//! A worker is the broker's own executable re-run as
+//! `subzero worker --lock-fd 3 --scratch-parent <state>/scratch`:
 //! - in a new process group, so one signal reaches the worker and nothing of the host;
 //! - with a cleared environment (no ambient secret can leak into a child agent);
 //! - with the child's flock-held lock file as fd 3, the first inherited descriptor, which
 //!   the worker passes on to its tool processes so the kernel holds the lock while any
 //!   member of the tree lives;
+//! - with the state directory's `scratch/` as the parent of the private, flock-held
+//!   directory it makes for raw tool output (a spawner started without one, such as
+//!   doctor's, leaves the worker to make it in the system temp directory);
 //! - with a parent-death signal (SIGTERM), so a worker whose broker vanished tears its
 //!   tree down even before it notices EOF on its control pipe.
 //!
@@ -15,7 +19,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::thread;
@@ -73,6 +77,15 @@ impl Spawner {
     /// Start the spawner thread. Must be called inside a Tokio runtime: the thread enters
     /// that runtime so the process handles it creates are driven by it.
     pub fn start() -> io::Result<Self> {
+        Self::start_with(None)
+    }
+
+    /// [`Spawner::start`], passing `--scratch-parent dir` to every worker it starts.
+    pub fn with_scratch_parent(dir: PathBuf) -> io::Result<Self> {
+        Self::start_with(Some(dir))
+    }
+
+    fn start_with(scratch_parent: Option<PathBuf>) -> io::Result<Self> {
         let handle = tokio::runtime::Handle::current();
         let (requests, inbox) = mpsc::channel::<(WorkerLaunch, Reply)>();
         thread::Builder::new()
@@ -81,7 +94,7 @@ impl Spawner {
                 let _runtime = handle.enter();
                 for (launch, reply) in inbox {
                     // The receiver may have given up; the worker then sees its stdin close.
-                    let _ = reply.send(spawn_now(launch));
+                    let _ = reply.send(spawn_now(launch, scratch_parent.as_deref()));
                 }
             })?;
         Ok(Self { requests })
@@ -99,7 +112,7 @@ impl Spawner {
     }
 }
 
-fn spawn_now(launch: WorkerLaunch) -> io::Result<SpawnedWorker> {
+fn spawn_now(launch: WorkerLaunch, scratch_parent: Option<&Path>) -> io::Result<SpawnedWorker> {
     if launch.inherit.len() > MAX_INHERITED {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
@@ -107,6 +120,9 @@ fn spawn_now(launch: WorkerLaunch) -> io::Result<SpawnedWorker> {
     cmd.arg("worker");
     if !launch.inherit.is_empty() {
         cmd.arg("--lock-fd").arg(WORKER_LOCK_FD.to_string());
+    }
+    if let Some(dir) = scratch_parent {
+        cmd.arg("--scratch-parent").arg(dir);
     }
     cmd.env_clear()
         .current_dir(&launch.cwd)

@@ -1,10 +1,12 @@
 //! `bash`: one command in the workspace root, in its own process group, with a minimal
-//! environment (never the key), stdin from /dev/null, stdout+stderr captured in a scratch file
-//! (background processes holding a pipe open cannot stall the tool), output capped.
+//! environment (never the key), stdin from /dev/null, stdout+stderr captured in a private file
+//! of the worker's scratch directory (background processes holding a pipe open cannot stall
+//! the tool), output capped. The file is created, sized and read through its descriptor only.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -19,24 +21,22 @@ const TAIL: usize = 32 * 1024;
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
 #[derive(Debug, Deserialize)]
 pub struct BashArgs {
     command: String,
 }
 
 pub async fn run(ctx: &ToolContext, args: BashArgs) -> ToolOutput {
-    let out_path = ctx
-        .scratch
-        .join(format!("bash-{}.out", NEXT.fetch_add(1, Ordering::Relaxed)));
-    let result = run_command(ctx, &args.command, &out_path).await;
-    let _ = std::fs::remove_file(&out_path);
-    result
+    // Dropping the capture unlinks it.
+    let capture = match ctx.scratch.create_file("bash") {
+        Ok(capture) => capture,
+        Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
+    };
+    run_command(ctx, &args.command, capture.file()).await
 }
 
-async fn run_command(ctx: &ToolContext, command: &str, out_path: &Path) -> ToolOutput {
-    let out = match std::fs::File::create(out_path) {
+async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOutput {
+    let out = match capture.try_clone() {
         Ok(f) => f,
         Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
     };
@@ -96,14 +96,14 @@ async fn run_command(ctx: &ToolContext, command: &str, out_path: &Path) -> ToolO
         if let Some(code) = ctx.containment.take_exit(pid) {
             break code;
         }
-        if !overflow && std::fs::metadata(out_path).is_ok_and(|m| m.len() > MAX_OUTPUT_FILE) {
+        if !overflow && capture.metadata().is_ok_and(|m| m.len() > MAX_OUTPUT_FILE) {
             overflow = true;
             ctx.containment.kill_group(pid);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
 
-    let bytes = std::fs::read(out_path).unwrap_or_default();
+    let bytes = read_from_start(capture);
     let shown = head_and_tail(&bytes);
     if overflow {
         return ToolOutput::error(format!(
@@ -117,6 +117,21 @@ async fn run_command(ctx: &ToolContext, command: &str, out_path: &Path) -> ToolO
         ToolOutput {
             text,
             is_error: true,
+        }
+    }
+}
+
+/// The whole file, read at offsets (the shared file position stays where the command left it:
+/// a background process may still write).
+fn read_from_start(file: &File) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match file.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(0) => return bytes,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return bytes,
         }
     }
 }
