@@ -98,8 +98,10 @@ impl fmt::Debug for CredentialResolver {
 }
 
 impl CredentialResolver {
-    /// Build from a validated config read from `config_path`, reading keys from the
-    /// process environment.
+    /// Build from a validated config read from `config_path`, reading keys from the live
+    /// process environment (`subzero doctor`). The broker reads them instead from the
+    /// [`SecretEnv`](crate::secret_env::SecretEnv) it captured at startup, via
+    /// [`CredentialResolver::with_env`].
     pub fn new(config: &Config, config_path: &Path) -> RuntimeResult<CredentialResolver> {
         Self::with_env(config, config_path, |name| std::env::var_os(name))
     }

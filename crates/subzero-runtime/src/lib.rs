@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod paths;
 pub mod recovery;
 pub mod scope;
+pub mod secret_env;
 pub mod store;
 pub mod supervisor;
 

@@ -30,6 +30,16 @@ pub struct BrokerCommand {
     pub log_file: Option<PathBuf>,
 }
 
+/// The OS user to run a broker as, instead of the caller's (switching needs root). The
+/// broker then has no supplementary groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user id.
+    pub uid: u32,
+    /// The group id.
+    pub gid: u32,
+}
+
 /// The outcome of one tool call.
 #[derive(Debug, Clone)]
 pub struct ToolReply {
@@ -74,6 +84,12 @@ pub type ClientError = Box<dyn std::error::Error + Send + Sync>;
 impl McpSession {
     /// Start `subzero mcp` and complete the MCP handshake.
     pub async fn start(cmd: &BrokerCommand) -> Result<Self, ClientError> {
+        McpSession::start_as(cmd, None).await
+    }
+
+    /// Start `subzero mcp` as `user` (when given) and complete the MCP handshake. The
+    /// executable, workspace, state directory and config must be usable by that user.
+    pub async fn start_as(cmd: &BrokerCommand, user: Option<RunAs>) -> Result<Self, ClientError> {
         let stderr = match &cmd.log_file {
             Some(path) => std::process::Stdio::from(std::fs::File::create(path)?),
             None => std::process::Stdio::inherit(),
@@ -88,6 +104,9 @@ impl McpSession {
                 .arg(&cmd.config);
             for (k, v) in &cmd.env {
                 c.env(k, v);
+            }
+            if let Some(user) = user {
+                c.gid(user.gid).uid(user.uid);
             }
         });
         let (transport, _) = TokioChildProcess::builder(command).stderr(stderr).spawn()?;

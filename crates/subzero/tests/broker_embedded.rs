@@ -11,6 +11,8 @@ use mcp_support::*;
 use serde_json::{Value, json};
 use subzero_core::{ChildId, EventSeq};
 use subzero_runtime::broker::{Broker, BrokerOptions};
+use subzero_runtime::config::Config;
+use subzero_runtime::secret_env::SecretEnv;
 use subzero_testkit::Reply;
 
 async fn open(env: &Env) -> Arc<Broker> {
@@ -26,12 +28,15 @@ async fn open(env: &Env) -> Arc<Broker> {
         ),
     )
     .expect("config");
+    // An embedder copies what the config names from its environment and leaves it as it is.
+    let config = Config::load(&env.config()).expect("config loads");
     Broker::open(BrokerOptions {
         workspace: env.workspace(),
         state_dir: env.state_dir(),
         config_path: env.config(),
         worker_exe: env!("CARGO_BIN_EXE_subzero").into(),
         worker_log: None,
+        secrets: SecretEnv::capture(&config),
     })
     .await
     .expect("broker opens")

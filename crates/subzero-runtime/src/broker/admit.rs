@@ -59,7 +59,7 @@ impl Broker {
         let snapshot_json = serde_json::to_value(&snapshot)
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
         // Refuse before any state changes when an MCP server's environment is missing.
-        super::worker::mcp_env(&snapshot_json)?;
+        super::worker::mcp_env(&snapshot_json, &self.secrets)?;
         let output = json!({"childId": child.to_string(), "runId": run.to_string()});
         let admitted = self
             .store

@@ -20,8 +20,16 @@ const GRACE: Duration = Duration::from_millis(150);
 /// Upper bound for the SIGKILL sweep (a process stuck in uninterruptible sleep).
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
-/// Makes the worker a child subreaper and asks for SIGTERM when its parent dies.
+/// Makes the worker non-dumpable and a child subreaper, and asks for SIGTERM when its
+/// parent dies.
+///
+/// Non-dumpable first: the worker holds the model key and MCP secrets in memory, and a
+/// dumpable process's `/proc/<pid>/mem`, `environ` and `fd` are open to every process of
+/// the same user — its own tool processes included. Those are exec'd, which makes them
+/// dumpable again; they never hold the key. The worker still reads its own `/proc/self`
+/// and every process's `stat`, which stay readable.
 pub fn init_process() -> nix::Result<()> {
+    nix::sys::prctl::set_dumpable(false)?;
     nix::sys::prctl::set_child_subreaper(true)?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
     Ok(())

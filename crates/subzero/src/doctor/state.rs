@@ -1,5 +1,8 @@
 //! The state directory: permissions, database, lock directory and held child locks.
-//! Nothing here writes: no directory or database is created, no lock is taken.
+//! Nothing here writes: no directory or database is created, no child lock is taken.
+//! Whether a broker is alive is read from its owner lock, probed the way recovery probes
+//! it, never from `/proc`: brokers and workers are non-dumpable, so their descriptors are
+//! invisible to a doctor that is not root.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -187,7 +190,8 @@ fn check_lock_dirs(layout: &Layout<'_>) -> Check {
 
 /// Each child lock file that some process keeps open, with its holders and whether a
 /// live broker owns the child. Found by one scan of `/proc/*/fd`; no lock is taken, so
-/// doctor never makes a broker's claim fail.
+/// doctor never makes a broker's claim fail. Unless doctor runs as root, a lock held only
+/// by a (non-dumpable) worker is not seen; its exec'd tool processes are.
 fn check_held_locks(layout: &Layout<'_>) -> Vec<Check> {
     let dir = layout.child_locks();
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -233,8 +237,12 @@ fn check_held_locks(layout: &Layout<'_>) -> Vec<Check> {
             }) => checks.push(Check::pass(
                 label,
                 format!(
-                    "{held_by}; owned by running broker {token} (pid {})",
-                    brokers.join(", ")
+                    "{held_by}; owned by running broker {token} ({})",
+                    if brokers.is_empty() {
+                        "pid not visible: brokers are non-dumpable".to_owned()
+                    } else {
+                        format!("pid {}", brokers.join(", "))
+                    }
                 ),
             )),
             owner => {
@@ -306,12 +314,22 @@ impl Ownership {
         if !valid {
             return Some(Owner::Gone { token });
         }
-        let holders = subzero_runtime::locks::holders(&layout.owner_lock(&token));
-        if holders.is_empty() {
-            Some(Owner::Gone { token })
-        } else {
-            let pids = holders.iter().map(|h| h.pid.to_string()).collect();
+        let lock = layout.owner_lock(&token);
+        let holders = || subzero_runtime::locks::holders(&lock);
+        let alive = match lock
+            .exists()
+            .then(|| subzero_runtime::locks::is_free(&lock))
+        {
+            None => false,
+            Some(Ok(free)) => !free,
+            // The probe failed: fall back to what /proc shows.
+            Some(Err(_)) => !holders().is_empty(),
+        };
+        if alive {
+            let pids = holders().iter().map(|h| h.pid.to_string()).collect();
             Some(Owner::Alive { token, pids })
+        } else {
+            Some(Owner::Gone { token })
         }
     }
 }
