@@ -472,12 +472,123 @@ pub struct LimitsConfig {
     ///Bytes of event payloads retained per child (1024..1073741824, default 1048576).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub event_retention_bytes: ::std::option::Option<EventRetentionBytes>,
+    ///Longest silence of a model endpoint in ms, before the headers and between body chunks; past it the run fails with `model_request_failed` (100..3600000, default 180000).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub model_idle_timeout_ms: ::std::option::Option<ModelIdleTimeoutMs>,
+    ///Bytes of one model response body as received; past it the run fails with `limit_exceeded` and keeps the partial text (65536..1073741824, default 16777216).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub model_response_bytes: ::std::option::Option<ModelResponseBytes>,
     ///Maximum UTF-8 bytes of a prompt or instructions (1..1048576, default 65536).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub prompt_bytes: ::std::option::Option<PromptBytes>,
+    ///Bytes of one tool call's arguments; past it the call gets a short tool error (1024..268435456, default 1048576).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub tool_argument_bytes: ::std::option::Option<ToolArgumentBytes>,
     ///Write-capable runs per workspace across brokers (1..16, default 1).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub write_runs_per_workspace: ::std::option::Option<WriteRuns>,
+}
+///100..3600000.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 100, "maximum" = 3600000))]
+#[serde(transparent)]
+pub struct ModelIdleTimeoutMs(pub i64);
+impl ::std::ops::Deref for ModelIdleTimeoutMs {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ModelIdleTimeoutMs> for i64 {
+    fn from(value: ModelIdleTimeoutMs) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ModelIdleTimeoutMs {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ModelIdleTimeoutMs {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ModelIdleTimeoutMs {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ModelIdleTimeoutMs {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ModelIdleTimeoutMs {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///65536..1073741824.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 65536, "maximum" = 1073741824))]
+#[serde(transparent)]
+pub struct ModelResponseBytes(pub i64);
+impl ::std::ops::Deref for ModelResponseBytes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ModelResponseBytes> for i64 {
+    fn from(value: ModelResponseBytes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ModelResponseBytes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ModelResponseBytes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ModelResponseBytes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ModelResponseBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ModelResponseBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
 }
 ///1..1048576.
 #[derive(
@@ -526,6 +637,57 @@ impl ::std::convert::TryFrom<&str> for PromptBytes {
 }
 impl ::std::convert::TryFrom<String> for PromptBytes {
     type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///1024..268435456.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1024, "maximum" = 268435456))]
+#[serde(transparent)]
+pub struct ToolArgumentBytes(pub i64);
+impl ::std::ops::Deref for ToolArgumentBytes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolArgumentBytes> for i64 {
+    fn from(value: ToolArgumentBytes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ToolArgumentBytes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ToolArgumentBytes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ToolArgumentBytes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ToolArgumentBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ToolArgumentBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
     }
@@ -748,13 +910,47 @@ impl crate::validate::Validate for LimitsConfig {
             &crate::validate::join(path, "event_retention_bytes"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.model_idle_timeout_ms,
+            &crate::validate::join(path, "model_idle_timeout_ms"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.model_response_bytes,
+            &crate::validate::join(path, "model_response_bytes"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.prompt_bytes,
             &crate::validate::join(path, "prompt_bytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_argument_bytes,
+            &crate::validate::join(path, "tool_argument_bytes"),
         )?;
         crate::validate::Validate::validate_at(
             &self.write_runs_per_workspace,
             &crate::validate::join(path, "write_runs_per_workspace"),
         )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ModelIdleTimeoutMs {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 100, 3600000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ModelResponseBytes {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 65536, 1073741824)?;
         Ok(())
     }
 }
@@ -766,6 +962,17 @@ impl crate::validate::Validate for PromptBytes {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 1, 1048576)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolArgumentBytes {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1024, 268435456)?;
         Ok(())
     }
 }

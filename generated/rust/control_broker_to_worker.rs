@@ -41,7 +41,7 @@ Start a run. The key appears only here.*/
         )]
         mcp_env: ::std::collections::BTreeMap<
             ::std::string::String,
-            StartRunMcpEnvValue,
+            crate::secret::SecretText,
         >,
         ///Model endpoint with the resolved key.
         model: WorkerModel,
@@ -60,6 +60,12 @@ Start a run. The key appears only here.*/
         secrets: StartRunSecrets,
         ///The child's grant snapshot.
         snapshot: super::grant_snapshot::GrantSnapshot,
+        ///Bounds on what one model response may cost the worker (from `[limits]` of the broker's config). Absent: the worker's defaults (16 MiB, 1 MiB, 180000 ms).
+        #[serde(
+            rename = "streamLimits",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        stream_limits: ::std::option::Option<StreamLimits>,
         ///Absolute path of the child's transcript file.
         #[serde(rename = "transcriptPath")]
         transcript_path: StartRunTranscriptPath,
@@ -172,71 +178,6 @@ impl<'de> ::serde::Deserialize<'de> for LeafId {
             })
     }
 }
-///Bounded value of StartRunMcpEnvValue.
-#[derive(
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
-    schemars::JsonSchema
-)]
-#[schemars(extend("maxLength" = 4096))]
-#[serde(transparent)]
-pub struct StartRunMcpEnvValue(::std::string::String);
-impl ::std::ops::Deref for StartRunMcpEnvValue {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<StartRunMcpEnvValue> for ::std::string::String {
-    fn from(value: StartRunMcpEnvValue) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for StartRunMcpEnvValue {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 4096usize {
-            return Err("longer than 4096 characters".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for StartRunMcpEnvValue {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for StartRunMcpEnvValue {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for StartRunMcpEnvValue {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
-}
 ///Strings to redact from every event and error (the key and its fragments are always redacted).
 #[derive(
     ::serde::Deserialize,
@@ -248,89 +189,23 @@ impl<'de> ::serde::Deserialize<'de> for StartRunMcpEnvValue {
 )]
 #[schemars(extend("maxItems" = 16))]
 #[serde(transparent)]
-pub struct StartRunSecrets(pub ::std::vec::Vec<StartRunSecretsItem>);
+pub struct StartRunSecrets(pub ::std::vec::Vec<crate::secret::SecretText>);
 impl ::std::ops::Deref for StartRunSecrets {
-    type Target = ::std::vec::Vec<StartRunSecretsItem>;
-    fn deref(&self) -> &::std::vec::Vec<StartRunSecretsItem> {
+    type Target = ::std::vec::Vec<crate::secret::SecretText>;
+    fn deref(&self) -> &::std::vec::Vec<crate::secret::SecretText> {
         &self.0
     }
 }
-impl ::std::convert::From<StartRunSecrets> for ::std::vec::Vec<StartRunSecretsItem> {
+impl ::std::convert::From<StartRunSecrets>
+for ::std::vec::Vec<crate::secret::SecretText> {
     fn from(value: StartRunSecrets) -> Self {
         value.0
     }
 }
-impl ::std::convert::From<::std::vec::Vec<StartRunSecretsItem>> for StartRunSecrets {
-    fn from(value: ::std::vec::Vec<StartRunSecretsItem>) -> Self {
+impl ::std::convert::From<::std::vec::Vec<crate::secret::SecretText>>
+for StartRunSecrets {
+    fn from(value: ::std::vec::Vec<crate::secret::SecretText>) -> Self {
         Self(value)
-    }
-}
-///Bounded value of StartRunSecretsItem.
-#[derive(
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
-    schemars::JsonSchema
-)]
-#[schemars(extend("minLength" = 1, "maxLength" = 4096))]
-#[serde(transparent)]
-pub struct StartRunSecretsItem(::std::string::String);
-impl ::std::ops::Deref for StartRunSecretsItem {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<StartRunSecretsItem> for ::std::string::String {
-    fn from(value: StartRunSecretsItem) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for StartRunSecretsItem {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 4096usize {
-            return Err("longer than 4096 characters".into());
-        }
-        if value.chars().count() < 1usize {
-            return Err("shorter than 1 characters".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for StartRunSecretsItem {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for StartRunSecretsItem {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for StartRunSecretsItem {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
     }
 }
 ///Absolute path of the child's transcript file.
@@ -406,6 +281,27 @@ impl<'de> ::serde::Deserialize<'de> for StartRunTranscriptPath {
             })
     }
 }
+///Bounds on one model response.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct StreamLimits {
+    ///Longest silence of the endpoint (before the headers, and between body chunks) in ms; past it the run fails with `model_request_failed`.
+    #[serde(rename = "idleTimeoutMs")]
+    pub idle_timeout_ms: ::std::num::NonZeroU64,
+    ///Bytes of one response body as received; past it the run fails with `limit_exceeded` (limit `model_response_bytes`) and keeps the partial text.
+    #[serde(rename = "maxResponseBytes")]
+    pub max_response_bytes: ::std::num::NonZeroU64,
+    ///Bytes of one tool call's arguments; past it the call is answered with a short tool error and the arguments are dropped.
+    #[serde(rename = "maxToolArgumentBytes")]
+    pub max_tool_argument_bytes: ::std::num::NonZeroU64,
+}
 ///Model endpoint with its resolved key.
 #[derive(
     ::serde::Deserialize,
@@ -476,6 +372,7 @@ impl crate::validate::Validate for BrokerMessage {
                 run_id,
                 secrets,
                 snapshot,
+                stream_limits,
                 transcript_path,
                 workspace_root,
             } => {
@@ -518,6 +415,10 @@ impl crate::validate::Validate for BrokerMessage {
                 crate::validate::Validate::validate_at(
                     snapshot,
                     &crate::validate::join(path, "snapshot"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    stream_limits,
+                    &crate::validate::join(path, "streamLimits"),
                 )?;
                 crate::validate::Validate::validate_at(
                     transcript_path,
@@ -568,16 +469,6 @@ impl crate::validate::Validate for LeafId {
         Ok(())
     }
 }
-impl crate::validate::Validate for StartRunMcpEnvValue {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(&self.0, path)?;
-        Ok(())
-    }
-}
 impl crate::validate::Validate for StartRunSecrets {
     #[allow(unused_variables)]
     fn validate_at(
@@ -589,7 +480,7 @@ impl crate::validate::Validate for StartRunSecrets {
         Ok(())
     }
 }
-impl crate::validate::Validate for StartRunSecretsItem {
+impl crate::validate::Validate for StartRunTranscriptPath {
     #[allow(unused_variables)]
     fn validate_at(
         &self,
@@ -599,13 +490,24 @@ impl crate::validate::Validate for StartRunSecretsItem {
         Ok(())
     }
 }
-impl crate::validate::Validate for StartRunTranscriptPath {
+impl crate::validate::Validate for StreamLimits {
     #[allow(unused_variables)]
     fn validate_at(
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::Validate::validate_at(
+            &self.idle_timeout_ms,
+            &crate::validate::join(path, "idleTimeoutMs"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_response_bytes,
+            &crate::validate::join(path, "maxResponseBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_tool_argument_bytes,
+            &crate::validate::join(path, "maxToolArgumentBytes"),
+        )?;
         Ok(())
     }
 }

@@ -418,12 +418,30 @@ pub struct Limits {
     ///Maximum number of granted tools per template.
     #[serde(rename = "grantedTools")]
     pub granted_tools: ::std::num::NonZeroU64,
+    ///Longest silence of a model endpoint in ms (`model_idle_timeout_ms`).
+    #[serde(
+        rename = "modelIdleTimeoutMs",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub model_idle_timeout_ms: ::std::option::Option<::std::num::NonZeroU64>,
+    ///Maximum bytes of one model response body (`model_response_bytes`).
+    #[serde(
+        rename = "modelResponseBytes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub model_response_bytes: ::std::option::Option<::std::num::NonZeroU64>,
     ///Maximum `length` of `subzero_output`.
     #[serde(rename = "outputLengthMax")]
     pub output_length_max: ::std::num::NonZeroU64,
     ///Maximum UTF-8 bytes of a prompt, message or instructions.
     #[serde(rename = "promptBytes")]
     pub prompt_bytes: ::std::num::NonZeroU64,
+    ///Maximum bytes of one tool call's arguments (`tool_argument_bytes`).
+    #[serde(
+        rename = "toolArgumentBytes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub tool_argument_bytes: ::std::option::Option<::std::num::NonZeroU64>,
     ///Maximum `waitMs` of `subzero_get` and `subzero_stop`.
     #[serde(rename = "waitMsMax")]
     pub wait_ms_max: u64,
@@ -1019,12 +1037,24 @@ impl crate::validate::Validate for Limits {
             &crate::validate::join(path, "grantedTools"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.model_idle_timeout_ms,
+            &crate::validate::join(path, "modelIdleTimeoutMs"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.model_response_bytes,
+            &crate::validate::join(path, "modelResponseBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.output_length_max,
             &crate::validate::join(path, "outputLengthMax"),
         )?;
         crate::validate::Validate::validate_at(
             &self.prompt_bytes,
             &crate::validate::join(path, "promptBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_argument_bytes,
+            &crate::validate::join(path, "toolArgumentBytes"),
         )?;
         crate::validate::Validate::validate_at(
             &self.wait_ms_max,

@@ -17,9 +17,12 @@ use crate::source::{SourceSchema, SourceSet, TypeIndex};
 /// `$defs` by name.
 type Defs = BTreeMap<String, Value>;
 
-/// Types written by hand in `subzero-protocol` instead of generated: the API key, whose
-/// `Debug` must never show it.
-const HAND_WRITTEN: [(&str, &str); 1] = [("WorkerModelKey", "crate::secret::ApiKey")];
+/// Types written by hand in `subzero-protocol` instead of generated: the secrets of
+/// `start_run` (the API key, MCP environment values), whose `Debug` must never show them.
+const HAND_WRITTEN: [(&str, &str); 2] = [
+    ("WorkerModelKey", "crate::secret::ApiKey"),
+    ("SecretText", "crate::secret::SecretText"),
+];
 
 /// One generated file: path relative to the workspace root, and its content.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,6 +34,12 @@ pub enum LimitName {
     EventRetention,
     /// Follow-up runs queued behind the active run of one child.
     QueuedFollowups,
+    /// Bytes of one model response body as the worker receives it.
+    ModelResponseBytes,
+    /// Bytes of one tool call's arguments from the model.
+    ToolArgumentBytes,
+    /// Milliseconds a model endpoint may stay silent.
+    ModelIdleTimeoutMs,
 }
 
 impl LimitName {
@@ -50,6 +56,9 @@ impl LimitName {
             LimitName::OutputChunkBytes => "output_chunk_bytes",
             LimitName::EventRetention => "event_retention",
             LimitName::QueuedFollowups => "queued_followups",
+            LimitName::ModelResponseBytes => "model_response_bytes",
+            LimitName::ToolArgumentBytes => "tool_argument_bytes",
+            LimitName::ModelIdleTimeoutMs => "model_idle_timeout_ms",
         }
     }
 
@@ -69,6 +78,12 @@ impl LimitName {
             LimitName::EventRetention => "lower the retention",
             LimitName::QueuedFollowups => {
                 "wait for the queued runs to start (poll get()) or stop the active run"
+            }
+            LimitName::ModelResponseBytes | LimitName::ToolArgumentBytes => {
+                "ask for a shorter answer, or raise the limit in [limits] of the config"
+            }
+            LimitName::ModelIdleTimeoutMs => {
+                "check the endpoint, or raise the limit in [limits] of the config"
             }
         }
     }
@@ -124,6 +139,12 @@ pub struct Limits {
     pub event_retention: u32,
     /// Follow-ups queued behind one child's active run (16).
     pub queued_followups: u32,
+    /// Bytes of one model response body as the worker receives it (16 MiB).
+    pub model_response_bytes: u32,
+    /// Bytes of one tool call's arguments (1 MiB); larger calls get a short tool error.
+    pub tool_argument_bytes: u32,
+    /// Longest silence of a model endpoint, before the headers and between chunks (180 s).
+    pub model_idle_timeout_ms: u32,
 }
 
 impl Default for Limits {
@@ -145,6 +166,9 @@ impl Limits {
         output_chunk_bytes: 64 * 1024,
         event_retention: 1000,
         queued_followups: 16,
+        model_response_bytes: 16 * 1024 * 1024,
+        tool_argument_bytes: 1024 * 1024,
+        model_idle_timeout_ms: 180_000,
     };
 
     /// A prompt or message fits `prompt_bytes` (UTF-8 bytes, not characters).

@@ -342,6 +342,11 @@ impl Replay {
                     LimitName::WriteRunsPerWorkspace => l.check_writer_admission(size),
                     LimitName::QueuedFollowups => l.check_queue(size),
                     LimitName::EventRetention => panic!("event_retention is not a request check"),
+                    LimitName::ModelResponseBytes
+                    | LimitName::ToolArgumentBytes
+                    | LimitName::ModelIdleTimeoutMs => {
+                        panic!("{limit} is enforced by the worker, not by a request check")
+                    }
                 };
                 result.map_err(|e| code(&e))?;
                 Ok(json!({}))

@@ -40,6 +40,6 @@ pub mod secret;
 pub mod timestamp;
 pub mod validate;
 
-pub use secret::ApiKey;
+pub use secret::{ApiKey, SecretText};
 pub use v1::*;
 pub use validate::{InvalidRequest, Validate};

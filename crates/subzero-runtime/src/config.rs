@@ -53,6 +53,12 @@ pub struct LimitsConfig {
     pub event_retention: u64,
     /// Event payload bytes retained per child.
     pub event_retention_bytes: u64,
+    /// Bytes of one model response body as the worker receives it.
+    pub model_response_bytes: u64,
+    /// Bytes of one tool call's arguments.
+    pub tool_argument_bytes: u64,
+    /// Longest silence of a model endpoint in milliseconds.
+    pub model_idle_timeout_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -63,6 +69,9 @@ impl Default for LimitsConfig {
             prompt_bytes: 64 * 1024,
             event_retention: 1000,
             event_retention_bytes: 1024 * 1024,
+            model_response_bytes: u64::from(subzero_core::Limits::SEED.model_response_bytes),
+            tool_argument_bytes: u64::from(subzero_core::Limits::SEED.tool_argument_bytes),
+            model_idle_timeout_ms: u64::from(subzero_core::Limits::SEED.model_idle_timeout_ms),
         }
     }
 }

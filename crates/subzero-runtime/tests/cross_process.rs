@@ -232,6 +232,7 @@ fn concurrent_claims_of_one_child_from_three_processes_yield_exactly_one_owner()
         Settlement::Failed {
             code: ErrorCode::ModelRequestFailed,
             message: "x".to_owned(),
+            partial: None,
         },
     ))
     .unwrap();

@@ -44,6 +44,9 @@ pub enum Step {
     /// Abort the response mid-body (no chunked terminator): the client sees the
     /// connection cut, not a clean end of stream.
     Cut,
+    /// These bytes sent `times` times, one chunk each: a hostile flood (a 200 MB answer,
+    /// an endless run of empty deltas) without holding it in memory.
+    Repeat { raw: String, times: u64 },
 }
 
 impl Step {
@@ -109,6 +112,14 @@ impl Step {
         Step::Data("[DONE]".to_owned())
     }
 
+    /// `payload` as one SSE event, sent `times` times.
+    pub fn repeat_data(payload: &str, times: u64) -> Self {
+        Step::Repeat {
+            raw: format!("data: {payload}\n\n"),
+            times,
+        }
+    }
+
     pub fn delay_ms(ms: u64) -> Self {
         Step::Delay(Duration::from_millis(ms))
     }
@@ -123,6 +134,8 @@ pub enum Reply {
     Status { status: u16, body: String },
     /// Never answer (not even headers).
     Hang,
+    /// A redirect (`status` 301, 302, 303, 307 or 308) to `location`, with an empty body.
+    Redirect { status: u16, location: String },
 }
 
 impl Reply {
@@ -162,6 +175,14 @@ impl Reply {
         }
         steps.extend([Step::finish("tool_calls"), Step::usage(10, 5), Step::done()]);
         Reply::Sse(steps)
+    }
+
+    /// A redirect to `location` (absolute or relative).
+    pub fn redirect(status: u16, location: &str) -> Self {
+        Reply::Redirect {
+            status,
+            location: location.to_owned(),
+        }
     }
 
     pub fn status(status: u16, body: &str) -> Self {
@@ -349,6 +370,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         None => plain(500, "script exhausted"),
         Some(Reply::Status { status, body }) => plain(status, &body),
         Some(Reply::Hang) => std::future::pending().await,
+        Some(Reply::Redirect { status, location }) => redirect(status, &location),
         Some(Reply::Sse(steps)) => sse(steps),
     }
 }
@@ -364,20 +386,55 @@ fn plain(status: u16, body: &str) -> Response {
     response
 }
 
-fn sse(steps: Vec<Step>) -> Response {
-    let stream = futures::stream::unfold(steps.into_iter(), |mut steps| async move {
-        loop {
-            match steps.next()? {
-                Step::Data(payload) => {
-                    let bytes = Bytes::from(format!("data: {payload}\n\n"));
-                    return Some((Ok::<_, std::io::Error>(bytes), steps));
+fn redirect(status: u16, location: &str) -> Response {
+    let mut response = plain(status, "");
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
+/// What the response body does next, with `Repeat` steps unrolled lazily (a flood is
+/// never held in memory).
+enum Piece {
+    Bytes(Bytes),
+    Delay(Duration),
+    Hang,
+    Cut,
+}
+
+fn pieces(steps: Vec<Step>) -> impl Iterator<Item = Piece> + Send {
+    steps
+        .into_iter()
+        .flat_map(|step| -> Box<dyn Iterator<Item = Piece> + Send> {
+            match step {
+                Step::Data(payload) => Box::new(std::iter::once(Piece::Bytes(Bytes::from(
+                    format!("data: {payload}\n\n"),
+                )))),
+                Step::Raw(raw) => Box::new(std::iter::once(Piece::Bytes(Bytes::from(raw)))),
+                Step::Delay(pause) => Box::new(std::iter::once(Piece::Delay(pause))),
+                Step::Hang => Box::new(std::iter::once(Piece::Hang)),
+                Step::Cut => Box::new(std::iter::once(Piece::Cut)),
+                Step::Repeat { raw, times } => {
+                    let raw = Bytes::from(raw);
+                    Box::new((0..times).map(move |_| Piece::Bytes(raw.clone())))
                 }
-                Step::Raw(raw) => return Some((Ok(Bytes::from(raw)), steps)),
-                Step::Delay(pause) => tokio::time::sleep(pause).await,
-                Step::Hang => std::future::pending::<()>().await,
-                Step::Cut => {
+            }
+        })
+}
+
+fn sse(steps: Vec<Step>) -> Response {
+    let state = Some(pieces(steps));
+    let stream = futures::stream::unfold(state, |state| async move {
+        let mut pieces = state?;
+        loop {
+            match pieces.next()? {
+                Piece::Bytes(bytes) => return Some((Ok::<_, std::io::Error>(bytes), Some(pieces))),
+                Piece::Delay(pause) => tokio::time::sleep(pause).await,
+                Piece::Hang => std::future::pending::<()>().await,
+                Piece::Cut => {
                     let cut = std::io::Error::other("testkit: connection cut");
-                    return Some((Err(cut), Vec::new().into_iter()));
+                    return Some((Err(cut), None));
                 }
             }
         }

@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+
+use crate::model::StreamBounds;
 pub use subzero_protocol::{
     BrokerMessage, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage, EventText, GrantSnapshot,
     InvalidRequest, LeafId, PromptText, RequestId, RunId, RunSettledStatus as RunStatus,
@@ -45,6 +47,8 @@ pub struct StartRun {
     pub secrets: Vec<String>,
     /// Values of the snapshot's `env:VAR` references, keyed by reference; redacted like the key.
     pub mcp_env: std::collections::BTreeMap<String, String>,
+    /// What one model response may cost (`streamLimits`, else the defaults).
+    pub stream_bounds: StreamBounds,
 }
 
 impl std::fmt::Debug for StartRun {
@@ -110,6 +114,7 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             run_id,
             secrets,
             snapshot,
+            stream_limits,
             transcript_path,
             workspace_root,
         } => Inbound::StartRun(Box::new(StartRun {
@@ -123,11 +128,16 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             from_leaf: from_leaf.map(String::from),
             expected_digest: expected_digest.map(String::from),
             recovery_notice: recovery_notice.map(String::from),
-            secrets: secrets.0.into_iter().map(String::from).collect(),
+            secrets: secrets.0.iter().map(|s| s.expose().to_owned()).collect(),
             mcp_env: mcp_env
                 .into_iter()
-                .map(|(k, v)| (k, String::from(v)))
+                .map(|(k, v)| (k, v.expose().to_owned()))
                 .collect(),
+            stream_bounds: stream_limits.map_or(StreamBounds::DEFAULT, |l| StreamBounds {
+                max_response_bytes: l.max_response_bytes.get(),
+                max_tool_argument_bytes: l.max_tool_argument_bytes.get(),
+                idle: std::time::Duration::from_millis(l.idle_timeout_ms.get()),
+            }),
         })),
         BrokerMessage::Steer {
             message,
@@ -281,4 +291,49 @@ pub fn env_refs(refs: &BTreeMap<String, subzero_protocol::EnvRef>) -> BTreeMap<S
     refs.iter()
         .map(|(name, reference)| (name.clone(), reference.to_string()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = include_str!(
+        "../../../fixtures/v1/control-broker-to-worker/valid/start-run-with-stream-limits.json"
+    );
+
+    /// Every secret of the fixture's `start_run`.
+    const SECRETS: [&str; 3] = [
+        "sk-test-not-a-real-key",
+        "tok-extra-secret",
+        "ghp-not-a-real-token",
+    ];
+
+    #[test]
+    fn formatting_any_start_run_type_never_shows_a_secret() {
+        let wire: BrokerMessage = serde_json::from_str(FIXTURE).expect("fixture parses");
+        let model = match &wire {
+            BrokerMessage::StartRun { model, .. } => model.clone(),
+            other => panic!("not a start_run: {other:?}"),
+        };
+        let inbound = parse_line(&FIXTURE.replace('\n', " ")).expect("line parses");
+        let Inbound::StartRun(start) = &inbound else {
+            panic!("not a start_run");
+        };
+        let shown = [
+            format!("{wire:?} {wire:#?}"),
+            format!("{model:?} {model:#?}"),
+            format!("{:?}", model.key),
+            format!("{inbound:?} {inbound:#?}"),
+            format!("{start:?}"),
+        ];
+        for text in &shown {
+            for secret in SECRETS {
+                assert!(!text.contains(secret), "{secret} shown in {text}");
+            }
+        }
+        // The values are still there for the one place that uses them.
+        assert_eq!(start.model.key.expose(), SECRETS[0]);
+        assert_eq!(start.secrets, [SECRETS[1]]);
+        assert_eq!(start.stream_bounds.max_tool_argument_bytes, 1024 * 1024);
+    }
 }

@@ -25,6 +25,9 @@ use crate::transcript::{
 const TEXT_EVENT_INTERVAL: Duration = Duration::from_secs(2);
 /// Largest `text` event payload (`EventText` in the schema).
 const TEXT_EVENT_MAX: usize = 4096;
+/// Pending text is flushed once it reaches this size, even within the interval, so a fast
+/// stream never holds a second copy of the whole answer.
+const TEXT_PENDING_MAX: usize = 16 * TEXT_EVENT_MAX;
 
 /// What the run has produced so far; survives the run future being dropped (cancel, deadline).
 #[derive(Debug, Default)]
@@ -121,8 +124,13 @@ fn limit(name: &str, message: String) -> ErrorBody {
 }
 
 fn model_failed(err: &ModelError) -> ErrorBody {
+    if let ModelError::TooLarge { .. } = err {
+        return limit("model_response_bytes", format!("limit_exceeded: {err}"));
+    }
     let details = match err {
         ModelError::Http { status, excerpt } => json!({ "status": status, "excerpt": excerpt }),
+        ModelError::Redirect { target, .. } => json!({ "status": null, "redirect": target }),
+        ModelError::Idle { ms, .. } => json!({ "status": null, "idleTimeoutMs": ms }),
         _ => json!({ "status": null }),
     };
     ErrorBody::new(
@@ -130,6 +138,13 @@ fn model_failed(err: &ModelError) -> ErrorBody {
         redact(&format!("model_request_failed: {err}")),
     )
     .with_details(details)
+}
+
+/// The short tool error for a call whose arguments passed the cap (never echoing them).
+fn oversized_arguments(name: &str, bytes: u64, max: u64) -> ToolOutput {
+    ToolOutput::error(format!(
+        "the arguments of this {name} call were {bytes} bytes, over the {max}-byte cap (tool_argument_bytes), and were dropped; send smaller arguments (e.g. write a large file in several edits)"
+    ))
 }
 
 fn transcript_error(err: TranscriptError) -> ErrorBody {
@@ -170,7 +185,8 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
     let client = ChatClient::new(
         &start.model.url,
         &start.model.model,
-        start.model.key.expose(),
+        start.model.key.clone(),
+        start.stream_bounds,
     )
     .map_err(|e| model_failed(&e))?;
     let granted = start.granted_tools();
@@ -233,7 +249,18 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 )
                 .await;
             text_events.finish();
-            result.map_err(|e| model_failed(&e))?
+            match result {
+                Ok(turn) => turn,
+                Err(err) => {
+                    if let ModelError::TooLarge { max } = &err {
+                        // The partial result keeps the text up to the cap and says so.
+                        lock_progress(&ctx.progress).text.push_str(&format!(
+                            "\n[cut: the model response passed {max} bytes (model_response_bytes)]"
+                        ));
+                    }
+                    return Err(model_failed(&err));
+                }
+            }
         };
         {
             let mut p = lock_progress(&ctx.progress);
@@ -300,7 +327,13 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             let shown_name = tool_name_for_event(&call.name);
             tool_event(&start.run_id, &shown_name, ToolState::Started);
             let builtin = granted.iter().any(|t| t == &call.name);
-            let output = if builtin || ctx.mcp.allows(&call.name) {
+            let output = if let Some(bytes) = call.oversized {
+                oversized_arguments(
+                    &shown_name,
+                    bytes,
+                    start.stream_bounds.max_tool_argument_bytes,
+                )
+            } else if builtin || ctx.mcp.allows(&call.name) {
                 let remaining = Duration::from_millis(limits.deadline_ms.get())
                     .saturating_sub(started.elapsed());
                 let timeout = Duration::from_millis(limits.tool_timeout_ms.get()).min(remaining);
@@ -477,7 +510,7 @@ impl<'a> TextEvents<'a> {
         lock_progress(&self.progress).text.push_str(delta);
         let safe = self.redactor.push(delta);
         self.pending.push_str(&safe);
-        if self.last.elapsed() >= TEXT_EVENT_INTERVAL {
+        if self.last.elapsed() >= TEXT_EVENT_INTERVAL || self.pending.len() >= TEXT_PENDING_MAX {
             self.flush();
         }
     }

@@ -6,14 +6,25 @@ use serde_json::Value;
 use subzero_core::{ChildId, RunId};
 use tokio::sync::mpsc;
 
-/// The model a child runs against, with its key in memory only.
-#[derive(Clone, Debug)]
+/// The model a child runs against, with its key in memory only. `Debug` leaves the key out.
+#[derive(Clone)]
 pub(super) struct ModelKey {
     pub url: String,
     pub model: String,
     pub api: String,
     pub credential_ref: String,
     pub key: SecretString,
+}
+
+impl std::fmt::Debug for ModelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelKey")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api", &self.api)
+            .field("credential_ref", &self.credential_ref)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A message for a child's worker driver.
@@ -54,4 +65,23 @@ impl Live {
 /// A child id with a human label for logs.
 pub(super) fn label(child: ChildId) -> String {
     child.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formatting_a_model_key_never_shows_the_key() {
+        let model = ModelKey {
+            url: "https://api.example.com/v1".into(),
+            model: "m".into(),
+            api: "openai-completions".into(),
+            credential_ref: "example".into(),
+            key: SecretString::from("sk-live-do-not-print"),
+        };
+        let shown = format!("{model:?} {model:#?}");
+        assert!(!shown.contains("sk-live-do-not-print"), "{shown}");
+        assert!(shown.contains("credential_ref"), "{shown}");
+    }
 }

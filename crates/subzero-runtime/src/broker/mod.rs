@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use subzero_core::template::{Template, TemplateId, Templates};
 use subzero_core::{ChildId, ErrorCode, Limits};
@@ -36,6 +36,7 @@ use crate::credentials::CredentialResolver;
 use crate::locks::BrokerIdentity;
 use crate::paths::StatePaths;
 use crate::scope::WorkspaceScope;
+use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
 use crate::supervisor::{Hello, Spawner, WorkerConn, WorkerLaunch};
 
@@ -59,6 +60,11 @@ pub struct BrokerOptions {
     pub worker_exe: PathBuf,
     /// Log filter passed to workers as `SUBZERO_LOG`.
     pub worker_log: Option<String>,
+    /// The secrets the configuration names (credential `env` variables and MCP `env:`
+    /// references), captured once: the broker never reads them from its live environment.
+    /// `subzero mcp` scrubs them from its environment; an embedder can use
+    /// [`SecretEnv::capture`], which leaves the process environment as it is.
+    pub secrets: SecretEnv,
 }
 
 /// The broker. Cheap to share behind an `Arc`.
@@ -69,6 +75,7 @@ pub struct Broker {
     templates: Templates,
     credentials: CredentialResolver,
     credential_sources: Vec<(String, &'static str, bool)>,
+    secrets: SecretEnv,
     config_path: PathBuf,
     artifacts: ArtifactFiles,
     identity: BrokerIdentity,
@@ -100,7 +107,12 @@ impl Broker {
     pub async fn open(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
         let paths = StatePaths::create(&options.state_dir)?;
         let config = Config::load(&options.config_path)?;
-        let credentials = CredentialResolver::new(&config, &options.config_path)?;
+        let credentials = {
+            let secrets = options.secrets.clone();
+            CredentialResolver::with_env(&config, &options.config_path, move |name| {
+                secrets.get(name).map(|v| v.expose_secret().into())
+            })?
+        };
         let templates = user_templates(&config)?;
         let limits = limits_from(&config);
         let store = Store::open(
@@ -116,13 +128,15 @@ impl Broker {
         let report = {
             let (store, paths, token) = (store.clone(), paths.clone(), identity.token().to_owned());
             tokio::task::spawn_blocking(move || {
+                let swept = crate::recovery::reclaim_scratch(&paths);
+                tracing::info!(?swept, "stale scratch directories reclaimed");
                 crate::recovery::recover_at_startup(&store, &paths, &token)
             })
             .await
             .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??
         };
         tracing::info!(?report, "startup recovery finished");
-        let spawner = Spawner::start()
+        let spawner = Spawner::with_scratch_parent(paths.scratch_dir())
             .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
         let artifacts = ArtifactFiles::new(&paths);
         Ok(Arc::new(Broker {
@@ -130,7 +144,8 @@ impl Broker {
             store,
             templates,
             credentials,
-            credential_sources: credential_sources(&config),
+            credential_sources: credential_sources(&config, &options.secrets),
+            secrets: options.secrets,
             config_path: options.config_path,
             artifacts,
             identity,
@@ -205,6 +220,9 @@ impl Broker {
                 "eventPayloadBytes": self.limits.event_payload_bytes,
                 "waitMsMax": self.limits.get_wait_ms,
                 "outputLengthMax": self.limits.output_chunk_bytes,
+                "modelResponseBytes": self.limits.model_response_bytes,
+                "toolArgumentBytes": self.limits.tool_argument_bytes,
+                "modelIdleTimeoutMs": self.limits.model_idle_timeout_ms,
                 "eventRetention": self.store.options().event_retention,
             },
             "enforcement": enforcement(),
@@ -420,16 +438,12 @@ fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
 }
 
 /// Names, sources and availability of the configured credentials, never their values.
-fn credential_sources(config: &Config) -> Vec<(String, &'static str, bool)> {
+fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<(String, &'static str, bool)> {
     config
         .credentials
         .iter()
         .map(|(name, entry)| match (&entry.env, &entry.file) {
-            (Some(var), _) => (
-                name.clone(),
-                "env",
-                std::env::var_os(var).is_some_and(|v| !v.is_empty()),
-            ),
+            (Some(var), _) => (name.clone(), "env", secrets.is_set(var)),
             (None, Some(path)) => (
                 name.clone(),
                 "file",
@@ -446,6 +460,10 @@ fn limits_from(config: &Config) -> Limits {
     limits.active_workers_per_workspace = config.limits.active_workers_per_workspace;
     limits.write_runs_per_workspace = config.limits.write_runs_per_workspace;
     limits.event_retention = u32::try_from(config.limits.event_retention).unwrap_or(u32::MAX);
+    let narrow = |value: u64| u32::try_from(value).unwrap_or(u32::MAX);
+    limits.model_response_bytes = narrow(config.limits.model_response_bytes);
+    limits.tool_argument_bytes = narrow(config.limits.tool_argument_bytes);
+    limits.model_idle_timeout_ms = narrow(config.limits.model_idle_timeout_ms);
     limits
 }
 

@@ -24,7 +24,8 @@ use super::{Broker, BrokerError, lock};
 use crate::artifacts;
 use crate::locks::{self, ChildLock, SlotGuard, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::store::{Phase, Settled, Settlement, WorkerInfo};
+use crate::secret_env::SecretEnv;
+use crate::store::{PartialResult, Phase, Settled, Settlement, WorkerInfo};
 use crate::supervisor::{WorkerConn, reap};
 
 /// Bytes of a result shown inline in `completed` events and `lastRun.preview`.
@@ -68,6 +69,7 @@ impl Broker {
                 let settlement = Settlement::Failed {
                     code: err.code(),
                     message: err.message().to_owned(),
+                    partial: None,
                 };
                 if let Err(settle_err) = self
                     .store
@@ -190,7 +192,7 @@ impl Broker {
             })?;
             (entry.model.clone(), entry.snapshot.clone())
         };
-        let mcp_env = mcp_env(&snapshot)?;
+        let mcp_env = mcp_env(&snapshot, &self.secrets)?;
         let transcripts = self.paths.root().join("transcripts");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -218,15 +220,24 @@ impl Broker {
             "recoveryNotice": from.recovery_notice,
             "secrets": [],
             "mcpEnv": mcp_env,
+            "streamLimits": {
+                "maxResponseBytes": self.limits.model_response_bytes,
+                "maxToolArgumentBytes": self.limits.tool_argument_bytes,
+                "idleTimeoutMs": self.limits.model_idle_timeout_ms,
+            },
         }))
     }
 }
 
-/// Values of the snapshot's MCP `env:VAR` references, read from the broker's own
-/// environment (the worker's is cleared). Each value travels only inside `start_run`
-/// and is redacted by the worker like the key. A reference to an unset variable is
-/// `credentials_required`, naming the server and the variable.
-pub(super) fn mcp_env(snapshot: &Value) -> Result<serde_json::Map<String, Value>, BrokerError> {
+/// Values of the snapshot's MCP `env:VAR` references, from the secrets the broker captured
+/// from its environment at startup (the worker's environment is cleared). Each value
+/// travels only inside `start_run` and is redacted by the worker like the key. A reference
+/// to a variable that was not captured is `credentials_required`, naming the server and
+/// the variable.
+pub(super) fn mcp_env(
+    snapshot: &Value,
+    secrets: &SecretEnv,
+) -> Result<serde_json::Map<String, Value>, BrokerError> {
     let mut values = serde_json::Map::new();
     let servers = snapshot["mcpServers"]
         .as_array()
@@ -241,15 +252,15 @@ pub(super) fn mcp_env(snapshot: &Value) -> Result<serde_json::Map<String, Value>
                 continue;
             };
             let var = reference.strip_prefix("env:").unwrap_or(reference);
-            match std::env::var(var) {
-                Ok(value) if !value.is_empty() => {
-                    values.insert(reference.to_owned(), Value::String(value));
+            match secrets.get(var).map(ExposeSecret::expose_secret) {
+                Some(value) if !value.is_empty() => {
+                    values.insert(reference.to_owned(), Value::String(value.to_owned()));
                 }
                 _ => {
                     return Err(BrokerError::new(
                         ErrorCode::CredentialsRequired,
                         format!(
-                            "MCP server `{}` needs {name} from {reference}, but {var} is unset or empty in the broker's environment; set it where the host starts `subzero mcp`",
+                            "MCP server `{}` needs {name} from {reference}, but {var} was unset or empty in the broker's environment when it started (the broker reads the variables its configuration names once, at startup); set it where the host starts `subzero mcp`",
                             server["name"].as_str().unwrap_or("?")
                         ),
                     ));
@@ -338,6 +349,7 @@ impl Driver {
                             Settlement::Failed {
                                 code: err.code(),
                                 message: err.message().to_owned(),
+                                partial: None,
                             },
                         )
                         .await;
@@ -405,7 +417,15 @@ impl Driver {
                                 "the worker reported a failure without a reason".to_owned(),
                             ),
                         };
-                        Settlement::Failed { code, message }
+                        let partial = match result {
+                            Some(text) if !text.is_empty() => self.partial(run, text).await,
+                            _ => None,
+                        };
+                        Settlement::Failed {
+                            code,
+                            message,
+                            partial,
+                        }
                     }
                     RunSettledStatus::Stopped => {
                         // `stopped` is recorded only with the cancel confirmation that follows.
@@ -505,6 +525,7 @@ impl Driver {
                 code: ErrorCode::Internal,
                 message: "the worker reported completion without committing a transcript leaf"
                     .into(),
+                partial: None,
             };
         };
         let leaf = subzero_core::Sha256Digest::parse(&leaf_digest)
@@ -516,6 +537,7 @@ impl Driver {
                 message: format!(
                     "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
                 ),
+                partial: None,
             };
         };
         let leaf = crate::supervisor::proof::leaf_recorded(self.child, run, leaf);
@@ -532,12 +554,14 @@ impl Driver {
                         "the result of run {run} could not be stored: {}",
                         BrokerError::from(e).message()
                     ),
+                    partial: None,
                 };
             }
             Err(e) => {
                 return Settlement::Failed {
                     code: ErrorCode::Internal,
                     message: format!("storing the result panicked: {e}"),
+                    partial: None,
                 };
             }
         };
@@ -548,6 +572,32 @@ impl Driver {
             artifact: Some(artifact),
             leaf,
         }
+    }
+
+    /// A failed run's partial output, stored like a result so the parent can read what was
+    /// produced (e.g. the text up to a response cap). Best effort: a failure to store it is
+    /// logged and the run still fails with its own error.
+    async fn partial(&mut self, run: RunId, text: String) -> Option<PartialResult> {
+        let files = self.broker.artifacts.clone();
+        let child = self.child;
+        let preview = artifacts::preview(&text, PREVIEW_BYTES);
+        let written = tokio::task::spawn_blocking(move || files.write(child, &text)).await;
+        let artifact = match written {
+            Ok(Ok(artifact)) => Some(artifact),
+            Ok(Err(e)) => {
+                tracing::warn!(%child, %run, %e, "could not store a failed run's partial result");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(%child, %run, %e, "storing a failed run's partial result panicked");
+                None
+            }
+        };
+        Some(PartialResult {
+            preview: preview.text,
+            preview_truncated: preview.truncated,
+            artifact,
+        })
     }
 
     async fn settle(&mut self, run: RunId, settlement: Settlement) -> Option<Settled> {

@@ -193,3 +193,16 @@ impl Store {
         }
     }
 }
+
+/// Bytes of an event's short text (`ShortText` in the contract: a failure message, an
+/// interruption reason). The full message stays on the run.
+const SHORT_TEXT_BYTES: usize = 512;
+
+/// `text` cut to fit an event's short text, ending in `…` when it was cut.
+pub(crate) fn short_text(text: &str) -> String {
+    if text.len() <= SHORT_TEXT_BYTES {
+        return text.to_owned();
+    }
+    let cut = text.floor_char_boundary(SHORT_TEXT_BYTES - '…'.len_utf8());
+    format!("{}…", &text[..cut])
+}

@@ -27,7 +27,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 pub use events::MAX_EVENT_PAYLOAD_BYTES;
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
-    NextRun, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
+    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, EventGap, EventPage, EventRow, LeafRef, ModelRow, NewChild,

@@ -112,6 +112,17 @@ pub struct NewArtifact {
     pub total_bytes: u64,
 }
 
+/// The partial output of a failed run, kept like a completed run's result.
+#[derive(Debug)]
+pub struct PartialResult {
+    /// Bounded preview.
+    pub preview: String,
+    /// Whether the preview is shorter than the partial result.
+    pub preview_truncated: bool,
+    /// The full partial result file.
+    pub artifact: Option<NewArtifact>,
+}
+
 /// How the active run ended, as reported by the worker (or the supervisor).
 ///
 /// `Completed` and `Stopped` carry the supervisor's capability tokens (minted in
@@ -135,6 +146,8 @@ pub enum Settlement {
         code: ErrorCode,
         /// Message (bounded by the caller).
         message: String,
+        /// What the run produced before it failed (e.g. text up to a response cap).
+        partial: Option<PartialResult>,
     },
     /// The worker confirmed cancellation and its tree is gone.
     Stopped {
@@ -692,6 +705,7 @@ enum Written {
     Failed {
         code: ErrorCode,
         message: String,
+        partial: Option<PartialResult>,
     },
     Stopped {
         reaped: u32,
@@ -763,7 +777,11 @@ fn decide_settlement(
                 .map_err(refused)?;
             Ok((written, settled.into()))
         }
-        Settlement::Failed { code, message } => {
+        Settlement::Failed {
+            code,
+            message,
+            partial,
+        } => {
             let failure = Failure {
                 code,
                 message: message.clone(),
@@ -771,7 +789,12 @@ fn decide_settlement(
             let settled = decided
                 .settle(RunReport::Failed { run, failure })
                 .map_err(refused)?;
-            Ok((Written::Failed { code, message }, settled.into()))
+            let written = Written::Failed {
+                code,
+                message,
+                partial,
+            };
+            Ok((written, settled.into()))
         }
         Settlement::Stopped { confirmed } => {
             if (confirmed.child(), confirmed.run()) != (child, run) {
@@ -844,10 +867,17 @@ fn settle_tx(
             None,
             None,
         ),
-        Written::Failed { code, message } => (
-            None,
-            false,
-            None,
+        Written::Failed {
+            code,
+            message,
+            partial,
+        } => (
+            partial.as_ref().map(|p| p.preview.as_str()),
+            partial.as_ref().is_some_and(|p| p.preview_truncated),
+            partial
+                .as_ref()
+                .and_then(|p| p.artifact.as_ref())
+                .map(|a| a.artifact_id.to_string()),
             Some(code.as_str()),
             Some(message.as_str()),
             None,
@@ -875,6 +905,17 @@ fn settle_tx(
         ],
     )?;
     expect_one(changed, "settle the active run")?;
+    if let Written::Failed {
+        partial:
+            Some(PartialResult {
+                artifact: Some(artifact),
+                ..
+            }),
+        ..
+    } = &written
+    {
+        insert_artifact(conn, child, Some(run), artifact, &at)?;
+    }
     if let Written::Completed {
         artifact,
         leaf_id,
@@ -953,12 +994,15 @@ fn settle_tx(
                 "previewTruncated": preview_truncated,
             }),
         ),
-        Written::Failed { code, message } => (
+        Written::Failed { code, message, .. } => (
             "failed",
-            json!({ "code": code.as_str(), "message": message }),
+            json!({ "code": code.as_str(), "message": events::short_text(message) }),
         ),
         Written::Stopped { reaped } => ("stop_confirmed", json!({ "reaped": reaped })),
-        Written::Interrupted { reason, .. } => ("interrupted", json!({ "reason": reason })),
+        Written::Interrupted { reason, .. } => (
+            "interrupted",
+            json!({ "reason": events::short_text(reason) }),
+        ),
     };
     events::append(conn, options, child, Some(run), kind, &payload)?;
     if let Some(next) = &next {
@@ -1115,7 +1159,7 @@ fn recover_tx(
         child,
         Some(run),
         "interrupted",
-        &json!({ "reason": reason }),
+        &json!({ "reason": events::short_text(reason) }),
     )?;
     Ok(RecoveryOutcome::Interrupted {
         run_id: Some(run),

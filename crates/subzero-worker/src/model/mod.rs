@@ -1,17 +1,54 @@
 //! Model protocols. Only `openai-completions` (streaming Chat Completions) is implemented.
+//! Every protocol sends through [`http::OriginBound`], so the origin and stream bounds hold
+//! for each.
 
+pub mod http;
 pub mod openai;
 pub mod sse;
 
+use std::time::Duration;
+
 /// Protocols this worker advertises in `hello`.
 pub const PROTOCOLS: &[&str] = &["openai-completions"];
+
+/// What one model response may cost the worker. The broker sends them in `start_run`
+/// (`streamLimits`, from `[limits]` of its config); [`StreamBounds::DEFAULT`] otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamBounds {
+    /// Bytes of one response body as received (`model_response_bytes`).
+    pub max_response_bytes: u64,
+    /// Bytes of one tool call's arguments (`tool_argument_bytes`).
+    pub max_tool_argument_bytes: u64,
+    /// Longest silence: before the headers, and between two body chunks
+    /// (`model_idle_timeout_ms`).
+    pub idle: Duration,
+}
+
+impl StreamBounds {
+    /// The defaults documented in `docs/operations.md`.
+    pub const DEFAULT: StreamBounds = StreamBounds {
+        max_response_bytes: 16 * 1024 * 1024,
+        max_tool_argument_bytes: 1024 * 1024,
+        idle: Duration::from_secs(180),
+    };
+}
+
+impl Default for StreamBounds {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
 
 /// A tool call assembled from stream deltas.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
+    /// The arguments as sent; empty when they were over the cap (see `oversized`).
     pub arguments: String,
+    /// Bytes of arguments the model sent when they passed `max_tool_argument_bytes`: the
+    /// arguments were dropped and the call is answered with a short tool error.
+    pub oversized: Option<u64>,
 }
 
 /// One completed model response.
@@ -32,4 +69,16 @@ pub enum ModelError {
     Transport(String),
     #[error("model stream was unusable: {0}")]
     Stream(String),
+    #[error(
+        "the model endpoint redirected to another origin, {target}; the key and the prompt are only sent to {allowed}, so nothing was sent there: set model.url to the endpoint that answers"
+    )]
+    Redirect { target: String, allowed: String },
+    #[error(
+        "the model endpoint sent nothing for {ms} ms {what} (model_idle_timeout_ms in [limits])"
+    )]
+    Idle { what: String, ms: u64 },
+    #[error(
+        "the model response passed {max} bytes (model_response_bytes in [limits]); it was cut there"
+    )]
+    TooLarge { max: u64 },
 }

@@ -5,38 +5,46 @@
 //! the request.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use futures::StreamExt;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
+use subzero_protocol::ApiKey;
 
+use super::http::OriginBound;
 use super::sse::SseParser;
-use super::{ModelError, ModelTurn, ToolCall};
+use super::{ModelError, ModelTurn, StreamBounds, ToolCall};
 use crate::redact::redact;
 
-/// Bytes of an error body kept (after redaction) in `model_request_failed`.
-const EXCERPT_BYTES: usize = 512;
-
-/// One Chat Completions endpoint.
-#[derive(Debug, Clone)]
+/// One Chat Completions endpoint. `Debug` shows the origin and model, never the key.
+#[derive(Clone)]
 pub struct ChatClient {
-    http: reqwest::Client,
-    endpoint: String,
+    http: OriginBound,
     model: String,
-    key: String,
+    key: ApiKey,
+    bounds: StreamBounds,
+}
+
+impl std::fmt::Debug for ChatClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatClient")
+            .field("http", &self.http)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChatClient {
-    pub fn new(url: &str, model: &str, key: &str) -> Result<Self, ModelError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ModelError::Transport(redact(&e.to_string())))?;
+    pub fn new(
+        url: &str,
+        model: &str,
+        key: ApiKey,
+        bounds: StreamBounds,
+    ) -> Result<Self, ModelError> {
         Ok(Self {
-            http,
-            endpoint: endpoint(url),
+            http: OriginBound::new(&endpoint(url), bounds)?,
             model: model.to_owned(),
-            key: key.to_owned(),
+            key,
+            bounds,
         })
     }
 
@@ -58,26 +66,17 @@ impl ChatClient {
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools);
         }
-        let mut request = self.http.post(&self.endpoint).json(&body);
-        if !self.key.is_empty() {
-            request = request.bearer_auth(&self.key);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| ModelError::Transport(redact(&e.without_url().to_string())))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(ModelError::Http {
-                status: status.as_u16(),
-                excerpt: excerpt(response).await,
-            });
-        }
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ModelError::Transport(format!("cannot encode the request: {e}")))?;
+        let mut headers = HeaderMap::new();
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.key.expose()))
+            .map_err(|_| ModelError::Transport("the key is not a valid header value".into()))?;
+        auth.set_sensitive(true);
+        headers.insert(AUTHORIZATION, auth);
+        let mut response = self.http.post(headers, body).await?;
         let mut parser = SseParser::new();
-        let mut assembler = Assembler::default();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| ModelError::Transport(redact(&e.to_string())))?;
+        let mut assembler = Assembler::new(self.bounds.max_tool_argument_bytes);
+        while let Some(chunk) = response.chunk().await? {
             for data in parser.feed(&chunk) {
                 if assembler.event(&data, on_text)? {
                     return Ok(assembler.finish());
@@ -114,37 +113,43 @@ fn endpoint(url: &str) -> String {
     }
 }
 
-async fn excerpt(response: reqwest::Response) -> String {
-    let body = tokio::time::timeout(Duration::from_secs(5), response.bytes())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let text = redact(&String::from_utf8_lossy(&body));
-    let mut cut = text.len().min(EXCERPT_BYTES);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text[..cut].to_owned()
-}
-
 #[derive(Debug, Default)]
 struct PartialCall {
     id: Option<String>,
     name: String,
     arguments: String,
+    /// Bytes of arguments received, kept counting after the cap.
+    argument_bytes: u64,
 }
 
 /// Assembles text and tool calls from chunks.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Assembler {
     turn: ModelTurn,
     calls: Vec<PartialCall>,
     by_index: HashMap<u64, usize>,
     saw_anything: bool,
+    max_argument_bytes: u64,
+}
+
+impl Default for Assembler {
+    fn default() -> Self {
+        Self::new(StreamBounds::DEFAULT.max_tool_argument_bytes)
+    }
 }
 
 impl Assembler {
+    /// An assembler that drops a tool call's arguments once they pass `max_argument_bytes`.
+    pub fn new(max_argument_bytes: u64) -> Self {
+        Self {
+            turn: ModelTurn::default(),
+            calls: Vec::new(),
+            by_index: HashMap::new(),
+            saw_anything: false,
+            max_argument_bytes,
+        }
+    }
+
     /// Handles one SSE payload; returns true at `[DONE]`.
     pub fn event(
         &mut self,
@@ -217,6 +222,7 @@ impl Assembler {
                 .or_else(|| (!a.is_null()).then(|| a.to_string()))
         });
         let slot = self.slot(call.get("index").and_then(Value::as_u64), id);
+        let max_argument_bytes = self.max_argument_bytes;
         let Some(partial) = self.calls.get_mut(slot) else {
             return;
         };
@@ -229,7 +235,14 @@ impl Assembler {
             partial.name = name.to_owned();
         }
         if let Some(arguments) = arguments {
-            partial.arguments.push_str(&arguments);
+            let bytes = u64::try_from(arguments.len()).unwrap_or(u64::MAX);
+            partial.argument_bytes = partial.argument_bytes.saturating_add(bytes);
+            if partial.argument_bytes <= max_argument_bytes {
+                partial.arguments.push_str(&arguments);
+            } else {
+                // Over the cap: keep counting, keep nothing (memory stays flat).
+                partial.arguments = String::new();
+            }
         }
     }
 
@@ -264,15 +277,24 @@ impl Assembler {
     }
 
     pub fn finish(mut self) -> ModelTurn {
+        let max = self.max_argument_bytes;
         self.turn.tool_calls = self
             .calls
             .into_iter()
             .enumerate()
-            .filter(|(_, c)| !c.name.is_empty() || !c.arguments.is_empty())
-            .map(|(n, c)| ToolCall {
-                id: c.id.unwrap_or_else(|| format!("call_{n}")),
-                name: c.name,
-                arguments: c.arguments,
+            .filter(|(_, c)| !c.name.is_empty() || c.argument_bytes > 0)
+            .map(|(n, c)| {
+                let oversized = (c.argument_bytes > max).then_some(c.argument_bytes);
+                ToolCall {
+                    id: c.id.unwrap_or_else(|| format!("call_{n}")),
+                    name: c.name,
+                    arguments: if oversized.is_some() {
+                        String::new()
+                    } else {
+                        c.arguments
+                    },
+                    oversized,
+                }
             })
             .collect();
         self.turn
@@ -313,6 +335,37 @@ mod tests {
         ]);
         assert_eq!(turn.tool_calls[0].arguments, "{}");
         assert_eq!(turn.tool_calls[1].arguments, "{}");
+    }
+
+    #[test]
+    fn formatting_a_client_never_shows_the_key() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let key = ApiKey::new("sk-live-do-not-print").expect("key");
+        let client = ChatClient::new("http://127.0.0.1:9/v1", "m", key, StreamBounds::DEFAULT)
+            .expect("client");
+        let shown = format!("{client:?} {client:#?}");
+        assert!(!shown.contains("sk-live-do-not-print"), "{shown}");
+        assert!(shown.contains("http://127.0.0.1:9"), "{shown}");
+    }
+
+    #[test]
+    fn arguments_over_the_cap_are_dropped_and_counted() {
+        let mut a = Assembler::new(8);
+        let mut sink = |_: &str| {};
+        for piece in ["{\"path\"", ":\"aaaa", "aaaa\"}"] {
+            let event = json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"read","arguments":piece}}]}}]});
+            a.event(&event.to_string(), &mut sink).expect("event");
+        }
+        let turn = a.finish();
+        assert_eq!(turn.tool_calls.len(), 1);
+        assert_eq!(turn.tool_calls[0].arguments, "");
+        assert_eq!(turn.tool_calls[0].oversized, Some(19));
+        let mut a = Assembler::new(64);
+        let event = json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"ls","arguments":"{}"}}]}}]});
+        a.event(&event.to_string(), &mut sink).expect("event");
+        let turn = a.finish();
+        assert_eq!(turn.tool_calls[0].oversized, None);
+        assert_eq!(turn.tool_calls[0].arguments, "{}");
     }
 
     #[test]

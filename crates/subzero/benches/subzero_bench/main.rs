@@ -5,6 +5,7 @@
 
 mod broker;
 mod env;
+mod hostile;
 mod machine;
 mod procs;
 mod report;
@@ -54,6 +55,7 @@ fn parse_args() -> Result<Args, Fail> {
 /// Repetition counts: the full run, or a `--quick` smoke run.
 struct Plan {
     runs: usize,
+    hostile_runs: usize,
     parent_cost_runs: usize,
     children: usize,
     events_per_child: usize,
@@ -66,6 +68,7 @@ impl Plan {
         if quick {
             Plan {
                 runs: 3,
+                hostile_runs: 1,
                 parent_cost_runs: 1,
                 children: 1_000,
                 events_per_child: 100,
@@ -75,6 +78,7 @@ impl Plan {
         } else {
             Plan {
                 runs: 20,
+                hostile_runs: 5,
                 parent_cost_runs: 5,
                 children: 10_000,
                 events_per_child: 100,
@@ -248,6 +252,46 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
             );
         }
         Err(e) => sink.failed("four children", &e),
+    }
+
+    eprintln!("hostile stream…");
+    match hostile::hostile_stream(exe, plan.hostile_runs).await {
+        Ok(h) => {
+            let note = "a researcher's endpoint streams 200 MB of text in 16 KiB deltas; default limits, so the run fails at `model_response_bytes` (16 MiB); VmHWM read while the same worker serves the next (hanging) run";
+            sink.add(
+                MEMORY,
+                "worker peak RSS during a 200 MB hostile stream",
+                "MiB",
+                h.worker_hwm_mib,
+                Some(Target::MaxAtMost(64.0)),
+                note,
+            );
+            sink.add(
+                MEMORY,
+                "broker peak RSS during a 200 MB hostile stream",
+                "MiB",
+                h.broker_hwm_mib,
+                Some(Target::MaxAtMost(64.0)),
+                "the same runs; the broker's VmHWM since it started",
+            );
+            sink.add(
+                MEMORY,
+                "artifacts written by the hostile run",
+                "MiB",
+                h.artifact_mib,
+                None,
+                "the failed run's partial text (up to the cap) plus the cut note",
+            );
+            sink.add(
+                MEMORY,
+                "transcript written by the hostile run",
+                "KiB",
+                h.transcript_kib,
+                None,
+                "the cut response is not appended to the transcript",
+            );
+        }
+        Err(e) => sink.failed("hostile stream", &e),
     }
 
     eprintln!("spawn and followup…");

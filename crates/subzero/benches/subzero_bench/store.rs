@@ -300,6 +300,7 @@ pub async fn populate(dir: &Path, children: usize, per_child: usize) -> Result<P
                         Settlement::Failed {
                             code: ErrorCode::ModelRequestFailed,
                             message: "the scripted model went away".to_owned(),
+                            partial: None,
                         },
                     )
                     .await?;
