@@ -1,7 +1,8 @@
 //! Model endpoint faults seen through the real broker: an HTTP error before the first
 //! byte, a stream that breaks mid-way, malformed SSE. Each fails the run with
-//! `model_request_failed` after exactly one request (nothing is retried), leaves the
-//! child `ready`, and the next followup works.
+//! `model_request_failed` after exactly one request (nothing is retried), keeps the text
+//! streamed before the break as the run's artifact, leaves the child `ready`, and the
+//! next followup works.
 
 mod faults_support;
 mod mcp_support;
@@ -13,8 +14,29 @@ use mcp_support::*;
 use serde_json::json;
 use subzero_testkit::{Reply, Step};
 
+/// The text a broken reply streamed before it broke (what the run keeps as partial output).
+fn partial_text(reply: &Reply) -> Option<String> {
+    let Reply::Sse(steps) = reply else {
+        return None;
+    };
+    let text: String = steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Data(payload) => serde_json::from_str::<serde_json::Value>(payload)
+                .ok()
+                .and_then(|v| {
+                    v.pointer("/choices/0/delta/content")?
+                        .as_str()
+                        .map(str::to_owned)
+                }),
+            _ => None,
+        })
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
 async fn a_broken_reply_fails_the_run_once_and_the_child_stays_usable(broken: Reply) {
-    let env = Env::new(vec![broken, Reply::text("Second time lucky.")]);
+    let env = Env::new(vec![broken.clone(), Reply::text("Second time lucky.")]);
     let mut reaper = Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
@@ -29,10 +51,25 @@ async fn a_broken_reply_fails_the_run_once_and_the_child_stays_usable(broken: Re
         snap["lastRun"]["error"]["code"], "model_request_failed",
         "{snap:#}"
     );
-    assert!(
-        snap["lastRun"].get("artifactId").is_none(),
-        "a failed run has no artifact: {snap:#}"
-    );
+    // What the run produced before it broke is kept as its artifact, and nothing else.
+    let partial = partial_text(&broken);
+    match partial {
+        None => assert!(
+            snap["lastRun"].get("artifactId").is_none(),
+            "a failed run without output has no artifact: {snap:#}"
+        ),
+        Some(text) => {
+            assert_eq!(snap["lastRun"]["preview"], text, "{snap:#}");
+            let artifact = snap["lastRun"]["artifactId"].as_str().expect("artifact");
+            let chunk = ok(
+                &s,
+                "subzero_output",
+                json!({"artifactId": artifact, "offset": 0, "length": 1024}),
+            )
+            .await;
+            assert_eq!(chunk["text"], text, "{chunk:#}");
+        }
+    }
     let failed: Vec<_> = snap["events"]
         .as_array()
         .expect("events")
