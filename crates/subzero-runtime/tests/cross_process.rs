@@ -117,7 +117,9 @@ fn helper_process() {
                 },
             ))
             .unwrap();
-            let fd = lock.into_inheritable_fd().unwrap();
+            // A stand-in for the spawner's dup2: let `sleep` inherit the lock.
+            let fd = lock.into_fd();
+            rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty()).unwrap();
             // Deliberately never waited for: it must outlive this "broker".
             #[allow(clippy::zombie_processes)]
             let worker = Command::new("sleep")

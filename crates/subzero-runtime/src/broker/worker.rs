@@ -93,14 +93,14 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let token = self.owner_token().to_owned();
         let lock_path = child_lock.path().to_path_buf();
-        let mut inherit = vec![child_lock.into_inheritable_fd()?];
+        let mut inherit = vec![child_lock.into_fd()];
         let mut held = Vec::new();
         for slot in slots {
             held.push((slot.kind(), slot.index()));
             self.store
                 .mirror_slot(scope, slot.kind(), slot.index(), child, &token)
                 .await?;
-            inherit.push(slot.into_inheritable_fd()?);
+            inherit.push(slot.into_fd());
         }
         let launch = self.launch(inherit, scope.root());
         let started = WorkerConn::start(&self.spawner, launch, label(child)).await;

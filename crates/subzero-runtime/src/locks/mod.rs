@@ -19,7 +19,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
-use rustix::io::{FdFlags, fcntl_getfd, fcntl_setfd};
 use subzero_core::ChildId;
 
 use crate::error::{RuntimeError, RuntimeResult};
@@ -67,16 +66,13 @@ impl HeldLock {
         &self.path
     }
 
-    /// Give up this handle and return a descriptor that a spawned process inherits
-    /// (close-on-exec cleared). The lock stays held as long as that descriptor, or any
-    /// copy a descendant inherits, is open. The caller closes its copy after spawning.
-    pub fn into_inheritable_fd(self) -> RuntimeResult<OwnedFd> {
-        let fd = OwnedFd::from(self.file);
-        let flags = fcntl_getfd(&fd)
-            .map_err(|e| RuntimeError::io("cannot read descriptor flags", io::Error::from(e)))?;
-        fcntl_setfd(&fd, flags.difference(FdFlags::CLOEXEC))
-            .map_err(|e| RuntimeError::io("cannot clear close-on-exec", io::Error::from(e)))?;
-        Ok(fd)
+    /// Give up this handle and return its descriptor, still close-on-exec: no process the
+    /// broker starts inherits it, except the one worker whose spawner places it at a fixed
+    /// number between fork and exec (`dup2`, which clears close-on-exec in that child only;
+    /// `supervisor/spawn.rs`). The lock stays held while that descriptor, or any copy a
+    /// descendant inherits, is open. The caller closes its copy after spawning.
+    pub fn into_fd(self) -> OwnedFd {
+        OwnedFd::from(self.file)
     }
 }
 
@@ -121,9 +117,9 @@ impl ChildLock {
         self.lock.path()
     }
 
-    /// Hand the lock to a worker: see [`HeldLock::into_inheritable_fd`].
-    pub fn into_inheritable_fd(self) -> RuntimeResult<OwnedFd> {
-        self.lock.into_inheritable_fd()
+    /// Hand the lock to a worker: see [`HeldLock::into_fd`].
+    pub fn into_fd(self) -> OwnedFd {
+        self.lock.into_fd()
     }
 }
 

@@ -50,9 +50,9 @@ impl SlotGuard {
     }
 
     /// Hand the slot to a worker so its whole tree keeps it held; see
-    /// [`HeldLock::into_inheritable_fd`].
-    pub fn into_inheritable_fd(self) -> RuntimeResult<OwnedFd> {
-        self.lock.into_inheritable_fd()
+    /// [`HeldLock::into_fd`].
+    pub fn into_fd(self) -> OwnedFd {
+        self.lock.into_fd()
     }
 }
 
