@@ -9,6 +9,7 @@
 mod args;
 pub mod descriptions;
 mod eof;
+pub mod frames;
 mod tools;
 
 use std::sync::Arc;
@@ -43,16 +44,20 @@ impl McpServer {
     /// Serve one host over this process's stdin/stdout until the host closes stdin.
     pub async fn serve_stdio(broker: Arc<Broker>) -> anyhow::Result<()> {
         let (stdin, stdout) = rmcp::transport::stdio();
+        // Every frame is checked (and a bad one answered) before the server sees it.
+        let framed = frames::frame(stdin, stdout);
         // The host closing stdin is the end of the session: tell the broker at once, so
         // waiting `get` calls return now instead of holding the shutdown for their wait.
         let on_eof = {
             let broker = Arc::clone(&broker);
             move || broker.begin_shutdown()
         };
-        let stdin = eof::WatchEof::new(stdin, on_eof);
+        let input = eof::WatchEof::new(framed.reader, on_eof);
         let server = McpServer { broker };
-        let running = server.serve((stdin, stdout)).await?;
+        let running = server.serve((input, framed.writer)).await?;
         running.waiting().await?;
+        // Every answer is on stdout before the session counts as over.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(200), framed.done).await;
         Ok(())
     }
 

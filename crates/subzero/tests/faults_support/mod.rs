@@ -201,6 +201,32 @@ impl RawBroker {
         self.child.id()
     }
 
+    /// Write these bytes to the broker's stdin as they are (a malformed frame, say).
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write to the broker");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next message with this id — a response or an error — in `limit`, as for
+    /// [`RawBroker::response`], but for ids that are not numbers (or `null`).
+    pub fn response_to(&mut self, id: &Value, limit: Duration) -> Option<Value> {
+        if let Some(at) = self.early.iter().position(|m| &m["id"] == id) {
+            return Some(self.early.remove(at));
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.lines.recv_timeout(left).ok()?;
+            if &message["id"] == id && message.get("method").is_none() {
+                return Some(message);
+            }
+            if message.get("id").is_some() && message.get("method").is_none() {
+                self.early.push(message);
+            }
+        }
+    }
+
     fn write(&mut self, message: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         writeln!(stdin, "{message}").expect("write to the broker");
