@@ -12,12 +12,16 @@ use std::sync::Once;
 
 use serde_json::Value;
 use subzero_worker::fuzzing::{
-    Assembler, ModelError, ModelTurn, PLACEHOLDER, ParsedTranscript, SseParser, StreamRedactor,
-    add_secrets,
+    Assembler, ModelError, ModelTurn, PLACEHOLDER, ParsedTranscript, SseError, SseParser,
+    StreamRedactor, add_secrets,
 };
 
 /// Ids tried as `fromLeaf` per input; bounds the quadratic re-parse.
 const MAX_LEAVES_TRIED: usize = 32;
+
+/// The `sse_stream` parser's cap on a line and on one event's data: small, so inputs of
+/// libFuzzer's default length reach both sides of it.
+const MAX_SSE_LINE: usize = 512;
 
 /// (c) Transcript lines: the bytes as a transcript file. When it opens at its end, it must
 /// reopen at that leaf with that digest; every id it names must open or be refused cleanly,
@@ -102,22 +106,24 @@ struct Events {
     finished: Vec<String>,
 }
 
-fn parse_events<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Events {
-    let mut parser = SseParser::new();
+/// The events, or the cap error that ended the stream (the client then fails the request,
+/// so the events before it do not matter).
+fn parse_events<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Result<Events, SseError> {
+    let mut parser = SseParser::with_max_line(MAX_SSE_LINE);
     let mut fed = Vec::new();
     for chunk in chunks {
-        fed.extend(parser.feed(chunk));
+        fed.extend(parser.feed(chunk)?);
     }
-    Events {
+    Ok(Events {
         fed,
-        finished: parser.finish(),
-    }
+        finished: parser.finish()?,
+    })
 }
 
 /// (d) The model client's SSE parser and tool-call assembler: the same bytes fed whole, byte
-/// by byte and in the input's chunks yield the same events (so the same turn); assembling
-/// them does not panic, the streamed text equals the turn's text, and every kept tool call
-/// has an id and a name or arguments.
+/// by byte and in the input's chunks yield the same events (so the same turn) or the same
+/// cap error; assembling the events does not panic, the streamed text equals the turn's
+/// text, and every kept tool call has an id and a name or arguments.
 pub fn sse_stream(data: &[u8]) {
     let splits = Splits::of(data);
     let whole = parse_events([splits.stream]);
@@ -128,7 +134,9 @@ pub fn sse_stream(data: &[u8]) {
     );
     let bytewise = parse_events(splits.stream.chunks(1));
     assert_eq!(whole, bytewise, "events differ when fed byte by byte");
-    assemble(&whole);
+    if let Ok(events) = &whole {
+        assemble(events);
+    }
 }
 
 /// Mirrors `ChatClient::complete`: events fed while streaming stop at `[DONE]`; the events of

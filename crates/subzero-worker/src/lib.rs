@@ -22,7 +22,7 @@ mod transcript;
 #[doc(hidden)]
 pub mod fuzzing {
     pub use crate::model::openai::Assembler;
-    pub use crate::model::sse::SseParser;
+    pub use crate::model::sse::{SseError, SseParser};
     pub use crate::model::{ModelError, ModelTurn, ToolCall};
     pub use crate::redact::{PLACEHOLDER, StreamRedactor, add_secrets, redact};
     pub use crate::transcript::Parsed as ParsedTranscript;

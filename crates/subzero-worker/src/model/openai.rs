@@ -74,16 +74,20 @@ impl ChatClient {
         auth.set_sensitive(true);
         headers.insert(AUTHORIZATION, auth);
         let mut response = self.http.post(headers, body).await?;
-        let mut parser = SseParser::new();
+        // The body is already cut at `max_response_bytes`, so no line can pass this cap
+        // here; it keeps the parser bounded on its own terms.
+        let mut parser = SseParser::with_max_line(
+            usize::try_from(self.bounds.max_response_bytes).unwrap_or(usize::MAX),
+        );
         let mut assembler = Assembler::new(self.bounds.max_tool_argument_bytes);
         while let Some(chunk) = response.chunk().await? {
-            for data in parser.feed(&chunk) {
+            for data in parser.feed(&chunk)? {
                 if assembler.event(&data, on_text)? {
                     return Ok(assembler.finish());
                 }
             }
         }
-        for data in parser.finish() {
+        for data in parser.finish()? {
             assembler.event(&data, on_text)?;
         }
         if !assembler.saw_anything {
