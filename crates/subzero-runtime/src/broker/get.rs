@@ -19,6 +19,9 @@ use super::{Broker, BrokerError, events, snapshot, typed};
 use crate::scope::WorkspaceScope;
 use crate::store::EventPage;
 
+/// Events read per page while a wait looks for the one that ends it.
+const SCAN_PAGE: u32 = 500;
+
 /// Where progress messages of a waiting `get` go (the MCP layer turns them into
 /// `notifications/progress`).
 pub type ProgressSink = mpsc::UnboundedSender<String>;
@@ -43,22 +46,30 @@ impl Broker {
         let mut closing = self.closing.subscribe();
         let mut reported = cursor;
         let mut first = true;
-        let mut baseline = EventSeq::START;
+        // How far the wait has looked for the event that ends it: from the caller's cursor
+        // (`waitFor: event`) or from the last event when the call came in (a receipt).
+        let mut scanned = cursor;
         loop {
             commits.borrow_and_update();
             let row = self.store.child(&scope, child).await?;
-            if first {
-                baseline = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
+            if first && !until_event {
+                scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
             }
             let page = self.store.events(&scope, child, cursor, limit).await?;
             let reason = if until_event {
-                new_non_text(&page, cursor).then_some("event")
+                let found = page.gap.is_some()
+                    || self
+                        .scan_for(&scope, child, &mut scanned, |kind| kind != "text")
+                        .await?;
+                found.then_some("event")
             } else if row.state != ChildState::Running {
                 Some("settled")
             } else {
-                self.receipt_since(&scope, child, baseline)
-                    .await?
-                    .then_some("event")
+                self.scan_for(&scope, child, &mut scanned, |kind| {
+                    events::RECEIPTS.contains(&kind)
+                })
+                .await?
+                .then_some("event")
             };
             let now = Instant::now();
             let reason = match reason {
@@ -94,18 +105,26 @@ impl Broker {
         }
     }
 
-    /// Whether a stop or steer receipt landed after `since`.
-    async fn receipt_since(
+    /// Whether an event whose type satisfies `wanted` landed after `scanned`, reading every
+    /// event since (page by page, however many there are); `scanned` moves past what was
+    /// read, so the next look starts where this one ended.
+    async fn scan_for(
         &self,
         scope: &WorkspaceScope,
         child: ChildId,
-        since: EventSeq,
+        scanned: &mut EventSeq,
+        wanted: impl Fn(&str) -> bool,
     ) -> Result<bool, BrokerError> {
-        let page = self.store.events(scope, child, since, 50).await?;
-        Ok(page
-            .events
-            .iter()
-            .any(|e| events::RECEIPTS.contains(&e.kind.as_str())))
+        loop {
+            let page = self.store.events(scope, child, *scanned, SCAN_PAGE).await?;
+            if page.events.iter().any(|e| wanted(e.kind.as_str())) {
+                return Ok(true);
+            }
+            match page.events.last() {
+                Some(last) if last.seq > *scanned => *scanned = last.seq,
+                _ => return Ok(false),
+            }
+        }
     }
 
     /// Send one progress line per new non-text event since `after`; returns the new mark.
@@ -203,10 +222,3 @@ impl Broker {
     }
 }
 
-fn new_non_text(page: &EventPage, cursor: EventSeq) -> bool {
-    page.gap.is_some()
-        || page
-            .events
-            .iter()
-            .any(|e| e.seq > cursor && e.kind != "text")
-}
