@@ -99,14 +99,21 @@ pub fn completed_run() -> Completed {
     load_run(RunStatus::Completed, true)
 }
 
-/// The steering capability of a worker that advertises it.
-pub fn steering() -> Steering {
-    WorkerCapabilities { steering: true }
-        .steering()
-        .expect("fixture: advertised")
+/// What a worker that advertises steering said in its `hello`.
+pub fn capabilities() -> WorkerCapabilities {
+    supervisor().capabilities(true)
 }
 
-/// The supervisor's authority, as the runtime's supervisor module holds it.
+/// The steering capability of a worker that advertises it.
+pub fn steering() -> Steering {
+    capabilities().steering().expect("fixture: advertised")
+}
+
+/// The supervisor's authority, as the runtime designates it where evidence arrives. The
+/// cases use it to hold real tokens, so each shows only its one illegal step; the
+/// fixture is for these cases only.
+#[allow(unsafe_code, reason = "fixture: the cases script the evidence")]
 pub fn supervisor() -> Supervisor {
-    Supervisor::designate_for_runtime_supervisor()
+    // SAFETY: test fixture; the cases' tokens stand for evidence the cases script.
+    unsafe { Supervisor::designate() }
 }

@@ -1,22 +1,48 @@
-//! The supervisor's escape hatch stays in the supervisor.
+//! Capability tokens are minted only where their evidence is observed.
 //!
-//! `Supervisor::designate_for_runtime_supervisor` is the only way to mint
-//! `StopConfirmed` and `LeafRecorded`. Rust cannot limit a constructor to one module of
-//! another crate, so this test does: the name may appear only in subzero-core (its
-//! definition and tests), in the ui-tests, and in the runtime's supervisor module.
+//! `Supervisor::designate` is the only way to mint `StopConfirmed`, `LeafRecorded`,
+//! `ObservedLeaf` and `WorkerCapabilities`, and it is an `unsafe fn`: every call is an
+//! `unsafe` block in a module that allows `unsafe_code`. `unsafe` makes a call visible;
+//! this test pins *where* it may be. Production code designates exactly at
+//! [`MINT_POINTS`] — the worker driver, where `hello`, `leaf_committed` and
+//! `cancel_confirmed` are parsed, and the resume path's checkpoint verification, where
+//! the transcript is read — and test fixtures only in [`TEST_MINTERS`]. Every call is
+//! written `unsafe { Supervisor::designate() }` under a `// SAFETY:` comment naming the
+//! evidence, and no production code passes the authority around (a `Supervisor` in a
+//! signature or a field would let an unreviewed module mint). A new mint point fails
+//! here until it is added to the list, so it is reviewed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
-const HATCH: &str = "designate_for_runtime_supervisor";
+/// The call, written the one way this test recognises.
+const CALL: &str = "unsafe { Supervisor::designate() }";
 
-const ALLOWED: &[&str] = &[
-    "crates/subzero-core/",
-    "ui-tests/",
-    "crates/subzero-runtime/src/supervisor/",
-    "crates/subzero-runtime/src/supervisor.rs",
-    "docs/",
+/// Production files that mint, and how many times each designates.
+const MINT_POINTS: &[(&str, usize)] = &[
+    // `hello` → WorkerCapabilities, `cancel_confirmed` → StopConfirmed,
+    // `leaf_committed` (at the run's completion) → LeafRecorded.
+    ("crates/subzero-runtime/src/broker/worker.rs", 3),
+    // the transcript leaf read from disk → ObservedLeaf.
+    ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
 ];
+
+/// Test code that scripts the evidence and may mint freely (each call still `unsafe`
+/// with a `SAFETY` comment).
+const TEST_MINTERS: &[&str] = &[
+    "crates/subzero-core/tests/",
+    "crates/subzero-runtime/tests/common/",
+    "ui-tests/",
+];
+
+/// The definition itself.
+const DEFINITION: &str = "crates/subzero-core/src/lifecycle/proof.rs";
+
+/// This file, which names the call in its patterns.
+const THIS: &str = "crates/subzero-core/tests/capabilities.rs";
+
+/// The compile-fail cases: illegal on purpose (one calls `designate` outside `unsafe`).
+const COMPILE_FAIL: &str = "ui-tests/tests/ui/";
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -37,29 +63,145 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn only_the_supervisor_module_designates_the_supervisor() {
+/// Every Rust file of the workspace (and the fuzz crate), relative to the root.
+fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let root = root.canonicalize().unwrap();
     let mut files = Vec::new();
-    for top in ["crates", "xtask", "ui-tests"] {
+    for top in ["crates", "xtask", "ui-tests", "fuzz"] {
         walk(&root.join(top), &mut files);
     }
     assert!(files.len() > 5, "walked too few files: {files:?}");
-    let offenders: Vec<String> = files
+    files
         .iter()
-        .filter_map(|f| {
+        .map(|f| {
             let rel = f
                 .strip_prefix(&root)
-                .ok()?
+                .unwrap()
                 .to_string_lossy()
                 .replace('\\', "/");
-            let text = std::fs::read_to_string(f).ok()?;
-            (text.contains(HATCH) && !ALLOWED.iter().any(|a| rel.starts_with(a))).then_some(rel)
+            (rel, std::fs::read_to_string(f).unwrap())
         })
-        .collect();
+        .filter(|(rel, _)| rel != THIS)
+        .collect()
+}
+
+fn is_comment(line: &str) -> bool {
+    line.trim_start().starts_with("//")
+}
+
+/// Lines (0-based) that call `designate`, comments left out.
+fn calls(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !is_comment(l) && l.contains("designate("))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn is_test_minter(rel: &str) -> bool {
+    TEST_MINTERS.iter().any(|t| rel.starts_with(t))
+}
+
+#[test]
+fn the_supervisor_is_designated_only_at_the_listed_mint_points() {
+    let mut found: Vec<(String, usize)> = Vec::new();
+    let mut strays = Vec::new();
+    for (rel, text) in sources() {
+        let n = calls(&text).len();
+        if rel == DEFINITION {
+            let definitions = text.matches("pub unsafe fn designate()").count();
+            assert_eq!(n, definitions, "{rel} designates outside its definition");
+        } else if n > 0 && !is_test_minter(&rel) {
+            if MINT_POINTS.iter().any(|(p, _)| *p == rel) {
+                found.push((rel, n));
+            } else {
+                strays.push(rel);
+            }
+        }
+    }
     assert!(
-        offenders.is_empty(),
-        "`Supervisor::{HATCH}` may be called only from crates/subzero-runtime/src/supervisor; found in {offenders:?}"
+        strays.is_empty(),
+        "`Supervisor::designate` is called outside the reviewed mint points in {strays:?}; \
+         mint where the evidence is observed, or add the file to MINT_POINTS with its reason"
+    );
+    let mut expected: Vec<(String, usize)> = MINT_POINTS
+        .iter()
+        .map(|(p, n)| ((*p).to_owned(), *n))
+        .collect();
+    expected.sort();
+    found.sort();
+    assert_eq!(
+        found, expected,
+        "the production mint points changed; review each and update MINT_POINTS"
+    );
+}
+
+#[test]
+fn every_designation_is_an_unsafe_block_under_a_safety_comment() {
+    let mut bad = Vec::new();
+    for (rel, text) in sources() {
+        if rel == DEFINITION || rel.starts_with(COMPILE_FAIL) {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for i in calls(&text) {
+            let justified = lines[i.saturating_sub(4)..i]
+                .iter()
+                .any(|l| l.trim_start().starts_with("// SAFETY: "));
+            if !lines[i].contains(CALL) || !justified {
+                bad.push(format!("{rel}:{}", i + 1));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "write each mint as `{CALL}` with a `// SAFETY: ` comment (at most 4 lines above) \
+         naming the evidence just observed; offending lines: {bad:?}"
+    );
+}
+
+/// Whether every `CALL` on line `i` is used at once, `CALL.token(…)` (the method call
+/// may be on the next line), so the authority lives only for that expression.
+fn used_inline(lines: &[&str], i: usize) -> bool {
+    lines[i].split(CALL).skip(1).all(|rest| {
+        let rest = rest.trim_start();
+        rest.starts_with('.')
+            || (rest.is_empty()
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with('.')))
+    })
+}
+
+#[test]
+fn production_code_never_passes_the_minting_authority_around() {
+    let mut leaks = Vec::new();
+    for (rel, text) in sources() {
+        if rel.starts_with("crates/subzero-core/") || is_test_minter(&rel) {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_use = false;
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.trim_start();
+            if in_use || code.starts_with("use ") || code.starts_with("pub use ") {
+                in_use = !code.trim_end().ends_with(';');
+                continue;
+            }
+            if is_comment(code) || !code.contains("Supervisor") {
+                continue;
+            }
+            // Only the inline call may name it: no `Supervisor` parameter, field, return
+            // type, or binding that outlives the expression.
+            if code.replace(CALL, "").contains("Supervisor") || !used_inline(&lines, i) {
+                leaks.push(format!("{rel}:{}", i + 1));
+            }
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "a `Supervisor` escapes its mint point at {leaks:?}; mint the token inline, \
+         `{CALL}.<token>(…)`, where the evidence is observed"
     );
 }

@@ -1,16 +1,25 @@
 //! The lifecycle rules, read like the spec, on the typed API and its value-level twin.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    unsafe_code,
+    reason = "tests mint capability tokens through the supervisor"
+)]
 
 use subzero_core::lifecycle::any::{RunRecord, WrongState};
 use subzero_core::lifecycle::child::{Next, Ready};
 use subzero_core::lifecycle::run::Completed;
 use subzero_core::lifecycle::{
-    AnyChild, AnyRun, Checkpoint, Child, Failure, LeafRef, Supervisor, WorkerCapabilities,
+    ActiveChild, AnyChild, AnyRun, Checkpoint, Child, Failure, LeafRef, Supervisor,
 };
 use subzero_core::{ChildId, ChildState, Coded, ErrorCode, RunId, RunStatus, Sha256Digest};
 
 fn leaf(n: u8) -> LeafRef {
     LeafRef::new(&format!("leaf-{n}"), Sha256Digest::of(&[n])).unwrap()
+}
+
+fn supervisor() -> Supervisor {
+    // SAFETY: test; the tokens stand for worker reports and transcript reads the test scripts.
+    unsafe { Supervisor::designate() }
 }
 
 #[test]
@@ -41,7 +50,7 @@ fn stop_with_a_stale_run_id_changes_nothing() {
 
 #[test]
 fn a_matching_stop_clears_the_queue_and_waits_for_the_supervisor() {
-    let supervisor = Supervisor::designate_for_runtime_supervisor();
+    let supervisor = supervisor();
     let child = Child::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
     let (child, _) = child.followup(RunId::generate(), "q".into()).unwrap();
     let run = child.active_run().id();
@@ -62,7 +71,7 @@ fn a_matching_stop_clears_the_queue_and_waits_for_the_supervisor() {
 
 #[test]
 fn the_next_queued_run_starts_only_after_the_leaf_is_recorded() {
-    let supervisor = Supervisor::designate_for_runtime_supervisor();
+    let supervisor = supervisor();
     let child = Child::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
     let first = child.active_run().id();
     let second = RunId::generate();
@@ -79,25 +88,51 @@ fn the_next_queued_run_starts_only_after_the_leaf_is_recorded() {
 
 #[test]
 fn steer_without_the_capability_is_unsupported_and_queues_nothing() {
+    let supervisor = supervisor();
     let mut child = AnyChild::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
-    let err = child
-        .steer(&WorkerCapabilities { steering: false })
-        .unwrap_err();
+    let err = child.steer(&supervisor.capabilities(false)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::UnsupportedSteer);
     assert!(err.to_string().contains("send mode \"followup\""), "{err}");
     assert!(child.queued().is_empty());
-    let run = child.steer(&WorkerCapabilities { steering: true }).unwrap();
+    let run = child.steer(&supervisor.capabilities(true)).unwrap();
     assert_eq!(child.active_run().map(|(r, _)| r), Some(run));
     child.stop(run).unwrap();
-    let err = child
-        .steer(&WorkerCapabilities { steering: true })
-        .unwrap_err();
+    let err = child.steer(&supervisor.capabilities(true)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotRunning);
 }
 
 #[test]
+fn steer_on_a_stopping_child_is_not_running_and_changes_nothing() {
+    let supervisor = supervisor();
+    let mut child = AnyChild::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
+    let (run, _) = child.active_run().unwrap();
+    child.stop(run).unwrap();
+    child.followup(RunId::generate(), "q".into()).unwrap();
+    let before = child.record();
+    let expected = format!(
+        "not_running: steer needs a running run, but child {} is running (run {run} is \
+         stopping); wait for the stop to be confirmed, then send mode \"followup\"",
+        child.id()
+    );
+    // Whether or not the worker advertises steering: a stopping run is not steered.
+    for advertised in [true, false] {
+        let err = child
+            .steer(&supervisor.capabilities(advertised))
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotRunning);
+        assert_eq!(err.to_string(), expected);
+        assert_eq!(child.record(), before);
+    }
+    // Loaded from storage, as the broker meets it.
+    let loaded = AnyChild::load(before).unwrap();
+    assert!(matches!(loaded, AnyChild::Active(ActiveChild::Stopping(_))));
+    let err = loaded.steer(&supervisor.capabilities(true)).unwrap_err();
+    assert_eq!(err.to_string(), expected);
+}
+
+#[test]
 fn a_lost_worker_interrupts_and_only_a_verified_checkpoint_resumes() {
-    let supervisor = Supervisor::designate_for_runtime_supervisor();
+    let supervisor = supervisor();
     let child = Child::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
     let first = child.active_run().id();
     let proof = supervisor.leaf_recorded(child.id(), first, leaf(1));
@@ -112,13 +147,22 @@ fn a_lost_worker_interrupts_and_only_a_verified_checkpoint_resumes() {
     assert_eq!(lost.run.status(), RunStatus::Interrupted);
     assert_eq!(interrupted.reason(), "exit 137");
 
-    let err = interrupted.checkpoint(Some(&leaf(2))).unwrap_err();
+    let id = interrupted.id();
+    let err = interrupted.checkpoint(None).unwrap_err();
     assert_eq!(err.code(), ErrorCode::CheckpointIncompatible);
+    let other_leaf = supervisor.observed_leaf(id, leaf(2));
+    let err = interrupted.checkpoint(Some(&other_leaf)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CheckpointIncompatible);
+    let other_transcript = supervisor.observed_leaf(ChildId::generate(), leaf(1));
+    let err = interrupted.checkpoint(Some(&other_transcript)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CheckpointIncompatible);
+    assert!(err.to_string().contains("transcript of child"), "{err}");
     let foreign = Checkpoint::verify(ChildId::generate(), None, None).unwrap();
     let (interrupted, err) = interrupted.resume(foreign).unwrap_err();
     assert_eq!(err.code(), ErrorCode::CheckpointIncompatible);
 
-    let checkpoint = interrupted.checkpoint(Some(&leaf(1))).unwrap();
+    let observed = supervisor.observed_leaf(id, leaf(1));
+    let checkpoint = interrupted.checkpoint(Some(&observed)).unwrap();
     assert_eq!(checkpoint.leaf(), Some(&leaf(1)));
     let ready: Child<Ready> = interrupted.resume(checkpoint).unwrap();
     assert_eq!(ready.state(), ChildState::Ready);
@@ -191,11 +235,7 @@ fn every_lifecycle_error_starts_with_its_code() {
     let mut child = AnyChild::spawn(ChildId::generate(), RunId::generate(), "p".into(), 1);
     let mut errors = Vec::new();
     errors.push(child.stop(RunId::generate()).unwrap_err());
-    errors.push(
-        child
-            .steer(&WorkerCapabilities { steering: false })
-            .unwrap_err(),
-    );
+    errors.push(child.steer(&supervisor().capabilities(false)).unwrap_err());
     child.followup(RunId::generate(), "q".into()).unwrap();
     errors.push(child.followup(RunId::generate(), "r".into()).unwrap_err());
     child.lose_worker("gone").unwrap();

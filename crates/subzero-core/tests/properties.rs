@@ -7,15 +7,17 @@
 //! queued again; event sequence numbers strictly increase; the child survives a
 //! `record` → `load` round trip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    unsafe_code,
+    reason = "tests mint capability tokens through the supervisor"
+)]
 
 use std::collections::HashSet;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 use subzero_core::events::{EventBody, EventLog, Retention};
-use subzero_core::lifecycle::{
-    AnyChild, Checkpoint, Failure, LeafRef, RunReport, Supervisor, WorkerCapabilities,
-};
+use subzero_core::lifecycle::{AnyChild, Checkpoint, Failure, LeafRef, RunReport, Supervisor};
 use subzero_core::{
     ChildId, ChildState, Coded, ErrorCode, EventSeq, Limits, RunId, RunStatus, Sha256Digest,
 };
@@ -146,7 +148,7 @@ impl World {
                 .map_err(coded),
             Op::Steer(cap) => self
                 .child
-                .steer(&WorkerCapabilities { steering: *cap })
+                .steer(&self.supervisor.capabilities(*cap))
                 .map(drop)
                 .map_err(coded),
             Op::Stop(_) => self.child.stop(named.unwrap()).map(drop).map_err(coded),
@@ -178,8 +180,13 @@ impl World {
             Op::LoseWorker => self.child.lose_worker("lost").map(drop).map_err(coded),
             Op::Resume { matching, message } => {
                 let checkpoint = if *matching {
-                    let recorded = self.child.last_leaf().cloned();
-                    self.child.checkpoint(recorded.as_ref()).unwrap()
+                    // The transcript holds the recorded leaf, as the runtime reads it.
+                    let observed = self
+                        .child
+                        .last_leaf()
+                        .cloned()
+                        .map(|leaf| self.supervisor.observed_leaf(id, leaf));
+                    self.child.checkpoint(observed.as_ref()).unwrap()
                 } else {
                     Checkpoint::verify(ChildId::generate(), None, None).unwrap()
                 };
@@ -251,7 +258,8 @@ proptest! {
             child,
             settled: Vec::new(),
             last_seq: EventSeq::START,
-            supervisor: Supervisor::designate_for_runtime_supervisor(),
+            // SAFETY: test; the tokens stand for the worker reports the operations script.
+            supervisor: unsafe { Supervisor::designate() },
             leaves: 0,
         };
         let limits = Limits::default();

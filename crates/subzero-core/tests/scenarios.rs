@@ -8,6 +8,10 @@
 //! survives a `record` → `load` round trip, and after a refused step that nothing
 //! changed. Every trace is validated against `scenario.schema.json` first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    unsafe_code,
+    reason = "the replayer mints the capability tokens a trace's steps assert"
+)]
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -19,7 +23,7 @@ use subzero_core::lifecycle::any::{
     ActiveRunRecord, QueuedRunRecord, RunReport, Settlement, WorkerLost,
 };
 use subzero_core::lifecycle::{
-    AnyChild, AnyRun, Checkpoint, ChildRecord, Failure, LeafRef, Supervisor, WorkerCapabilities,
+    AnyChild, AnyRun, Checkpoint, ChildRecord, Failure, LeafRef, Supervisor,
 };
 use subzero_core::limits::{LimitName, Limits};
 use subzero_core::template::{GrantSnapshot, RunLimits, Template, TemplateId, Templates};
@@ -109,7 +113,8 @@ impl Replay {
             child: None,
             checkpoint: None,
             events: EventLog::new(child, retention),
-            supervisor: Supervisor::designate_for_runtime_supervisor(),
+            // SAFETY: test; a trace's steps are the worker reports and transcript reads.
+            supervisor: unsafe { Supervisor::designate() },
             limits,
         }
     }
@@ -184,9 +189,9 @@ impl Replay {
                 Ok(serde_json::to_value(delivery).unwrap())
             }
             "steer" => {
-                let caps = WorkerCapabilities {
-                    steering: input["steering"].as_bool().unwrap(),
-                };
+                let caps = self
+                    .supervisor
+                    .capabilities(input["steering"].as_bool().unwrap());
                 let run = self.child_mut().steer(&caps).map_err(|e| code(&e))?;
                 Ok(json!({ "delivery": "steered", "run": self.names.run_name(run) }))
             }
@@ -245,9 +250,10 @@ impl Replay {
                     let other = self.child_id(input);
                     Checkpoint::verify(other, None, None).map_err(|e| code(&e))?
                 } else {
+                    let child = self.child_mut().id();
                     let observed = match &input["observed"] {
                         Value::Null => None,
-                        v => Some(leaf(v)),
+                        v => Some(self.supervisor.observed_leaf(child, leaf(v))),
                     };
                     self.child_mut()
                         .checkpoint(observed.as_ref())

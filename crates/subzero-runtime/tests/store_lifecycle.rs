@@ -326,14 +326,20 @@ async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_chang
         .unwrap();
     fx.store.claim(&fx.scope, child, TOKEN).await.unwrap();
     let before = state_of(&fx, child).await;
-    let recorded = fx.observed_leaf(child).await.expect("a recorded leaf");
+    let recorded = fx.recorded_leaf(child).await.expect("a recorded leaf");
     // The transcript shows the same leaf id with other content.
     let tampered = subzero_core::lifecycle::LeafRef::new(
         recorded.leaf_id(),
         subzero_core::Sha256Digest::of(b"something else"),
     )
     .unwrap();
-    for observed in [Some(tampered), None] {
+    // The recorded leaf, but read from another child's transcript.
+    let elsewhere = common::observed(ChildId::generate(), recorded.clone());
+    for observed in [
+        Some(common::observed(child, tampered)),
+        Some(elsewhere),
+        None,
+    ] {
         let err = fx
             .store
             .commit_resume(
@@ -361,7 +367,7 @@ async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_chang
             TOKEN,
             subzero_runtime::store::ResumeCommit {
                 model: model(),
-                observed: Some(recorded),
+                observed: Some(common::observed(child, recorded)),
                 first: None,
                 receipt: None,
             },

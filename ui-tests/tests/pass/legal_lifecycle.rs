@@ -1,12 +1,14 @@
 // The legal lifecycle, end to end, in types: spawn, queue a follow-up, steer, complete
 // with a recorded leaf (the queued run dispatches), stop with the active run id, confirm,
-// start again while idle, lose the worker, verify a checkpoint, resume with a message.
+// start again while idle, lose the worker, verify a checkpoint against the leaf observed in
+// the transcript, resume with a message.
 use subzero_core::lifecycle::child::Next;
-use subzero_core::lifecycle::{Child, LeafRef, Supervisor, WorkerCapabilities};
+use subzero_core::lifecycle::{Child, LeafRef, Supervisor};
 use subzero_core::{ChildId, RunId, Sha256Digest};
 
 fn main() {
-    let supervisor = Supervisor::designate_for_runtime_supervisor();
+    // SAFETY: test; the tokens stand for worker reports and a transcript read it scripts.
+    let supervisor = unsafe { Supervisor::designate() };
     let child_id = ChildId::generate();
     let first = RunId::generate();
     let child = Child::spawn(child_id, first, "survey the repo".to_owned(), 4);
@@ -16,7 +18,7 @@ fn main() {
     };
     assert_eq!(position, 1);
 
-    if let Some(steering) = (WorkerCapabilities { steering: true }).steering() {
+    if let Some(steering) = supervisor.capabilities(true).steering() {
         assert_eq!(child.steer(steering), first);
     }
 
@@ -38,7 +40,8 @@ fn main() {
     let lost = running.lose_worker("worker exited without confirmation");
     let interrupted = lost.child;
 
-    let Ok(checkpoint) = interrupted.checkpoint(Some(&leaf)) else { return };
+    let observed = supervisor.observed_leaf(child_id, leaf.clone());
+    let Ok(checkpoint) = interrupted.checkpoint(Some(&observed)) else { return };
     let Ok(resumed) = interrupted.resume_with(checkpoint, RunId::generate(), "continue".to_owned()) else {
         return;
     };

@@ -13,7 +13,7 @@
 )]
 
 use super::error::{CheckpointIncompatible, ForeignRun, StaleRun};
-use super::proof::{Checkpoint, LeafRecorded, LeafRef, Steering, StopConfirmed};
+use super::proof::{Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed};
 use super::run::{self, ActivePhase, Completed, Failed, Failure, Queued, Run, Stopped};
 use super::sealed::Sealed;
 use crate::ids::{ChildId, RunId};
@@ -170,11 +170,11 @@ impl<S: ChildPhase> Child<S> {
         })
     }
 
-    /// Verify this child's recorded last completed leaf against the leaf the transcript
-    /// holds under that id; see [`Checkpoint::verify`].
+    /// Verify this child's recorded last completed leaf against the leaf observed in its
+    /// transcript under that id; see [`Checkpoint::verify`].
     pub fn checkpoint(
         &self,
-        observed: Option<&LeafRef>,
+        observed: Option<&ObservedLeaf>,
     ) -> Result<Checkpoint, CheckpointIncompatible> {
         Checkpoint::verify(self.id, self.last_leaf.as_ref(), observed)
     }

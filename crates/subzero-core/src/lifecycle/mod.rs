@@ -11,13 +11,14 @@ pub mod proof;
 pub mod run;
 
 pub use any::{
-    ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord, Resumed, RunRecord,
-    RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
+    ActiveChild, ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord,
+    Resumed, RunRecord, RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
 };
 pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
 pub use error::LifecycleError;
 pub use proof::{
-    Checkpoint, LeafRecorded, LeafRef, Steering, StopConfirmed, Supervisor, WorkerCapabilities,
+    Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed, Supervisor,
+    WorkerCapabilities,
 };
 pub use run::{Failure, Run};
 

@@ -4,25 +4,31 @@
 //!   gone. Only a [`Supervisor`] mints it.
 //! * [`LeafRecorded`] — a completed run's transcript leaf was persisted. Only a
 //!   [`Supervisor`] mints it; the next queued run cannot dispatch without it.
-//! * [`Checkpoint`] — the recorded last completed leaf was verified against what the
-//!   transcript holds. Only [`Checkpoint::verify`] (or
+//! * [`ObservedLeaf`] — a leaf (id and digest) as read from a child's transcript on
+//!   disk. Only a [`Supervisor`] mints it.
+//! * [`Checkpoint`] — the recorded last completed leaf was verified against an
+//!   [`ObservedLeaf`] of the same child. Only [`Checkpoint::verify`] (or
 //!   [`Child::checkpoint`](super::Child)) makes one.
 //! * [`Steering`] — the worker advertised steering. Only
-//!   [`WorkerCapabilities::steering`] makes one.
+//!   [`WorkerCapabilities::steering`] makes one, and only a [`Supervisor`] makes
+//!   [`WorkerCapabilities`] (from the worker's parsed `hello`).
 //!
-//! All have private fields, no `Default`, no `Clone` (a proof is spent once) and no
-//! public constructor other than the ones named above.
+//! All have private fields, no `Default`, no `Clone` (a proof is spent once), no
+//! `Deserialize` and no public constructor other than the ones named above.
 //!
-//! # Why `Supervisor` has a named escape hatch
-//! Rust cannot restrict a constructor to one module of *another* crate. The runtime's
-//! supervisor module (`crates/subzero-runtime/src/supervisor`) must mint stop
-//! confirmations, so the choice is between a runtime-checked singleton (awkward in
-//! tests, and still forgeable by whoever calls it first) and one loudly named,
-//! unsafe-free constructor, [`Supervisor::designate_for_runtime_supervisor`], whose
-//! callers are policed by a test (`tests/capabilities.rs`) that fails if the name
-//! appears anywhere in the workspace outside the supervisor module, subzero-core and
-//! its tests. Everything else — `StopConfirmed`, `LeafRecorded` — has no public
-//! constructor at all, which the ui-tests show.
+//! # Why minting starts with `unsafe`
+//! Rust cannot restrict a constructor to one module of *another* crate, yet the
+//! evidence these tokens stand for is observed in the runtime: a worker's control line
+//! parsed by its driver, a transcript read from disk. So the one minting authority is
+//! [`Supervisor::designate`], an `unsafe fn`. Its obligation is not memory safety but
+//! truth: call it only in code that has just observed what each minted token asserts.
+//! The workspace denies `unsafe_code`, so every mint point is an `unsafe { … }` block
+//! with a `// SAFETY:` comment, inside a module that opts in with `#[allow(unsafe_code)]`
+//! — a new one cannot slip through review unnoticed. `tests/capabilities.rs` lists the
+//! mint points the workspace has (the runtime's worker driver and its checkpoint
+//! verification, plus test fixtures) and fails when one appears elsewhere or without its
+//! `SAFETY` comment. Without `unsafe` nothing can be forged; the ui-tests show each
+//! path that is closed.
 
 use std::fmt;
 
@@ -103,20 +109,37 @@ impl fmt::Display for LeafRef {
     }
 }
 
-/// The authority to mint [`StopConfirmed`] and [`LeafRecorded`].
+/// The authority to mint [`StopConfirmed`], [`LeafRecorded`], [`ObservedLeaf`] and
+/// [`WorkerCapabilities`].
 ///
-/// Hold one in the runtime's supervisor module, where worker confirmations and leaf
-/// commits arrive. See the module docs for why its constructor is a named escape hatch.
+/// Obtained only through the `unsafe` [`Supervisor::designate`], at the point where the
+/// evidence is observed; see the module docs. Not `Clone`: each mint point designates
+/// its own.
 #[derive(Debug)]
 pub struct Supervisor {
     _private: (),
 }
 
 impl Supervisor {
-    /// The one way to obtain the authority. Call it only from
-    /// `crates/subzero-runtime/src/supervisor` (and core's own tests); a test fails the
-    /// build's checks if this name appears anywhere else.
-    pub fn designate_for_runtime_supervisor() -> Self {
+    /// The one way to obtain the minting authority.
+    ///
+    /// # Safety
+    /// Call only in code that has just observed the evidence each token minted with the
+    /// returned authority asserts: a parsed worker control line (`hello` for
+    /// [`WorkerCapabilities`], `leaf_committed` for [`LeafRecorded`], `cancel_confirmed`
+    /// of a run the worker reported stopped for [`StopConfirmed`]) or a transcript leaf
+    /// read from disk for [`ObservedLeaf`]. The lifecycle trusts these tokens instead of
+    /// re-checking: a forged `StopConfirmed` records a run `stopped` while its tools may
+    /// still run, a forged `LeafRecorded` dispatches the next run before the result is
+    /// durable, a forged `ObservedLeaf` resumes from a transcript nobody read. The
+    /// obligation is about truth, not memory; `unsafe` is the marker the compiler makes
+    /// every caller spell out. Write each call as `unsafe { Supervisor::designate() }`
+    /// with a `// SAFETY:` comment naming the evidence.
+    #[allow(
+        unsafe_code,
+        reason = "the mint authority's contract is unchecked by the compiler; `unsafe` makes every caller visible"
+    )]
+    pub unsafe fn designate() -> Self {
         Self { _private: () }
     }
 
@@ -130,6 +153,17 @@ impl Supervisor {
     /// recorded it as the child's last completed leaf.
     pub fn leaf_recorded(&self, child: ChildId, run: RunId, leaf: LeafRef) -> LeafRecorded {
         LeafRecorded { child, run, leaf }
+    }
+
+    /// `child`'s transcript, as just read from disk, holds `leaf`: an entry with that id
+    /// whose root→leaf path has that digest.
+    pub fn observed_leaf(&self, child: ChildId, leaf: LeafRef) -> ObservedLeaf {
+        ObservedLeaf { child, leaf }
+    }
+
+    /// What the worker's parsed `hello` advertised.
+    pub fn capabilities(&self, steering: bool) -> WorkerCapabilities {
+        WorkerCapabilities { steering }
     }
 }
 
@@ -182,9 +216,30 @@ impl LeafRecorded {
     }
 }
 
+/// A leaf as read from a child's transcript on disk: the entry id found there and the
+/// digest of its root→leaf path, computed from the file. Only a [`Supervisor`] mints it,
+/// where the transcript was read; a [`LeafRef`] the caller holds (the store's record,
+/// say) is not an observation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ObservedLeaf {
+    child: ChildId,
+    leaf: LeafRef,
+}
+
+impl ObservedLeaf {
+    /// The child whose transcript was read.
+    pub fn child(&self) -> ChildId {
+        self.child
+    }
+    /// The leaf the transcript holds.
+    pub fn leaf(&self) -> &LeafRef {
+        &self.leaf
+    }
+}
+
 /// A verified resume point: the child's recorded last completed leaf, confirmed to be
-/// present in the transcript with the same digest (or the transcript root when no run
-/// ever completed).
+/// present in the child's transcript with the same digest (or the transcript root when
+/// no run ever completed).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     child: ChildId,
@@ -192,24 +247,30 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Verify the `recorded` last completed leaf (from the store) against the leaf the
-    /// transcript `observed` under that id. With no recorded leaf the checkpoint is the
-    /// transcript root and `observed` is not consulted.
+    /// Verify the `recorded` last completed leaf (from the store) against the leaf
+    /// `observed` under that id in `child`'s transcript. With no recorded leaf the
+    /// checkpoint is the transcript root and `observed` is not consulted: a root
+    /// checkpoint asserts nothing about a transcript, and a resume accepts it only for a
+    /// child with no recorded leaf.
     pub fn verify(
         child: ChildId,
         recorded: Option<&LeafRef>,
-        observed: Option<&LeafRef>,
+        observed: Option<&ObservedLeaf>,
     ) -> Result<Checkpoint, CheckpointIncompatible> {
         let Some(recorded) = recorded else {
             return Ok(Checkpoint { child, leaf: None });
         };
         let reason = match observed {
             None => format!("the transcript has no entry {}", recorded.leaf_id),
-            Some(o) if o.leaf_id != recorded.leaf_id => format!(
+            Some(o) if o.child != child => format!(
+                "leaf {} was read from the transcript of child {}",
+                o.leaf.leaf_id, o.child
+            ),
+            Some(ObservedLeaf { leaf: o, .. }) if o.leaf_id != recorded.leaf_id => format!(
                 "the transcript offered leaf {} but the recorded last completed leaf is {}",
                 o.leaf_id, recorded.leaf_id
             ),
-            Some(o) if o.digest != recorded.digest => format!(
+            Some(ObservedLeaf { leaf: o, .. }) if o.digest != recorded.digest => format!(
                 "leaf {} has digest {} in the transcript but {} was recorded",
                 recorded.leaf_id, o.digest, recorded.digest
             ),
@@ -234,12 +295,13 @@ impl Checkpoint {
     }
 }
 
-/// What a worker advertised in its `hello`.
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// What a worker advertised in its `hello`. Only a [`Supervisor`] makes one
+/// ([`Supervisor::capabilities`]), from the parsed `hello`; the field is private and
+/// nothing deserializes it, so a caller cannot claim a capability the worker never
+/// advertised.
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct WorkerCapabilities {
-    /// Whether the worker can deliver steering between model turns.
-    pub steering: bool,
+    steering: bool,
 }
 
 impl WorkerCapabilities {
@@ -272,14 +334,33 @@ mod tests {
     }
 
     #[test]
-    fn a_checkpoint_needs_the_recorded_leaf_with_the_same_digest() {
+    fn a_checkpoint_needs_the_recorded_leaf_observed_with_the_same_digest() {
         let child = ChildId::generate();
+        let observed = |child, leaf: &LeafRef| ObservedLeaf {
+            child,
+            leaf: leaf.clone(),
+        };
         let recorded = LeafRef::new("e-9", Sha256Digest::of(b"a")).unwrap();
         let other_digest = LeafRef::new("e-9", Sha256Digest::of(b"b")).unwrap();
-        assert!(Checkpoint::verify(child, Some(&recorded), Some(&recorded)).is_ok());
-        assert!(Checkpoint::verify(child, Some(&recorded), Some(&other_digest)).is_err());
+        let other_id = LeafRef::new("e-8", Sha256Digest::of(b"a")).unwrap();
+        let seen = observed(child, &recorded);
+        let checkpoint = Checkpoint::verify(child, Some(&recorded), Some(&seen)).unwrap();
+        assert_eq!(checkpoint.leaf(), Some(&recorded));
+        for wrong in [
+            observed(child, &other_digest),
+            observed(child, &other_id),
+            observed(ChildId::generate(), &recorded),
+        ] {
+            assert!(Checkpoint::verify(child, Some(&recorded), Some(&wrong)).is_err());
+        }
         assert!(Checkpoint::verify(child, Some(&recorded), None).is_err());
-        let root = Checkpoint::verify(child, None, Some(&recorded)).unwrap();
+        let root = Checkpoint::verify(child, None, Some(&seen)).unwrap();
         assert_eq!(root.leaf(), None);
+    }
+
+    #[test]
+    fn capabilities_give_steering_only_when_advertised() {
+        assert!(WorkerCapabilities { steering: true }.steering().is_some());
+        assert!(WorkerCapabilities { steering: false }.steering().is_none());
     }
 }

@@ -325,7 +325,7 @@ impl Broker {
                 ),
             ));
         };
-        if !link.steering {
+        if link.capabilities.steering().is_none() {
             return Err(BrokerError::new(
                 ErrorCode::UnsupportedSteer,
                 "this worker does not support steering; wait for the run to settle and send a followup",

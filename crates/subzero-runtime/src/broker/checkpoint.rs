@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Deserialize;
-use subzero_core::lifecycle::{Checkpoint, LeafRef};
+use subzero_core::lifecycle::{Checkpoint, LeafRef, ObservedLeaf, Supervisor};
 use subzero_core::{ChildId, ErrorCode, Sha256Digest};
 
 use super::BrokerError;
@@ -37,7 +37,7 @@ pub(super) struct Verified {
     pub start: Option<(String, String)>,
     /// The transcript's own digest at the recorded leaf, for the store to check against
     /// the leaf it has recorded when it commits the resume.
-    pub observed: Option<LeafRef>,
+    pub observed: Option<ObservedLeaf>,
 }
 
 /// Verify the recorded leaf (or, with none recorded, the transcript root).
@@ -89,6 +89,11 @@ pub(super) fn verify(
         .map(|d| LeafRef::new(target, d))
         .transpose()
         .map_err(|e| incompatible(e.to_string()))?;
+    // SAFETY: `tree` was parsed from `child`'s transcript, read from disk above, and
+    // `digest_of` computed this leaf's digest from the lines on its root→leaf path.
+    #[allow(unsafe_code, reason = "mint point: the transcript leaf read from disk")]
+    let observed =
+        observed.map(|leaf| unsafe { Supervisor::designate() }.observed_leaf(child, leaf));
     let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
         .map_err(|e| incompatible(e.to_string()))?;
     let start = match checkpoint.leaf() {

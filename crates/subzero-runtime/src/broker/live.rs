@@ -3,6 +3,7 @@
 
 use secrecy::SecretString;
 use serde_json::Value;
+use subzero_core::lifecycle::WorkerCapabilities;
 use subzero_core::{ChildId, RunId};
 use tokio::sync::mpsc;
 
@@ -40,7 +41,8 @@ pub(super) enum ToWorker {
 #[derive(Debug, Clone)]
 pub(super) struct WorkerLink {
     pub tx: mpsc::UnboundedSender<ToWorker>,
-    pub steering: bool,
+    /// What the worker advertised in its `hello`.
+    pub capabilities: WorkerCapabilities,
 }
 
 /// In-memory state of one child this broker has touched.

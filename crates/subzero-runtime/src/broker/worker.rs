@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
+use subzero_core::lifecycle::Supervisor;
 use subzero_core::{ChildId, ErrorCode, RunId};
 use subzero_protocol::{RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
@@ -125,6 +126,10 @@ impl Broker {
                 },
             )
             .await?;
+        // SAFETY: `hello` is this worker's first control line, parsed and validated by
+        // `WorkerConn::start` just above; `steering` is what the worker advertised in it.
+        #[allow(unsafe_code, reason = "mint point: the worker's parsed hello")]
+        let capabilities = unsafe { Supervisor::designate() }.capabilities(hello.steering);
         let (tx, rx) = mpsc::unbounded_channel();
         {
             let mut live = lock(&self.live);
@@ -133,7 +138,7 @@ impl Broker {
             })?;
             entry.worker = Some(WorkerLink {
                 tx: tx.clone(),
-                steering: hello.steering,
+                capabilities,
             });
         }
         let driver = Driver {
@@ -442,7 +447,11 @@ impl Driver {
                 if self.stopped == Some(run) {
                     self.stopped = None;
                     let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
-                    let confirmed = crate::supervisor::proof::confirm_stop(self.child, run, reaped);
+                    // SAFETY: the worker just sent `cancel_confirmed` for `run`, the run it
+                    // reported `stopped`; it sends that line only once its tool tree is gone.
+                    #[allow(unsafe_code, reason = "mint point: the worker's cancel_confirmed")]
+                    let confirmed =
+                        unsafe { Supervisor::designate() }.confirm_stop(self.child, run, reaped);
                     return self
                         .settle_and_dispatch(run, Settlement::Stopped { confirmed })
                         .await;
@@ -540,7 +549,11 @@ impl Driver {
                 partial: None,
             };
         };
-        let leaf = crate::supervisor::proof::leaf_recorded(self.child, run, leaf);
+        // SAFETY: `leaf` is the worker's `leaf_committed` line for the active run `run`,
+        // parsed above and taken from `self.leaf` (spent once); the settlement carrying
+        // this token records it as the child's last leaf in the same transaction.
+        #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
+        let leaf = unsafe { Supervisor::designate() }.leaf_recorded(self.child, run, leaf);
         let files = self.broker.artifacts.clone();
         let child = self.child;
         let text = result.clone();

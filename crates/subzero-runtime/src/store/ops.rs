@@ -212,13 +212,13 @@ pub enum RecoveryOutcome {
 
 /// What a resume commits: the (possibly new) model, what the transcript holds at the
 /// recorded leaf, the first run when the resume carries a message, and the receipt.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct ResumeCommit {
     /// The model the child runs against from now on (never a key).
     pub model: ModelRow,
     /// The transcript's leaf at the recorded checkpoint, as the broker read it; the core
     /// checks it against the leaf recorded in the same transaction.
-    pub observed: Option<subzero_core::lifecycle::LeafRef>,
+    pub observed: Option<subzero_core::lifecycle::ObservedLeaf>,
     /// The run started with the resume message, if any.
     pub first: Option<(RunId, String)>,
     /// Idempotency receipt.
@@ -1175,7 +1175,7 @@ fn resume_tx(
     child: ChildId,
     owner_token: &str,
     model: &ModelRow,
-    observed: Option<&subzero_core::lifecycle::LeafRef>,
+    observed: Option<&subzero_core::lifecycle::ObservedLeaf>,
     first: Option<&(RunId, String)>,
     receipt: Option<&ReceiptInput>,
 ) -> RuntimeResult<Admit<Resumed>> {

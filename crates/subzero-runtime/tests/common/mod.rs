@@ -1,9 +1,18 @@
 //! Shared fixtures for the runtime's integration tests.
+//!
+//! The runtime mints capability tokens only where a worker or a transcript shows the
+//! evidence; these tests have neither, so the fixtures here mint what the scripted
+//! worker would have reported (the only mint point of the runtime's tests).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    unsafe_code,
+    reason = "fixtures mint the tokens a scripted worker would earn"
+)]
 
 use std::path::PathBuf;
 
 use serde_json::json;
+use subzero_core::lifecycle::{LeafRecorded, LeafRef, ObservedLeaf, Supervisor};
 use subzero_core::{ChildId, RunId};
 use subzero_runtime::paths::StatePaths;
 use subzero_runtime::scope::WorkspaceScope;
@@ -72,9 +81,8 @@ impl Fixture {
         (child, run)
     }
 
-    /// What a transcript would show at the child's recorded leaf: the leaf itself (the
-    /// broker reads it from the transcript; these tests have none).
-    pub async fn observed_leaf(&self, child: ChildId) -> Option<subzero_core::lifecycle::LeafRef> {
+    /// The child's recorded last leaf, as the store holds it.
+    pub async fn recorded_leaf(&self, child: ChildId) -> Option<LeafRef> {
         let row = self
             .store
             .child(&self.scope, child)
@@ -82,8 +90,15 @@ impl Fixture {
             .expect("child row");
         row.last_leaf.map(|l| {
             let digest = subzero_core::Sha256Digest::parse(&l.digest).expect("stored digest");
-            subzero_core::lifecycle::LeafRef::new(&l.leaf_id, digest).expect("stored leaf")
+            LeafRef::new(&l.leaf_id, digest).expect("stored leaf")
         })
+    }
+
+    /// What a transcript that agrees with the store would show at the child's recorded
+    /// leaf (the broker reads it from the transcript; these tests have none).
+    pub async fn observed_leaf(&self, child: ChildId) -> Option<ObservedLeaf> {
+        let recorded = self.recorded_leaf(child).await;
+        recorded.map(|leaf| observed(child, leaf))
     }
 
     pub async fn queue_followup(&self, child: ChildId, prompt: &str) -> RunId {
@@ -136,18 +151,21 @@ pub fn spawn_input(scope: &WorkspaceScope, token: &str) -> AdmitSpawn {
 }
 
 /// The supervisor's proof that `run` of `child` committed transcript leaf `leaf_id`.
-pub fn leaf(child: ChildId, run: RunId, leaf_id: &str) -> subzero_core::lifecycle::LeafRecorded {
-    let leaf = subzero_core::lifecycle::LeafRef::new(
-        leaf_id,
-        subzero_core::Sha256Digest::of(leaf_id.as_bytes()),
-    )
-    .unwrap();
-    subzero_runtime::supervisor::proof::leaf_recorded(child, run, leaf)
+pub fn leaf(child: ChildId, run: RunId, leaf_id: &str) -> LeafRecorded {
+    let leaf = LeafRef::new(leaf_id, subzero_core::Sha256Digest::of(leaf_id.as_bytes())).unwrap();
+    // SAFETY: test; stands for the scripted worker's `leaf_committed` for `run`.
+    unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf)
 }
 
 /// A `stopped` settlement carrying the supervisor's confirmation for `run` of `child`.
 pub fn stopped(child: ChildId, run: RunId, reaped: u32) -> subzero_runtime::store::Settlement {
-    subzero_runtime::store::Settlement::Stopped {
-        confirmed: subzero_runtime::supervisor::proof::confirm_stop(child, run, reaped),
-    }
+    // SAFETY: test; stands for the scripted worker's `cancel_confirmed` for `run`.
+    let confirmed = unsafe { Supervisor::designate() }.confirm_stop(child, run, reaped);
+    subzero_runtime::store::Settlement::Stopped { confirmed }
+}
+
+/// `leaf` as if just read from `child`'s transcript.
+pub fn observed(child: ChildId, leaf: LeafRef) -> ObservedLeaf {
+    // SAFETY: test; stands for the broker's read of `child`'s transcript.
+    unsafe { Supervisor::designate() }.observed_leaf(child, leaf)
 }
