@@ -305,6 +305,12 @@ pub struct WorkerCapabilities {
 }
 
 impl WorkerCapabilities {
+    /// A worker that advertised nothing: what a broker knows of a worker it does not drive.
+    /// It grants no capability, so it proves nothing and may be made anywhere.
+    pub fn none() -> Self {
+        Self { steering: false }
+    }
+
     /// The steering capability, present only when the worker advertised it.
     pub fn steering(&self) -> Option<Steering> {
         self.steering.then_some(Steering { _private: () })

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
-use subzero_core::{ChildId, ChildState, ErrorCode, RunId};
+use subzero_core::lifecycle::{ActiveChild, WorkerCapabilities};
+use subzero_core::{AnyChild, ChildId, ChildState, Coded, ErrorCode, RunId};
 use subzero_protocol as p;
 
 use super::checkpoint;
+use crate::store::lifecycle_message as uncoded;
 use super::live::{Live, ModelKey, ToWorker};
 use super::receipts::Receipt;
 use super::worker::{FirstRun, StartFrom};
@@ -298,39 +300,35 @@ impl Broker {
         request_id: Option<&str>,
         message: String,
     ) -> Result<p::SendOutput, BrokerError> {
-        let row = self.store.child(scope, child).await?;
-        let active = match (row.state, row.active_run_id) {
-            (ChildState::Running, Some(active)) => active,
-            (ChildState::Interrupted, _) => return Err(interrupted(child)),
-            _ => {
-                return Err(BrokerError::new(
-                    ErrorCode::NotRunning,
-                    format!(
-                        "child {child} has no active run to steer; send mode 'followup' to start a new run"
-                    ),
-                ));
-            }
-        };
+        // The core decides whether this child's run can be steered now: a ready child has
+        // no run, an interrupted one none that lives, and a stopping one a run that is
+        // ending (`not_running`); without the capability it is `unsupported_steer`.
+        let decided = self.store.lifecycle(scope, child).await?;
         if let Some(id) = request_id
             && let Some(previous) = self.steer_receipt(child, id, &message)?
         {
             return typed(previous, "send");
         }
         let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
-        let Some(link) = link else {
-            return Err(BrokerError::new(
-                ErrorCode::Busy,
-                format!(
-                    "child {child} is running under another broker; steer it from there or wait for the run to settle"
-                ),
-            ));
+        let running_here = matches!(&decided, AnyChild::Active(ActiveChild::Running(_)));
+        let steered = match &link {
+            Some(link) => decided.steer(&link.capabilities),
+            None if running_here => {
+                return Err(BrokerError::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "child {child} is running under another broker; steer it from there or wait for the run to settle"
+                    ),
+                ));
+            }
+            None => decided.steer(&WorkerCapabilities::none()),
         };
-        if link.capabilities.steering().is_none() {
-            return Err(BrokerError::new(
-                ErrorCode::UnsupportedSteer,
-                "this worker does not support steering; wait for the run to settle and send a followup",
-            ));
-        }
+        let active = steered.map_err(|e| BrokerError::new(e.code(), uncoded(&e)))?;
+        let Some(link) = link else {
+            return Err(BrokerError::internal(format!(
+                "the core let child {child} be steered without a worker"
+            )));
+        };
         let steer_id = format!("st_{}", ulid::Ulid::new());
         let mut control = json!({
             "type": "steer",

@@ -137,7 +137,7 @@ pub(crate) fn refused(err: LifecycleError) -> RuntimeError {
 }
 
 /// The message of a coded error without its leading `code: `.
-fn uncoded<E: Coded + std::fmt::Display>(err: &E) -> String {
+pub(crate) fn uncoded<E: Coded + std::fmt::Display>(err: &E) -> String {
     let text = err.to_string();
     let prefix = format!("{}: ", err.code().as_str());
     text.strip_prefix(&prefix)

@@ -34,6 +34,8 @@ pub use rows::{
     Ownership, Phase, ReceiptInput, RunRow, WorkerInfo,
 };
 pub use schema::SCHEMA_VERSION;
+/// The message of a core refusal without its leading `code: `, for errors that keep the core's words.
+pub(crate) use lifecycle::uncoded as lifecycle_message;
 
 /// The name of the writer thread (tests assert mutations run there).
 pub const WRITER_THREAD_NAME: &str = "subzero-store-writer";

@@ -1570,6 +1570,18 @@ impl Store {
         self.read(move |c| load_child_in(c, &scope, child)).await
     }
 
+    /// The child as the core sees it (row, active run and queue through `AnyChild::load`),
+    /// for requests the core decides without writing anything (a steer).
+    pub async fn lifecycle(&self, scope: &WorkspaceScope, child: ChildId) -> RuntimeResult<AnyChild> {
+        let scope = scope.clone();
+        let options = self.options().clone();
+        self.read(move |c| {
+            let row = load_child_in(c, &scope, child)?;
+            lifecycle::load(c, &options, &row)
+        })
+        .await
+    }
+
     /// Children of `scope` ordered by id, after `after`, at most `limit`.
     pub async fn list_children(
         &self,
