@@ -376,3 +376,44 @@ async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_chang
         .unwrap();
     assert!(matches!(resumed, subzero_runtime::store::Admit::New(_)));
 }
+
+/// A resume replayed inside its transaction (another call with the same requestId won
+/// the race) gives back the claim it took: the child is not left owned by a broker that
+/// runs nothing for it.
+#[tokio::test]
+async fn a_resume_replayed_in_its_transaction_releases_its_claim() {
+    let fx = Fixture::new();
+    let (child, _) = interrupted_child(&fx).await;
+    let receipt = || subzero_runtime::store::ReceiptInput {
+        tool: "subzero_resume".to_owned(),
+        request_id: "resume-once".to_owned(),
+        args_digest: "sha256:same".to_owned(),
+        receipt: serde_json::json!({"childId": child.to_string(), "state": "ready"}),
+    };
+    let commit = |receipt| subzero_runtime::store::ResumeCommit {
+        model: model(),
+        observed: None,
+        first: None,
+        receipt: Some(receipt),
+    };
+    fx.store.claim(&fx.scope, child, TOKEN).await.unwrap();
+    let first = fx
+        .store
+        .commit_resume(&fx.scope, child, TOKEN, commit(receipt()))
+        .await
+        .unwrap();
+    assert!(matches!(first, subzero_runtime::store::Admit::New(_)));
+    // The second call took its claim before it saw the receipt.
+    fx.store.claim(&fx.scope, child, TOKEN).await.unwrap();
+    let again = fx
+        .store
+        .commit_resume(&fx.scope, child, TOKEN, commit(receipt()))
+        .await
+        .unwrap();
+    assert!(matches!(again, subzero_runtime::store::Admit::Replayed(_)));
+    let row = fx.store.child(&fx.scope, child).await.unwrap();
+    assert_eq!(row.ownership, subzero_runtime::store::Ownership::None, "{row:?}");
+    assert_eq!(row.owner_token, None, "{row:?}");
+    // So the child can be claimed again at once (by this broker or another).
+    fx.store.claim(&fx.scope, child, "another-broker").await.unwrap();
+}

@@ -1,0 +1,116 @@
+//! Read-only queries on the read connections.
+
+use super::*;
+
+impl Store {
+    /// One child of `scope` (`not_found` for another scope's child).
+    pub async fn child(&self, scope: &WorkspaceScope, child: ChildId) -> RuntimeResult<ChildRow> {
+        let scope = scope.clone();
+        self.read(move |c| load_child_in(c, &scope, child)).await
+    }
+
+    /// The child as the core sees it (row, active run and queue through `AnyChild::load`),
+    /// for requests the core decides without writing anything (a steer).
+    pub async fn lifecycle(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+    ) -> RuntimeResult<AnyChild> {
+        let scope = scope.clone();
+        let options = self.options().clone();
+        self.read(move |c| {
+            let row = load_child_in(c, &scope, child)?;
+            lifecycle::load(c, &options, &row)
+        })
+        .await
+    }
+
+    /// Children of `scope` ordered by id, after `after`, at most `limit`.
+    pub async fn list_children(
+        &self,
+        scope: &WorkspaceScope,
+        limit: u32,
+        after: Option<ChildId>,
+    ) -> RuntimeResult<Vec<ChildRow>> {
+        let key = scope.key();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {CHILD_COLUMNS} FROM children WHERE scope_key = ?1 AND child_id > ?2 ORDER BY child_id LIMIT ?3"
+            ))?;
+            let after = after.map(|a| a.to_string()).unwrap_or_default();
+            let rows = stmt
+                .query_map(params![key, after, i64::from(limit.max(1))], child_from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// Every run of a child of `scope`, oldest first.
+    pub async fn runs(&self, scope: &WorkspaceScope, child: ChildId) -> RuntimeResult<Vec<RunRow>> {
+        let scope = scope.clone();
+        self.read(move |c| {
+            load_child_in(c, &scope, child)?;
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE child_id = ?1 ORDER BY ordinal"
+            ))?;
+            let rows = stmt
+                .query_map(params![child.to_string()], run_from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// The follow-up queue of a child, in dispatch order.
+    pub async fn queued_runs(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+    ) -> RuntimeResult<Vec<RunId>> {
+        let scope = scope.clone();
+        self.read(move |c| {
+            load_child_in(c, &scope, child)?;
+            queued_ids(c, child)
+        })
+        .await
+    }
+
+    /// An artifact of `scope` (`not_found` for another scope's artifact).
+    pub async fn artifact(
+        &self,
+        scope: &WorkspaceScope,
+        artifact: ArtifactId,
+    ) -> RuntimeResult<ArtifactRow> {
+        let key = scope.key();
+        self.read(move |c| {
+            c.query_row(
+                &format!(
+                    "SELECT {} FROM artifacts a JOIN children c ON c.child_id = a.child_id \
+                     WHERE a.artifact_id = ?1 AND c.scope_key = ?2",
+                    ARTIFACT_COLUMNS
+                        .split(", ")
+                        .map(|col| format!("a.{col}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                params![artifact.to_string(), key],
+                artifact_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| RuntimeError::not_found("artifact", artifact))
+        })
+        .await
+    }
+
+    /// The stored receipt for a request, if any: same digest → `Some(receipt)`,
+    /// another digest → `request_conflict`.
+    pub async fn find_receipt(
+        &self,
+        scope: &WorkspaceScope,
+        probe: ReceiptInput,
+    ) -> RuntimeResult<Option<Value>> {
+        let key = scope.key();
+        self.read(move |c| existing_receipt(c, &key, &probe)).await
+    }
+}

@@ -1,0 +1,139 @@
+//! Resume: a ready child at its verified checkpoint, or a new run from it.
+
+use super::*;
+
+/// What a resume commits: the (possibly new) model, what the transcript holds at the
+/// recorded leaf, the first run when the resume carries a message, and the receipt.
+#[derive(Debug)]
+pub struct ResumeCommit {
+    /// The model the child runs against from now on (never a key).
+    pub model: ModelRow,
+    /// The transcript's leaf at the recorded checkpoint, as the broker read it; the core
+    /// checks it against the leaf recorded in the same transaction.
+    pub observed: Option<subzero_core::lifecycle::ObservedLeaf>,
+    /// The run started with the resume message, if any.
+    pub first: Option<(RunId, String)>,
+    /// Idempotency receipt.
+    pub receipt: Option<ReceiptInput>,
+}
+
+/// Result of a resume.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Resumed {
+    /// State afterwards (`ready` or `running`).
+    pub state: ChildState,
+    /// The run started with the resume message, if any.
+    pub run_id: Option<RunId>,
+    /// Owner generation.
+    pub owner_generation: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn resume_tx(
+    conn: &Connection,
+    options: &StoreOptions,
+    scope: &WorkspaceScope,
+    child: ChildId,
+    owner_token: &str,
+    model: &ModelRow,
+    observed: Option<&subzero_core::lifecycle::ObservedLeaf>,
+    first: Option<&(RunId, String)>,
+    receipt: Option<&ReceiptInput>,
+) -> RuntimeResult<Admit<Resumed>> {
+    let row = load_child_in(conn, scope, child)?;
+    let scope_key = scope.key();
+    if let Some(receipt) = receipt
+        && let Some(stored) = existing_receipt(conn, &scope_key, receipt)?
+    {
+        // The resume already happened; the claim this call took is given back with it.
+        super::claim::release_tx(conn, child, owner_token)?;
+        return Ok(Admit::Replayed(stored));
+    }
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    // `observed` is what the transcript holds at the recorded leaf, read by the broker
+    // (`broker::checkpoint`); the core checks it against the leaf recorded in this very
+    // transaction, so a leaf recorded in between is refused, not resumed past.
+    let checkpoint = decided.checkpoint(observed).map_err(refused)?;
+    let resumed = decided
+        .resume(checkpoint, first.cloned())
+        .map_err(refused)?;
+    let at = now(conn)?;
+    let state = resumed.state;
+    let (ownership, phase, active) = match resumed.run {
+        Some(run) => ("owned", Phase::Starting, Some(run.to_string())),
+        None => ("none", Phase::Idle, None),
+    };
+    let changed = conn.execute(
+        "UPDATE children SET state = ?3, ownership = ?4, phase = ?5, active_run_id = ?6, \
+         owner_token = CASE WHEN ?4 = 'owned' THEN owner_token ELSE NULL END, interrupt_reason = NULL, \
+         model_url = ?7, model_name = ?8, model_api = ?9, credential_ref = ?10, updated_at = ?11 \
+         WHERE child_id = ?1 AND ownership = 'owned' AND owner_token = ?2 AND state = ?12",
+        params![
+            child.to_string(),
+            owner_token,
+            state.as_str(),
+            ownership,
+            phase.as_str(),
+            active,
+            model.url,
+            model.model,
+            model.api,
+            model.credential_ref,
+            at,
+            row.state.as_str()
+        ],
+    )?;
+    if changed != 1 {
+        return Err(ownership_error(&row, owner_token));
+    }
+    if let Some((run, prompt)) = first {
+        insert_run(
+            conn,
+            child,
+            *run,
+            RunStatus::Running,
+            prompt,
+            receipt.map(|r| r.request_id.as_str()),
+            &at,
+        )?;
+        events::append(conn, options, child, Some(*run), "run_started", &json!({}))?;
+    }
+    if let Some(receipt) = receipt {
+        insert_receipt(conn, &scope_key, receipt, &at)?;
+    }
+    Ok(Admit::New(Resumed {
+        state,
+        run_id: first.map(|(r, _)| *r),
+        owner_generation: row.owner_generation,
+    }))
+}
+
+impl Store {
+    /// Commit a resume of a `ready`/`interrupted` child claimed by `owner_token`:
+    /// rewrites the model metadata; with a message it starts a run (`running`), without
+    /// one the child is `ready` and ownership is released.
+    pub async fn commit_resume(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        owner_token: &str,
+        resume: ResumeCommit,
+    ) -> RuntimeResult<Admit<Resumed>> {
+        let scope = scope.clone();
+        let token = owner_token.to_owned();
+        self.transact(move |tx, o| {
+            resume_tx(
+                tx,
+                o,
+                &scope,
+                child,
+                &token,
+                &resume.model,
+                resume.observed.as_ref(),
+                resume.first.as_ref(),
+                resume.receipt.as_ref(),
+            )
+        })
+        .await
+    }
+}

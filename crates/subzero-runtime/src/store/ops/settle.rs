@@ -1,0 +1,496 @@
+//! Settling a run with what the worker reported (and the proofs it needs), and dispatching
+//! the next queued run.
+
+use super::*;
+
+/// An artifact file to register.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NewArtifact {
+    /// Id.
+    pub artifact_id: ArtifactId,
+    /// File name under the child's artifact directory.
+    pub file_name: String,
+    /// Size.
+    pub total_bytes: u64,
+}
+
+/// The partial output of a failed run, kept like a completed run's result.
+#[derive(Debug)]
+pub struct PartialResult {
+    /// Bounded preview.
+    pub preview: String,
+    /// Whether the preview is shorter than the partial result.
+    pub preview_truncated: bool,
+    /// The full partial result file.
+    pub artifact: Option<NewArtifact>,
+}
+
+/// How the active run ended, as reported by the worker (or the supervisor).
+///
+/// `Completed` and `Stopped` carry the supervisor's capability tokens (minted in
+/// `crate::supervisor::proof`), so neither can be recorded without its proof.
+#[derive(Debug)]
+pub enum Settlement {
+    /// Finished; the transcript leaf is committed.
+    Completed {
+        /// Bounded preview.
+        preview: String,
+        /// Whether the preview is shorter than the result.
+        preview_truncated: bool,
+        /// The full result file.
+        artifact: Option<NewArtifact>,
+        /// The committed leaf, as the supervisor's proof for this child and run.
+        leaf: LeafRecorded,
+    },
+    /// Finished with an error.
+    Failed {
+        /// Stable code.
+        code: ErrorCode,
+        /// Message (bounded by the caller).
+        message: String,
+        /// What the run produced before it failed (e.g. text up to a response cap).
+        partial: Option<PartialResult>,
+    },
+    /// The worker confirmed cancellation and its tree is gone.
+    Stopped {
+        /// The supervisor's proof (names the child, the run and the processes reaped).
+        confirmed: StopConfirmed,
+    },
+    /// Ended without a confirmed result.
+    Interrupted {
+        /// Why.
+        reason: String,
+        /// Whether the worker's process tree is proven gone (child lock free).
+        tree_gone: bool,
+    },
+}
+
+/// The next queued run dispatched by a settlement.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NextRun {
+    /// Run id, now `running`.
+    pub run_id: RunId,
+    /// Its message.
+    pub prompt: String,
+}
+
+/// Result of a settlement.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Settled {
+    /// The child's state afterwards.
+    pub child_state: ChildState,
+    /// The run dispatched next, if any (only after `completed`).
+    pub next: Option<NextRun>,
+    /// Queued runs cancelled because the run did not complete.
+    pub cancelled: Vec<RunId>,
+}
+
+/// A settlement once its proofs were handed to the core: what the store writes.
+pub(super) enum Written {
+    Completed {
+        preview: String,
+        preview_truncated: bool,
+        artifact: Option<NewArtifact>,
+        leaf_id: String,
+        leaf_digest: String,
+    },
+    Failed {
+        code: ErrorCode,
+        message: String,
+        partial: Option<PartialResult>,
+    },
+    Stopped {
+        reaped: u32,
+    },
+    Interrupted {
+        reason: String,
+        tree_gone: bool,
+    },
+}
+
+/// What the core decided about the settled run and its queue.
+pub(super) struct Decision {
+    /// The settled run's terminal status.
+    status: RunStatus,
+    /// Queued runs taken out with it, and their terminal status.
+    withdrawn: Vec<(RunId, RunStatus)>,
+    /// The queued run that starts next.
+    started: Option<RunId>,
+}
+
+impl From<CoreSettlement> for Decision {
+    fn from(s: CoreSettlement) -> Self {
+        Decision {
+            status: s.run.status(),
+            withdrawn: terminal(&s.withdrawn),
+            started: s.started,
+        }
+    }
+}
+
+pub(super) fn proof_mismatch(
+    what: &str,
+    proof: (ChildId, RunId),
+    settled: (ChildId, RunId),
+) -> RuntimeError {
+    RuntimeError::InvalidRequest(format!(
+        "the {what} is about run {} of child {}, not run {} of child {}",
+        proof.1, proof.0, settled.1, settled.0
+    ))
+}
+
+/// Hand `settlement` (and its proofs) to the core, which decides whether `run` may
+/// settle that way and what happens to the queue.
+pub(super) fn decide_settlement(
+    decided: &mut AnyChild,
+    child: ChildId,
+    run: RunId,
+    settlement: Settlement,
+) -> RuntimeResult<(Written, Decision)> {
+    match settlement {
+        Settlement::Completed {
+            preview,
+            preview_truncated,
+            artifact,
+            leaf,
+        } => {
+            if (leaf.child(), leaf.run()) != (child, run) {
+                return Err(proof_mismatch(
+                    "recorded leaf",
+                    (leaf.child(), leaf.run()),
+                    (child, run),
+                ));
+            }
+            let written = Written::Completed {
+                preview,
+                preview_truncated,
+                artifact,
+                leaf_id: leaf.leaf().leaf_id().to_owned(),
+                leaf_digest: leaf.leaf().digest().to_string(),
+            };
+            let settled = decided
+                .settle(RunReport::Completed(leaf))
+                .map_err(refused)?;
+            Ok((written, settled.into()))
+        }
+        Settlement::Failed {
+            code,
+            message,
+            partial,
+        } => {
+            let failure = Failure {
+                code,
+                message: message.clone(),
+            };
+            let settled = decided
+                .settle(RunReport::Failed { run, failure })
+                .map_err(refused)?;
+            let written = Written::Failed {
+                code,
+                message,
+                partial,
+            };
+            Ok((written, settled.into()))
+        }
+        Settlement::Stopped { confirmed } => {
+            if (confirmed.child(), confirmed.run()) != (child, run) {
+                return Err(proof_mismatch(
+                    "stop confirmation",
+                    (confirmed.child(), confirmed.run()),
+                    (child, run),
+                ));
+            }
+            let reaped = confirmed.reaped();
+            let settled = decided.confirm_stop(confirmed).map_err(refused)?;
+            Ok((Written::Stopped { reaped }, settled.into()))
+        }
+        Settlement::Interrupted { reason, tree_gone } => {
+            // The core's `lose_worker` is about whatever run is active; the report
+            // names one, so it must be that one.
+            if let Some((active, _)) = decided.active_run()
+                && active != run
+            {
+                return Err(RuntimeError::StaleRun {
+                    child: child.to_string(),
+                    expected: run.to_string(),
+                    active: active.to_string(),
+                });
+            }
+            let lost = decided.lose_worker(&reason).map_err(refused)?;
+            let decision = Decision {
+                status: lost.run.status(),
+                withdrawn: terminal(&lost.abandoned),
+                started: None,
+            };
+            Ok((Written::Interrupted { reason, tree_gone }, decision))
+        }
+    }
+}
+
+pub(super) fn settle_tx(
+    conn: &Connection,
+    options: &StoreOptions,
+    child: ChildId,
+    run: RunId,
+    owner_token: &str,
+    settlement: Settlement,
+) -> RuntimeResult<Settled> {
+    let row = load_child(conn, child)?;
+    let mut decided = lifecycle::load(conn, options, &row)?;
+    let from = decided.active_run().map(|(_, status)| status);
+    let (written, decision) = decide_settlement(&mut decided, child, run, settlement)?;
+    let Some(from) = from else {
+        return Err(RuntimeError::Internal(format!(
+            "run {run} settled on child {child}, which has no active run"
+        )));
+    };
+    if row.owner_token.as_deref() != Some(owner_token) || row.ownership != Ownership::Owned {
+        return Err(ownership_error(&row, owner_token));
+    }
+    let at = now(conn)?;
+    let status = decision.status;
+    let (preview, truncated, artifact, code, message, reason) = match &written {
+        Written::Completed {
+            preview,
+            preview_truncated,
+            artifact,
+            ..
+        } => (
+            Some(preview.as_str()),
+            *preview_truncated,
+            artifact.as_ref().map(|a| a.artifact_id.to_string()),
+            None,
+            None,
+            None,
+        ),
+        Written::Failed {
+            code,
+            message,
+            partial,
+        } => (
+            partial.as_ref().map(|p| p.preview.as_str()),
+            partial.as_ref().is_some_and(|p| p.preview_truncated),
+            partial
+                .as_ref()
+                .and_then(|p| p.artifact.as_ref())
+                .map(|a| a.artifact_id.to_string()),
+            Some(code.as_str()),
+            Some(message.as_str()),
+            None,
+        ),
+        Written::Stopped { .. } => (None, false, None, None, None, Some("stopped by request")),
+        Written::Interrupted { reason, .. } => {
+            (None, false, None, None, None, Some(reason.as_str()))
+        }
+    };
+    let changed = conn.execute(
+        "UPDATE runs SET status = ?3, ended_at = ?4, preview = ?5, preview_truncated = ?6, artifact_id = ?7, \
+         error_code = ?8, error_message = ?9, reason = ?10 WHERE run_id = ?1 AND child_id = ?2 AND status = ?11",
+        params![
+            run.to_string(),
+            child.to_string(),
+            status.as_str(),
+            at,
+            preview,
+            truncated,
+            artifact,
+            code,
+            message,
+            reason,
+            from.as_str()
+        ],
+    )?;
+    expect_one(changed, "settle the active run")?;
+    if let Written::Failed {
+        partial:
+            Some(PartialResult {
+                artifact: Some(artifact),
+                ..
+            }),
+        ..
+    } = &written
+    {
+        insert_artifact(conn, child, Some(run), artifact, &at)?;
+    }
+    if let Written::Completed {
+        artifact,
+        leaf_id,
+        leaf_digest,
+        ..
+    } = &written
+    {
+        if let Some(artifact) = artifact {
+            insert_artifact(conn, child, Some(run), artifact, &at)?;
+        }
+        let changed = conn.execute(
+            "UPDATE children SET last_leaf_id = ?2, last_leaf_digest = ?3 WHERE child_id = ?1 AND state = 'running'",
+            params![child.to_string(), leaf_id, leaf_digest],
+        )?;
+        expect_one(changed, "record completed leaf")?;
+    }
+
+    let why = match &written {
+        Written::Interrupted { .. } => "cancelled: the active run was interrupted",
+        _ => "cancelled: the active run did not complete",
+    };
+    let cancelled = withdraw(conn, child, &decision.withdrawn, why, &at)?;
+
+    let next = match decision.started {
+        Some(next) => Some(dispatch(conn, child, run, next, &at)?),
+        None => None,
+    };
+    let child_state = decided.state();
+    if next.is_none() {
+        let (ownership, phase, interrupt_reason) = match &written {
+            Written::Interrupted { reason, tree_gone } => (
+                if *tree_gone {
+                    Ownership::None
+                } else {
+                    Ownership::RecoveryRequired
+                },
+                if *tree_gone {
+                    Phase::Idle
+                } else {
+                    Phase::RecoveryRequired
+                },
+                Some(reason.as_str()),
+            ),
+            _ => (Ownership::None, Phase::Idle, None),
+        };
+        let keep_token = ownership == Ownership::RecoveryRequired;
+        let changed = conn.execute(
+            "UPDATE children SET state = ?3, ownership = ?4, phase = ?5, interrupt_reason = ?6, active_run_id = NULL, \
+             owner_token = CASE WHEN ?7 THEN owner_token ELSE NULL END, updated_at = ?8 \
+             WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
+            params![
+                child.to_string(),
+                run.to_string(),
+                child_state.as_str(),
+                ownership.as_str(),
+                phase.as_str(),
+                interrupt_reason,
+                keep_token,
+                at
+            ],
+        )?;
+        expect_one(changed, "settle child")?;
+    }
+
+    let (kind, payload) = match &written {
+        Written::Completed {
+            preview,
+            preview_truncated,
+            artifact,
+            ..
+        } => (
+            "completed",
+            json!({
+                "artifactId": artifact.as_ref().map(|a| a.artifact_id.to_string()),
+                "preview": preview,
+                "previewTruncated": preview_truncated,
+            }),
+        ),
+        Written::Failed { code, message, .. } => (
+            "failed",
+            json!({ "code": code.as_str(), "message": events::short_text(message) }),
+        ),
+        Written::Stopped { reaped } => ("stop_confirmed", json!({ "reaped": reaped })),
+        Written::Interrupted { reason, .. } => (
+            "interrupted",
+            json!({ "reason": events::short_text(reason) }),
+        ),
+    };
+    events::append(conn, options, child, Some(run), kind, &payload)?;
+    if let Some(next) = &next {
+        events::append(
+            conn,
+            options,
+            child,
+            Some(next.run_id),
+            "run_started",
+            &json!({}),
+        )?;
+    }
+    Ok(Settled {
+        child_state,
+        next,
+        cancelled,
+    })
+}
+
+/// Start the queued run `next` the core chose to follow `settled`.
+pub(super) fn dispatch(
+    conn: &Connection,
+    child: ChildId,
+    settled: RunId,
+    next: RunId,
+    at: &str,
+) -> RuntimeResult<NextRun> {
+    let prompt: String = conn.query_row(
+        "SELECT prompt FROM runs WHERE run_id = ?1 AND child_id = ?2",
+        params![next.to_string(), child.to_string()],
+        |r| r.get(0),
+    )?;
+    let changed = conn.execute(
+        "UPDATE runs SET status = 'running', started_at = ?2 WHERE run_id = ?1 AND status = 'queued'",
+        params![next.to_string(), at],
+    )?;
+    expect_one(changed, "dispatch queued run")?;
+    let changed = conn.execute(
+        "DELETE FROM followups WHERE run_id = ?1",
+        params![next.to_string()],
+    )?;
+    expect_one(changed, "dequeue dispatched run")?;
+    let changed = conn.execute(
+        "UPDATE children SET active_run_id = ?3, phase = 'starting', updated_at = ?4 \
+         WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
+        params![child.to_string(), settled.to_string(), next.to_string(), at],
+    )?;
+    expect_one(changed, "advance active run")?;
+    Ok(NextRun {
+        run_id: next,
+        prompt,
+    })
+}
+
+pub(super) fn insert_artifact(
+    conn: &Connection,
+    child: ChildId,
+    run: Option<RunId>,
+    artifact: &NewArtifact,
+    at: &str,
+) -> RuntimeResult<()> {
+    conn.execute(
+        "INSERT INTO artifacts (artifact_id, child_id, run_id, file_name, total_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            artifact.artifact_id.to_string(),
+            child.to_string(),
+            run.map(|r| r.to_string()),
+            artifact.file_name,
+            i64_of(artifact.total_bytes),
+            at
+        ],
+    )?;
+    Ok(())
+}
+
+impl Store {
+    /// Settle the active run. `completed` records the leaf, the artifact and dispatches
+    /// the next queued run (same transaction); so does `stopped` for follow-ups sent
+    /// after the stop was requested (the stop itself cleared the earlier ones);
+    /// `failed` withdraws the queue (`stopped`) and `interrupted` abandons it.
+    /// With nothing next the child becomes `ready` (or `interrupted`) and ownership is
+    /// released (or `recovery_required` when an interrupted tree is not proven gone).
+    /// `stopped` is only accepted after `begin_stop`.
+    pub async fn settle_run(
+        &self,
+        child: ChildId,
+        run: RunId,
+        owner_token: &str,
+        settlement: Settlement,
+    ) -> RuntimeResult<Settled> {
+        let token = owner_token.to_owned();
+        self.transact_durable(move |tx, o| settle_tx(tx, o, child, run, &token, settlement))
+            .await
+    }
+}

@@ -1,0 +1,161 @@
+//! What a live worker's driver writes besides settlements: events, phase, worker
+//! identity, artifacts, and the slot mirror.
+
+use super::*;
+
+impl Store {
+    /// Append a worker event (`text`, `tool`, `steer_*`, …) to an owned child and mark
+    /// progress. Payload ≤ 8 KiB (`limit_exceeded` otherwise).
+    pub async fn append_event(
+        &self,
+        child: ChildId,
+        run: Option<RunId>,
+        owner_token: &str,
+        kind: &str,
+        payload: Value,
+    ) -> RuntimeResult<EventSeq> {
+        let token = owner_token.to_owned();
+        let kind = kind.to_owned();
+        self.transact_durable(move |tx, o| {
+            require_owner(tx, child, &token)?;
+            let at = now(tx)?;
+            tx.execute(
+                "UPDATE children SET last_progress_at = ?2, updated_at = ?2 WHERE child_id = ?1",
+                params![child.to_string(), at],
+            )?;
+            events::append(tx, o, child, run, &kind, &payload)
+        })
+        .await
+    }
+
+    /// Append several worker events in one transaction (a burst from the worker):
+    /// all are stored, or none. Returns the last sequence number.
+    pub async fn append_events(
+        &self,
+        child: ChildId,
+        owner_token: &str,
+        batch: Vec<(Option<RunId>, String, Value)>,
+    ) -> RuntimeResult<EventSeq> {
+        let token = owner_token.to_owned();
+        self.transact_durable(move |tx, o| {
+            let row = require_owner(tx, child, &token)?;
+            let at = now(tx)?;
+            tx.execute(
+                "UPDATE children SET last_progress_at = ?2, updated_at = ?2 WHERE child_id = ?1",
+                params![child.to_string(), at],
+            )?;
+            let mut last = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
+            for (run, kind, payload) in &batch {
+                last = events::append(tx, o, child, *run, kind, payload)?;
+            }
+            Ok(last)
+        })
+        .await
+    }
+
+    /// Set the display phase of an owned, running child and mark progress.
+    pub async fn set_phase(
+        &self,
+        child: ChildId,
+        owner_token: &str,
+        phase: Phase,
+    ) -> RuntimeResult<()> {
+        let token = owner_token.to_owned();
+        self.transact_durable(move |tx, _| {
+            let at = now(tx)?;
+            let changed = tx.execute(
+                "UPDATE children SET phase = ?3, last_progress_at = ?4, updated_at = ?4 \
+                 WHERE child_id = ?1 AND owner_token = ?2 AND ownership = 'owned' AND state = 'running'",
+                params![child.to_string(), token, phase.as_str(), at],
+            )?;
+            if changed == 1 {
+                Ok(())
+            } else {
+                Err(ownership_error(&load_child(tx, child)?, &token))
+            }
+        })
+        .await
+    }
+
+    /// Record the identity the worker announced in `hello`.
+    pub async fn record_worker(
+        &self,
+        child: ChildId,
+        owner_token: &str,
+        worker: WorkerInfo,
+    ) -> RuntimeResult<()> {
+        let token = owner_token.to_owned();
+        self.transact(move |tx, _| {
+            require_owner(tx, child, &token)?;
+            tx.execute(
+                "UPDATE children SET worker_name = ?2, worker_version = ?3, transcript_version = ?4 WHERE child_id = ?1",
+                params![
+                    child.to_string(),
+                    worker.name,
+                    worker.version,
+                    i64::from(worker.transcript_version)
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Register an artifact file written for an owned child outside a settlement (e.g.
+    /// an event payload too large for the log).
+    pub async fn register_artifact(
+        &self,
+        child: ChildId,
+        run: Option<RunId>,
+        owner_token: &str,
+        artifact: NewArtifact,
+    ) -> RuntimeResult<()> {
+        let token = owner_token.to_owned();
+        self.transact(move |tx, _| {
+            require_owner(tx, child, &token)?;
+            let at = now(tx)?;
+            insert_artifact(tx, child, run, &artifact, &at)
+        })
+        .await
+    }
+
+    /// Mirror a held workspace slot in the database (display only; the lock is the truth).
+    pub async fn mirror_slot(
+        &self,
+        scope: &WorkspaceScope,
+        kind: crate::locks::SlotKind,
+        index: u32,
+        child: ChildId,
+        owner_token: &str,
+    ) -> RuntimeResult<()> {
+        let key = scope.key();
+        let token = owner_token.to_owned();
+        self.transact(move |tx, _| {
+            let at = now(tx)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO slots (scope_key, kind, slot_index, child_id, owner_token, taken_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![key, kind.as_str(), i64::from(index), child.to_string(), token, at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Remove a slot mirror row.
+    pub async fn unmirror_slot(
+        &self,
+        scope: &WorkspaceScope,
+        kind: crate::locks::SlotKind,
+        index: u32,
+    ) -> RuntimeResult<()> {
+        let key = scope.key();
+        self.transact(move |tx, _| {
+            tx.execute(
+                "DELETE FROM slots WHERE scope_key = ?1 AND kind = ?2 AND slot_index = ?3",
+                params![key, kind.as_str(), i64::from(index)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
