@@ -86,10 +86,11 @@ fn recover_one(
         Some(_lock) => {
             let reason = match row.owner_token.as_deref() {
                 Some(token) => format!(
-                    "the owning broker ({token}) exited and no process holds the child any more; nothing was retried"
+                    "broker_lost: the owning broker ({token}) exited and no process holds the child any more; nothing was retried"
                 ),
                 None => {
-                    "the child was left running without an owner; nothing was retried".to_owned()
+                    "broker_lost: the child was left running without an owner; nothing was retried"
+                        .to_owned()
                 }
             };
             store.recover_child_blocking(

@@ -529,7 +529,10 @@ impl Broker {
     pub(super) async fn child_scope(&self, child: ChildId) -> Result<WorkspaceScope, BrokerError> {
         for scope in self.scopes() {
             match self.store.child(&scope, child).await {
-                Ok(_) => return Ok(scope),
+                Ok(row) => {
+                    self.recover_if_orphaned(&scope, &row).await?;
+                    return Ok(scope);
+                }
                 Err(e) if e.code() == ErrorCode::NotFound => continue,
                 Err(e) => return Err(e.into()),
             }

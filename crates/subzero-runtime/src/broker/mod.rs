@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod get;
 mod live;
+mod orphans;
 mod receipts;
 mod snapshot;
 mod stop;
