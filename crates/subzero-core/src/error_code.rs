@@ -50,13 +50,16 @@ pub enum ErrorCode {
     RuntimeShuttingDown,
     /// The child is interrupted; call `subzero_resume` first.
     Interrupted,
+    /// The state database (or another stored file) cannot be written or is no longer the
+    /// file this process opened; the message names the path and what the OS said.
+    StorageUnavailable,
     /// An unexpected internal failure; state was left consistent.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidRequest,
         ErrorCode::NotFound,
         ErrorCode::CredentialsRequired,
@@ -76,6 +79,7 @@ impl ErrorCode {
         ErrorCode::ModelRequestFailed,
         ErrorCode::RuntimeShuttingDown,
         ErrorCode::Interrupted,
+        ErrorCode::StorageUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -101,6 +105,7 @@ impl ErrorCode {
             ErrorCode::ModelRequestFailed => "model_request_failed",
             ErrorCode::RuntimeShuttingDown => "runtime_shutting_down",
             ErrorCode::Interrupted => "interrupted",
+            ErrorCode::StorageUnavailable => "storage_unavailable",
             ErrorCode::Internal => "internal",
         }
     }

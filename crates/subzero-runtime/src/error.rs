@@ -97,6 +97,16 @@ pub enum RuntimeError {
     /// The database was locked by another process past the busy timeout; nothing changed.
     #[error("busy: {0}")]
     Locked(String),
+    /// The state database cannot be used for writing: deleted or replaced under this
+    /// process, or the file system refuses the write (full, read-only, I/O error).
+    /// Nothing was written.
+    #[error("storage_unavailable: {problem}")]
+    StorageUnavailable {
+        /// The file that cannot be used.
+        path: PathBuf,
+        /// What happened to it, naming the path, and what to do next.
+        problem: String,
+    },
     /// SQLite failed (other than by being locked, which is `busy`).
     #[error("internal: database error: {0}")]
     Sqlite(rusqlite::Error),
@@ -152,6 +162,7 @@ impl RuntimeError {
             RuntimeError::LimitExceeded(_) => ErrorCode::LimitExceeded,
             RuntimeError::ArtifactUnavailable(_) => ErrorCode::ArtifactUnavailable,
             RuntimeError::ShuttingDown => ErrorCode::RuntimeShuttingDown,
+            RuntimeError::StorageUnavailable { .. } => ErrorCode::StorageUnavailable,
             RuntimeError::Sqlite(_) | RuntimeError::Io { .. } | RuntimeError::Internal(_) => {
                 ErrorCode::Internal
             }

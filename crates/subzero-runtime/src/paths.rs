@@ -140,6 +140,12 @@ impl StatePaths {
         Ok(paths)
     }
 
+    /// Name the layout of `root` without creating or checking anything: for readers
+    /// (`subzero ls`, `show`, …) that must never write to a state directory.
+    pub fn existing(root: impl Into<PathBuf>) -> Self {
+        StatePaths { root: root.into() }
+    }
+
     /// The state directory itself.
     pub fn root(&self) -> &Path {
         &self.root

@@ -164,8 +164,19 @@ async fn ls_and_logs_follow_see_a_running_child_and_its_events_arrive() {
 fn inspection_never_creates_a_database_and_errors_name_their_code() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state");
+    // No database is no children yet: `ls` lists none (see cli_readonly.rs).
+    let out = subzero()
+        .args(["ls", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!state.exists(), "ls created {}", state.display());
     for args in [
-        vec!["ls"],
         vec!["show", "ch_01JBBBBBBBBBBBBBBBBBBBBBBB"],
         vec!["logs", "ch_01JBBBBBBBBBBBBBBBBBBBBBBB"],
         vec!["output", "art_01JBBBBBBBBBBBBBBBBBBBBBBB"],
@@ -179,7 +190,7 @@ fn inspection_never_creates_a_database_and_errors_name_their_code() {
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.starts_with("error[not_found]: no state database at"),
+            err.starts_with("error[not_found]: no children yet: there is no state database at"),
             "{args:?}: {err}"
         );
         assert!(!state.exists(), "{args:?} created {}", state.display());

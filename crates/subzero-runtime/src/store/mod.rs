@@ -5,15 +5,29 @@
 //! transaction back, so an operation is all or nothing. Async callers await a oneshot,
 //! so the reactor never blocks on SQLite. Reads use separate read-only connections on
 //! tokio's blocking pool.
+//!
+//! What callers may rely on:
+//! - A transaction that panics is rolled back and answers `internal`; the writer thread
+//!   survives it and later writes work.
+//! - Every write transaction first checks that the path still names the database file
+//!   the store opened (device and inode); a database deleted or replaced under the store
+//!   is refused with `storage_unavailable` and never written into its orphan.
+//! - [`Store::close`] checkpoints the WAL into the database (`wal_checkpoint(TRUNCATE)`),
+//!   so the last broker to exit leaves a `subzero.db` that is complete by itself.
+//! - [`Store::open_read_only`] (for `subzero ls`, `show`, …) never creates, migrates or
+//!   writes a database and never waits for a writer.
 
 mod events;
+mod file;
 mod lifecycle;
 mod ops;
 mod rows;
 mod schema;
 
 use std::os::unix::fs::OpenOptionsExt;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,8 +37,11 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{RuntimeError, RuntimeResult};
+use file::DatabaseFile;
 
 pub use events::MAX_EVENT_PAYLOAD_BYTES;
+/// The message of a core refusal without its leading `code: `, for errors that keep the core's words.
+pub(crate) use lifecycle::uncoded as lifecycle_message;
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
     NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
@@ -34,8 +51,6 @@ pub use rows::{
     Ownership, Phase, ReceiptInput, RunRow, WorkerInfo,
 };
 pub use schema::SCHEMA_VERSION;
-/// The message of a core refusal without its leading `code: `, for errors that keep the core's words.
-pub(crate) use lifecycle::uncoded as lifecycle_message;
 
 /// The name of the writer thread (tests assert mutations run there).
 pub const WRITER_THREAD_NAME: &str = "subzero-store-writer";
@@ -68,12 +83,23 @@ impl Default for StoreOptions {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut Connection, &StoreOptions) + Send>;
+/// What the writer thread owns: the only write connection and the file it must still be.
+struct Writer {
+    conn: Connection,
+    options: StoreOptions,
+    file: DatabaseFile,
+}
+
+type Job = Box<dyn FnOnce(&mut Writer) + Send>;
 
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
     options: StoreOptions,
+    /// `false` for [`Store::open_read_only`]: no writer thread, writes refused.
+    writable: bool,
+    /// Set by [`Store::close`]: read connections are no longer kept.
+    closed: AtomicBool,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
@@ -104,6 +130,7 @@ fn open_write(path: &Path, options: &StoreOptions) -> RuntimeResult<Connection> 
     Ok(conn)
 }
 
+/// A read connection: opened read-only and `query_only`, so nothing it runs can write.
 fn open_read(path: &Path, options: &StoreOptions) -> RuntimeResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -112,6 +139,7 @@ fn open_read(path: &Path, options: &StoreOptions) -> RuntimeResult<Connection> {
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
     conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
 
@@ -119,29 +147,70 @@ impl Store {
     /// Open (creating and migrating) the database at `path` and start the writer thread.
     /// Blocking: call it before entering the reactor or from `spawn_blocking`.
     pub fn open(path: &Path, options: StoreOptions) -> RuntimeResult<Store> {
-        let mut conn = open_write(path, &options)?;
+        let conn = open_write(path, &options)?;
+        let file = DatabaseFile::identify(path)?;
         let (jobs, rx) = mpsc::channel::<Job>();
-        let thread_options = options.clone();
+        let writer = Writer {
+            conn,
+            options: options.clone(),
+            file,
+        };
         let writer = std::thread::Builder::new()
             .name(WRITER_THREAD_NAME.to_owned())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job(&mut conn, &thread_options);
-                }
-                tracing::debug!("store writer stopped");
-            })
+            .spawn(move || writer.serve(&rx))
             .map_err(|e| RuntimeError::io("cannot start the store writer thread", e))?;
+        Ok(Store::with_inner(
+            path,
+            options,
+            true,
+            Some(jobs),
+            Some(writer),
+        ))
+    }
+
+    /// Open an existing database for reading only: no writer thread, no migration, no
+    /// write lock, nothing created. `None` when there is no database at `path` (nothing
+    /// has run with this state directory yet). A database at another schema version is
+    /// refused: an older one names `subzero mcp` as the one that upgrades it.
+    /// Every write on the returned store fails with `internal` ("opened read-only").
+    pub fn open_read_only(path: &Path, options: StoreOptions) -> RuntimeResult<Option<Store>> {
+        match std::fs::metadata(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(RuntimeError::io(
+                    format!("cannot read the state database {}", path.display()),
+                    e,
+                ));
+            }
+        }
+        let conn = open_read(path, &options)?;
+        schema::check_readable(&conn, path)?;
+        let store = Store::with_inner(path, options, false, None, None);
+        store.give_back(conn);
+        Ok(Some(store))
+    }
+
+    fn with_inner(
+        path: &Path,
+        options: StoreOptions,
+        writable: bool,
+        jobs: Option<mpsc::Sender<Job>>,
+        writer: Option<JoinHandle<()>>,
+    ) -> Store {
         let (commits, _) = watch::channel(0);
-        Ok(Store {
+        Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 options,
-                jobs: Mutex::new(Some(jobs)),
-                writer: Mutex::new(Some(writer)),
+                writable,
+                closed: AtomicBool::new(false),
+                jobs: Mutex::new(jobs),
+                writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
                 commits,
             }),
-        })
+        }
     }
 
     /// The database file.
@@ -154,8 +223,12 @@ impl Store {
         &self.inner.options
     }
 
-    /// Stop accepting writes and wait for the writer to finish queued work.
+    /// Stop accepting writes, wait for the writer to finish queued work, checkpoint the
+    /// WAL into the database and close every connection. Read connections close first,
+    /// so the writer's is this process's last and SQLite removes the emptied WAL.
     pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.drop_readers();
         if let Ok(mut jobs) = self.inner.jobs.lock() {
             jobs.take();
         }
@@ -165,6 +238,10 @@ impl Store {
         {
             tracing::error!("store writer thread panicked");
         }
+        self.drop_readers();
+    }
+
+    fn drop_readers(&self) {
         if let Ok(mut readers) = self.inner.readers.lock() {
             readers.clear();
         }
@@ -187,10 +264,16 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
     {
+        if !self.inner.writable {
+            return Err(RuntimeError::Internal(format!(
+                "the store at {} was opened read-only (for inspection); only `subzero mcp` writes it",
+                self.inner.path.display()
+            )));
+        }
         let (tx, rx) = oneshot::channel();
         let commits = self.inner.commits.clone();
-        let job: Job = Box::new(move |conn, options| {
-            let result = run_immediate(conn, options, f, patient);
+        let job: Job = Box::new(move |writer| {
+            let result = writer.transaction(f, patient);
             if result.is_ok() {
                 commits.send_modify(|n| *n = n.wrapping_add(1));
             }
@@ -259,12 +342,20 @@ impl Store {
             tx.finish()?;
             value
         };
+        self.give_back(conn);
+        result
+    }
+
+    /// Keep an idle read connection for the next read (at most 4; none once closed).
+    fn give_back(&self, conn: Connection) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
         if let Ok(mut readers) = self.inner.readers.lock()
             && readers.len() < 4
         {
             readers.push(conn);
         }
-        result
     }
 
     /// Run a read-only closure in one snapshot on a read connection, synchronously.
@@ -294,9 +385,108 @@ impl Store {
     }
 }
 
+impl Writer {
+    /// Run jobs until every sender is gone, then checkpoint. A job catches its own
+    /// transaction's panic; this loop catches one in a job's bookkeeping, so no panic
+    /// ever ends the thread that every write of this process goes through.
+    fn serve(mut self, jobs: &mpsc::Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
+            if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut self))) {
+                tracing::error!(
+                    panic = panic_text(panic.as_ref()),
+                    "a store job panicked; the writer continues"
+                );
+            }
+            self.rollback_leftover();
+        }
+        self.checkpoint();
+        tracing::debug!("store writer stopped");
+    }
+
+    /// One write transaction: `f` in `BEGIN IMMEDIATE`, on the file the store opened.
+    /// A panic in `f` rolls back and answers `internal`; a file-system refusal is
+    /// `storage_unavailable` naming the path.
+    fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T>,
+        patient: bool,
+    ) -> RuntimeResult<T> {
+        let run = AssertUnwindSafe(|| {
+            run_immediate(&mut self.conn, &self.options, &self.file, f, patient)
+        });
+        let result = match std::panic::catch_unwind(run) {
+            Ok(result) => result,
+            Err(panic) => {
+                let text = panic_text(panic.as_ref());
+                tracing::error!(panic = text, "a store transaction panicked; rolled back");
+                Err(RuntimeError::Internal(format!(
+                    "a store transaction panicked ({text}); it was rolled back and nothing changed — retry, and report this as a bug with the broker's log"
+                )))
+            }
+        };
+        self.rollback_leftover();
+        result.map_err(|e| file::storage_failure(e, self.file.path()))
+    }
+
+    /// A transaction left open by an unwinding job is rolled back (rusqlite's drop
+    /// normally did that already).
+    fn rollback_leftover(&self) {
+        if !self.conn.is_autocommit()
+            && let Err(e) = self.conn.execute_batch("ROLLBACK")
+        {
+            tracing::error!(error = %e, "cannot roll back a transaction a panicking job left open");
+        }
+    }
+
+    /// Fold the WAL into the database file and truncate it, so the file is complete by
+    /// itself (a plain copy is a backup). Never waits: while another broker reads or
+    /// writes, the checkpoint stays partial, and the last broker to close completes it.
+    /// Never touches a file that is no longer the one at the store's path.
+    fn checkpoint(&self) {
+        if let Err(e) = self.file.check() {
+            tracing::warn!(error = %e, "not checkpointing the state database");
+            return;
+        }
+        if let Err(e) = self.conn.busy_timeout(Duration::ZERO) {
+            tracing::debug!(error = %e, "cannot shorten the busy timeout for the checkpoint");
+        }
+        let outcome = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            });
+        match outcome {
+            Ok((0, _, _)) => tracing::debug!("checkpointed the WAL into the state database"),
+            Ok((_, frames, done)) => tracing::debug!(
+                frames,
+                done,
+                "WAL checkpoint left partial: another broker is using the database; the last one to close completes it"
+            ),
+            Err(e) => tracing::debug!(
+                error = %e,
+                "WAL checkpoint did not run (another broker is using the database); the last one to close completes it"
+            ),
+        }
+    }
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
 fn run_immediate<T>(
     conn: &mut Connection,
     options: &StoreOptions,
+    file: &DatabaseFile,
     f: impl FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T>,
     patient: bool,
 ) -> RuntimeResult<T> {
@@ -322,6 +512,9 @@ fn run_immediate<T>(
             }
         }
     };
+    // Holding the write lock, before anything is written: is the path still our file?
+    // Dropping `tx` on the error rolls the (empty) transaction back.
+    file.check()?;
     let value = f(&tx, options)?;
     tx.commit()?;
     Ok(value)

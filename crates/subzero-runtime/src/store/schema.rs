@@ -4,6 +4,8 @@
 //! `user_version` bump, so a crash mid-migration leaves the previous version intact.
 //! A database newer than this binary is refused rather than guessed at.
 
+use std::path::Path;
+
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::{RuntimeError, RuntimeResult};
@@ -136,5 +138,22 @@ pub(crate) fn migrate(conn: &mut Connection) -> RuntimeResult<()> {
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
         tracing::info!(version = version + 1, "migrated state database");
+    }
+}
+
+/// Whether a reader that never migrates can read this database: its version must be
+/// [`SCHEMA_VERSION`]. An older one is refused naming `subzero mcp`, the only program
+/// that upgrades it; a newer one names the upgrade of this binary.
+pub(crate) fn check_readable(conn: &Connection, path: &Path) -> RuntimeResult<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let shown = path.display();
+    match version.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(RuntimeError::Internal(format!(
+            "the state database {shown} has schema version {version}, older than this subzero ({SCHEMA_VERSION}); reading never migrates it — `subzero mcp` upgrades it when it starts (start your host, or run `subzero mcp` once), then retry"
+        ))),
+        std::cmp::Ordering::Greater => Err(RuntimeError::Internal(format!(
+            "the state database {shown} has schema version {version}, newer than this subzero ({SCHEMA_VERSION}); use the subzero that wrote it or upgrade"
+        ))),
     }
 }

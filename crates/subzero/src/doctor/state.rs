@@ -161,31 +161,66 @@ fn inspect_database(path: &Path) -> rusqlite::Result<(String, i64, String)> {
     Ok((problems.join("; "), version, journal))
 }
 
+/// The lock directories must be writable. Missing ones are no failure: every
+/// `subzero mcp` creates them at start, so only the directory that would hold them has to
+/// be writable.
 fn check_lock_dirs(layout: &Layout<'_>) -> Check {
-    let dirs = ["", "children", "slots", "owners"].map(|d| layout.locks().join(d));
+    let locks = layout.locks();
+    let dirs = ["", "children", "slots", "owners"].map(|d| locks.join(d));
     let mut missing = Vec::new();
+    let mut broken = Vec::new();
     for dir in &dirs {
-        match nix::unistd::access(
-            dir,
-            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-        ) {
+        match writable(dir) {
             Ok(()) => {}
-            Err(nix::errno::Errno::ENOENT) => missing.push(format!("{} (missing)", dir.display())),
-            Err(e) => missing.push(format!("{} ({e})", dir.display())),
+            Err(nix::errno::Errno::ENOENT) => missing.push(dir.display().to_string()),
+            Err(e) => broken.push(format!("{} ({e})", dir.display())),
         }
     }
-    if missing.is_empty() {
-        Check::pass("lock dir", format!("{} writable", layout.locks().display()))
-    } else {
-        Check::fail(
+    if !broken.is_empty() {
+        return Check::fail(
             "lock dir",
-            format!("not writable: {}", missing.join(", ")),
+            format!("not writable: {}", broken.join(", ")),
             format!(
-                "chmod 700 the directories above (owned by you); missing ones are recreated by the next `subzero mcp`: `mkdir -p -m 700 {}/{{children,slots,owners}}`",
-                layout.locks().display()
+                "make them directories you own with mode 0700 (`chmod 700 …`, or move a file in the way aside); missing ones are created by the next `subzero mcp`: `mkdir -p -m 700 {}/{{children,slots,owners}}`",
+                locks.display()
             ),
-        )
+        );
     }
+    if missing.is_empty() {
+        return Check::pass("lock dir", format!("{} writable", locks.display()));
+    }
+    // `subzero mcp` creates what is missing inside the nearest directory that exists.
+    let holder = if writable(&locks).is_err() {
+        layout.root
+    } else {
+        locks.as_path()
+    };
+    match writable(holder) {
+        Ok(()) => Check::pass(
+            "lock dir",
+            format!(
+                "{} not there yet: will be created by `subzero mcp` (mode 0700) when it starts",
+                missing.join(", ")
+            ),
+        ),
+        Err(e) => Check::fail(
+            "lock dir",
+            format!(
+                "{} cannot be created: {} is not writable ({e})",
+                missing.join(", "),
+                holder.display()
+            ),
+            format!("chmod 700 {} (owned by you)", holder.display()),
+        ),
+    }
+}
+
+/// Whether this user may create entries in `dir` (write and search permission).
+fn writable(dir: &Path) -> nix::Result<()> {
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
 }
 
 /// Each child lock file that some process keeps open, with its holders and whether a

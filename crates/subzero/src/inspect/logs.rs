@@ -49,7 +49,7 @@ pub(super) fn run(args: LogsArgs) -> Outcome {
         color: std::io::stdout().is_terminal(),
     };
     let reader = Reader {
-        store: state.store(),
+        store: state.store()?,
         scope: &scope,
         child,
     };

@@ -78,7 +78,10 @@ async fn summaries(
     state: &ReadOnlyState,
     scopes: &[WorkspaceScope],
 ) -> Result<Vec<Value>, super::Failure> {
-    let store = state.store();
+    // No database yet: no children yet.
+    let Ok(store) = state.store() else {
+        return Ok(Vec::new());
+    };
     let mut children = Vec::new();
     for scope in scopes {
         let mut after: Option<ChildId> = None;

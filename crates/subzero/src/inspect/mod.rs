@@ -1,11 +1,12 @@
 //! `subzero ls | show | logs | output`: the state database read by a human at a terminal.
 //!
 //! What callers may rely on:
-//! - They never create or migrate a database: a missing state directory or database, or
-//!   one whose schema version differs from this binary's, is an error that says what to
-//!   do. Only then is the store opened, through the same [`Store`] brokers use, and only
-//!   its read connections (SQLite WAL readers) are used — nothing is written, so they
-//!   are safe to run while brokers work.
+//! - They are read-only: the store is opened with `Store::open_read_only` (SQLite
+//!   `OPEN_READ_ONLY` and `query_only` connections, WAL readers), so they never create,
+//!   migrate or write anything and never wait for a broker that is writing. A missing
+//!   state directory or database means no children yet (`ls` lists none; `show`, `logs`
+//!   and `output` answer `not_found`); a database at another schema version is refused
+//!   with a message that says what to do (`subzero mcp` upgrades an older one).
 //! - Children are found by id in every workspace of the state directory (a human
 //!   debugging one child should not need to know which host started it).
 //! - `--json` prints the wire documents of `docs/protocol.md` (`ChildSummary`,

@@ -33,7 +33,7 @@ pub(super) fn run(args: OutputArgs) -> Outcome {
         .map_err(|e| InspectError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let state = ReadOnlyState::open(args.state_dir.state_dir.as_deref())?;
     let scope = state.artifact_scope(artifact)?;
-    let row = runtime()?.block_on(state.store().artifact(&scope, artifact))?;
+    let row = runtime()?.block_on(state.store()?.artifact(&scope, artifact))?;
     let files = ArtifactFiles::new(state.paths());
     let mut offset = args.offset;
     let mut left = args.length.unwrap_or(u64::MAX);

@@ -35,7 +35,7 @@ pub(super) fn run(args: ShowArgs) -> Outcome {
     })?;
     let state = ReadOnlyState::open(args.state_dir.state_dir.as_deref())?;
     let scope = state.child_scope(child)?;
-    let store = state.store();
+    let store = state.store()?;
     let doc = runtime()?.block_on(async {
         let row = store.child(&scope, child).await?;
         let runs = store.runs(&scope, child).await?;
