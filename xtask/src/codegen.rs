@@ -5,7 +5,7 @@
 //! typify drops string and integer bounds from the schemas it derives, so each bounded
 //! `$defs` newtype gets a `#[schemars(extend(...))]` patch that puts them back, and every
 //! generated type gets a `Validate` impl that enforces what serde cannot (integer
-//! maxima, byte lengths).
+//! maxima, and the byte lengths descriptions state as `at most <N> UTF-8 bytes`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -352,7 +352,29 @@ fn validate_impls(
     Ok((impls.into_values().collect(), names))
 }
 
-/// Checks serde does not make: integer bounds and `x-maxBytes`.
+/// The UTF-8 byte bound of a string schema. JSON Schema has no keyword for it (`maxLength`
+/// counts characters), so the contract states it in the description, where every consumer
+/// reads it, as the phrase `at most <N> UTF-8 bytes`; `None` when there is no such phrase.
+pub fn max_bytes(def: &Value) -> Option<i64> {
+    if def.get("type").and_then(Value::as_str) != Some("string") {
+        return None;
+    }
+    let description = def.get("description").and_then(Value::as_str)?;
+    description
+        .match_indices("at most ")
+        .find_map(|(at, phrase)| {
+            let rest = &description[at + phrase.len()..];
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            if !rest[digits..].starts_with(" UTF-8 bytes") {
+                return None;
+            }
+            rest[..digits].parse().ok()
+        })
+}
+
+/// Checks serde does not make: integer bounds and byte bounds ([`max_bytes`]).
 fn newtype_bounds(def: &Value) -> String {
     let mut checks = String::new();
     let int = |key: &str| def.get(key).and_then(Value::as_i64);
@@ -366,7 +388,7 @@ fn newtype_bounds(def: &Value) -> String {
         let max = int("maxItems").unwrap_or(i64::MAX);
         checks += &format!("crate::validate::check_items(path, self.0.len(), {min}, {max})?;\n");
     }
-    if let Some(max_bytes) = int("x-maxBytes") {
+    if let Some(max_bytes) = max_bytes(def) {
         checks += &format!("crate::validate::check_max_bytes(path, &self.0, {max_bytes})?;\n");
     }
     checks
@@ -485,9 +507,12 @@ fn needs_named_type(node: &Value) -> bool {
         return false;
     }
     match map.get("type").and_then(Value::as_str) {
-        Some("string") => ["pattern", "minLength", "maxLength", "x-maxBytes"]
-            .iter()
-            .any(|k| map.contains_key(*k)),
+        Some("string") => {
+            ["pattern", "minLength", "maxLength"]
+                .iter()
+                .any(|k| map.contains_key(*k))
+                || max_bytes(node).is_some()
+        }
         Some("array") => map.contains_key("minItems") || map.contains_key("maxItems"),
         Some("integer") => {
             map.contains_key("maximum")
@@ -655,4 +680,33 @@ fn require_keys(
     let parsed: Result<syn::ItemStruct, _> =
         syn::parse_str(&format!("#[schemars(transform = {function})] struct X;"));
     parsed.ok().and_then(|d| d.attrs.into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::max_bytes;
+
+    #[test]
+    fn the_byte_bound_is_read_from_the_description() {
+        let bounded = |description: &str| json!({"type": "string", "description": description});
+        assert_eq!(
+            max_bytes(&bounded("Short text: at most 512 UTF-8 bytes.")),
+            Some(512)
+        );
+        assert_eq!(
+            max_bytes(&bounded(
+                "The chunk, at most 65536 UTF-8 bytes, cut on a boundary."
+            )),
+            Some(65536)
+        );
+        // A policy limit stated as a range, and a bound in characters, are not byte bounds.
+        assert_eq!(max_bytes(&bounded("1..65536 UTF-8 bytes (policy).")), None);
+        assert_eq!(max_bytes(&bounded("at most 40 characters")), None);
+        assert_eq!(
+            max_bytes(&json!({"type": "integer", "description": "at most 4 UTF-8 bytes"})),
+            None
+        );
+    }
 }

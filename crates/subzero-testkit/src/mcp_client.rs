@@ -2,7 +2,8 @@
 //! child-process transport), as tests and `subzero demo` use it.
 //!
 //! Tool results are returned whole: whether it was a tool error, its structured content
-//! and its text, so callers can assert on codes and measure what a parent would read.
+//! (for a tool error, the error body its text carries) and its text, so callers can assert
+//! on codes and measure what a parent would read.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -45,8 +46,12 @@ pub struct RunAs {
 pub struct ToolReply {
     /// True for a tool error.
     pub is_error: bool,
-    /// The structured content (the typed output, or the error body).
+    /// The typed output (the structured content); for a tool error, the error body
+    /// `{code, message, details?}` read from its text, which is that body as compact JSON.
     pub structured: Value,
+    /// Whether the result carried `structuredContent` at all (a tool error must not: the
+    /// TypeScript SDK 1.x would validate it against the tool's output schema and throw).
+    pub has_structured_content: bool,
     /// The text content, concatenated.
     pub text: String,
     /// Bytes a parent model would read: the text blocks.
@@ -138,9 +143,17 @@ impl McpSession {
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect::<Vec<_>>()
             .join("\n");
+        let is_error = result.is_error.unwrap_or(false);
+        let has_structured_content = result.structured_content.is_some();
+        let structured = match result.structured_content {
+            Some(value) => value,
+            None if is_error => serde_json::from_str(&text).unwrap_or(Value::Null),
+            None => Value::Null,
+        };
         Ok(ToolReply {
-            is_error: result.is_error.unwrap_or(false),
-            structured: result.structured_content.unwrap_or(Value::Null),
+            is_error,
+            structured,
+            has_structured_content,
             bytes: text.len(),
             text,
         })

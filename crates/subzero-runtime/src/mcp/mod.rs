@@ -4,7 +4,8 @@
 //! argument becomes a *tool error* `invalid_request` naming the field — which hosts show
 //! to the model — rather than a JSON-RPC protocol error, which they hide. Every result
 //! carries structured content (the typed output) and the same object as compact JSON
-//! text; every failure carries the error body `{code, message, details?}`.
+//! text; every failure (`isError: true`) carries only the text: the error body
+//! `{code, message, details?}` as compact JSON.
 
 mod args;
 pub mod descriptions;
@@ -148,15 +149,11 @@ impl ServerHandler for McpServer {
                 ok.structured_content = Some(structured);
                 ok
             }
+            // No structured content: it would have to match the tool's `outputSchema`, and
+            // the TypeScript SDK 1.x validates it even on an error (and throws, losing the
+            // code). The error body is the text, as compact JSON, which every SDK hands over.
             Err(err) => {
-                let body = err.to_error_body();
-                let mut failed = CallToolResult::error(vec![ContentBlock::text(format!(
-                    "{}: {}",
-                    err.code(),
-                    err.message()
-                ))]);
-                failed.structured_content = Some(body);
-                failed
+                CallToolResult::error(vec![ContentBlock::text(err.to_error_body().to_string())])
             }
         };
         Ok(result.into())

@@ -110,3 +110,31 @@ fn object(schema: Value) -> Arc<JsonObject> {
         _ => Arc::new(JsonObject::new()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_advertised_schema_uses_only_the_standard_vocabulary() {
+        let mut problems = Vec::new();
+        for tool in tool_list() {
+            let schemas = std::iter::once(("input", &tool.input_schema))
+                .chain(tool.output_schema.as_ref().map(|s| ("output", s)));
+            for (kind, schema) in schemas {
+                let schema = Value::Object(JsonObject::clone(schema));
+                problems.extend(
+                    p::schema_fix::nonstandard_vocabulary(&schema)
+                        .into_iter()
+                        .map(|at| format!("{} {kind}: {at}", tool.name)),
+                );
+            }
+        }
+        assert_eq!(tool_list().len(), TOOL_NAMES.len());
+        assert!(
+            problems.is_empty(),
+            "non-standard keywords or formats:\n{}",
+            problems.join("\n")
+        );
+    }
+}

@@ -63,7 +63,9 @@ async def main() -> None:
 
             bad = await session.call_tool("subzero_get", {"childId": "ch_nope"})
             report["badIsError"] = bad.is_error
-            report["badCode"] = (bad.structured_content or {}).get("code")
+            # A tool error carries no structured content; its text is the error body as JSON.
+            report["badStructured"] = bad.structured_content is not None
+            report["badCode"] = json.loads(bad.content[0].text).get("code")
             text = await session.call_tool("subzero_info", {})
             report["infoText"] = json.loads(text.content[0].text)["protocolVersion"]
     print(json.dumps(report))
