@@ -15,6 +15,8 @@
 //! - Worker control: [`BrokerMessage`] (stdin of the worker), [`WorkerMessage`] (its
 //!   stdout) with [`WorkerEvent`].
 //! - Templates and configuration: [`UserTemplate`], [`GrantSnapshot`], [`Config`].
+//! - With feature `core`: `From`/`TryFrom` between `subzero-core`'s values and these types
+//!   (`convert`).
 
 // The generated code is prettyplease output; `cargo xtask check` compares it byte for byte,
 // so rustfmt must leave it alone. Its only `unwrap`s compile the schema's own regex
@@ -32,6 +34,8 @@
 #[path = "../../../generated/rust/mod.rs"]
 pub mod v1;
 
+#[cfg(any(feature = "core", test))]
+pub mod convert;
 pub mod defaults;
 pub mod export;
 pub mod roots;

@@ -412,8 +412,15 @@ async fn a_resume_replayed_in_its_transaction_releases_its_claim() {
         .unwrap();
     assert!(matches!(again, subzero_runtime::store::Admit::Replayed(_)));
     let row = fx.store.child(&fx.scope, child).await.unwrap();
-    assert_eq!(row.ownership, subzero_runtime::store::Ownership::None, "{row:?}");
+    assert_eq!(
+        row.ownership,
+        subzero_runtime::store::Ownership::None,
+        "{row:?}"
+    );
     assert_eq!(row.owner_token, None, "{row:?}");
     // So the child can be claimed again at once (by this broker or another).
-    fx.store.claim(&fx.scope, child, "another-broker").await.unwrap();
+    fx.store
+        .claim(&fx.scope, child, "another-broker")
+        .await
+        .unwrap();
 }

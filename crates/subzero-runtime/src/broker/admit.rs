@@ -9,20 +9,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
 use subzero_core::lifecycle::{ActiveChild, WorkerCapabilities};
+use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
 use subzero_core::{AnyChild, ChildId, ChildState, Coded, ErrorCode, RunId};
 use subzero_protocol as p;
 
 use super::checkpoint;
-use crate::store::lifecycle_message as uncoded;
 use super::live::{Live, ModelKey, ToWorker};
-use super::receipts::Receipt;
+use super::receipts::{Receipt, replayed};
+use super::wire::wire;
 use super::worker::{FirstRun, StartFrom};
-use super::{Broker, BrokerError, lock, typed};
+use super::{Broker, BrokerError, lock};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
+use crate::store::lifecycle_message as uncoded;
 use crate::store::{
     Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership,
     ResumeCommit,
@@ -48,7 +48,7 @@ impl Broker {
             &input,
         )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return typed(replayed, "spawn");
+            return Ok(replayed);
         }
         let snapshot = self.freeze(input.template_id.as_str())?;
         let model = self.credential(&input.model)?;
@@ -60,9 +60,18 @@ impl Broker {
         let child_lock = ChildLock::try_acquire(&self.paths, child)?;
         let snapshot_json = serde_json::to_value(&snapshot)
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
+        let sent_snapshot = p::GrantSnapshot::try_from(&snapshot).map_err(|e| {
+            BrokerError::internal(format!(
+                "the grant snapshot of template {} breaks the contract at {e}",
+                snapshot.template_id().as_str()
+            ))
+        })?;
         // Refuse before any state changes when an MCP server's environment is missing.
-        super::worker::mcp_env(&snapshot_json, &self.secrets)?;
-        let output = json!({"childId": child.to_string(), "runId": run.to_string()});
+        super::worker::mcp_env(&sent_snapshot, &self.secrets)?;
+        let output = p::SpawnOutput {
+            child_id: child.into(),
+            run_id: run.into(),
+        };
         let admitted = self
             .store
             .admit_spawn(AdmitSpawn {
@@ -77,13 +86,13 @@ impl Broker {
                 run_id: run,
                 prompt: prompt.clone(),
                 owner_token: self.owner_token().to_owned(),
-                receipt: receipt.map(|r| r.with_output(output.clone())),
+                receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
             })
             .await?;
         if let Admit::Replayed(stored) = admitted {
-            return typed(stored, "spawn");
+            return replayed("subzero_spawn", stored);
         }
-        lock(&self.live).insert(child, Live::new(model, snapshot_json));
+        lock(&self.live).insert(child, Live::new(model, sent_snapshot));
         let first = FirstRun {
             run,
             prompt,
@@ -91,7 +100,7 @@ impl Broker {
         };
         self.start_worker(child, &scope, child_lock, slots, first)
             .await?;
-        typed(output, "spawn")
+        Ok(output)
     }
 
     /// `subzero_send`: steer the active run, or add a follow-up run.
@@ -101,8 +110,7 @@ impl Broker {
         let message = input.message.to_string();
         self.limits.check_prompt(&message)?;
         let scope = self.child_scope(child).await?;
-        let mode = serde_json::to_value(input.mode).unwrap_or(Value::Null);
-        if mode == "steer" {
+        if input.mode == p::SendInputMode::Steer {
             return self
                 .steer(
                     child,
@@ -118,7 +126,7 @@ impl Broker {
             &input,
         )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return typed(replayed, "send");
+            return Ok(replayed);
         }
         let row = self.store.child(&scope, child).await?;
         // Keys live only in the memory of the broker that was given them: after a
@@ -149,25 +157,22 @@ impl Broker {
                     run_id: run,
                     prompt: message.clone(),
                     owner_token: self.owner_token().to_owned(),
-                    receipt: receipt.clone().map(|r| {
-                        r.with_output(json!({"runId": run.to_string(), "delivery": "queued"}))
-                    }),
+                    receipt: receipt
+                        .clone()
+                        .map(|r| r.with_output(&delivered(run, p::SendOutputDelivery::Queued)))
+                        .transpose()?,
                 },
             )
             .await?;
         match admitted {
-            Admit::Replayed(stored) => typed(stored, "send"),
-            Admit::New(FollowupDelivery::Queued { .. }) => typed(
-                json!({"runId": run.to_string(), "delivery": "queued"}),
-                "send",
-            ),
+            Admit::Replayed(stored) => replayed("subzero_send", stored),
+            Admit::New(FollowupDelivery::Queued { .. }) => {
+                Ok(delivered(run, p::SendOutputDelivery::Queued))
+            }
             // The active run settled between our read and the admission.
             Admit::New(FollowupDelivery::Started) => {
                 self.run_on_claimed(child, &scope, run, message).await?;
-                typed(
-                    json!({"runId": run.to_string(), "delivery": "started"}),
-                    "send",
-                )
+                Ok(delivered(run, p::SendOutputDelivery::Started))
             }
         }
     }
@@ -184,7 +189,7 @@ impl Broker {
         // Take the worker slots before the claim: a full workspace refuses the send
         // with nothing changed.
         let slots = self.take_slots(scope, row.write_capable)?;
-        let output = json!({"runId": run.to_string(), "delivery": "started"});
+        let output = delivered(run, p::SendOutputDelivery::Started);
         // Claiming an idle child bumps its owner generation; the admission below then
         // starts the run under this broker's ownership in one transaction.
         self.store.claim(scope, child, self.owner_token()).await?;
@@ -197,7 +202,7 @@ impl Broker {
                     run_id: run,
                     prompt: message.clone(),
                     owner_token: self.owner_token().to_owned(),
-                    receipt: receipt.map(|r| r.with_output(output.clone())),
+                    receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
                 },
             )
             .await;
@@ -211,16 +216,15 @@ impl Broker {
         match admitted {
             Admit::Replayed(stored) => {
                 let _ = self.store.release(child, self.owner_token()).await;
-                typed(stored, "send")
+                replayed("subzero_send", stored)
             }
-            Admit::New(FollowupDelivery::Queued { .. }) => typed(
-                json!({"runId": run.to_string(), "delivery": "queued"}),
-                "send",
-            ),
+            Admit::New(FollowupDelivery::Queued { .. }) => {
+                Ok(delivered(run, p::SendOutputDelivery::Queued))
+            }
             Admit::New(FollowupDelivery::Started) => {
                 self.start_on_claimed(child, scope, slots, run, message)
                     .await?;
-                typed(output, "send")
+                Ok(output)
             }
         }
     }
@@ -307,7 +311,7 @@ impl Broker {
         if let Some(id) = request_id
             && let Some(previous) = self.steer_receipt(child, id, &message)?
         {
-            return typed(previous, "send");
+            return Ok(previous);
         }
         let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
         let running_here = matches!(&decided, AnyChild::Active(ActiveChild::Running(_)));
@@ -329,28 +333,32 @@ impl Broker {
                 "the core let child {child} be steered without a worker"
             )));
         };
-        let steer_id = format!("st_{}", ulid::Ulid::new());
-        let mut control = json!({
-            "type": "steer",
-            "runId": active.to_string(),
-            "steerId": steer_id,
-            "message": message,
-        });
-        if let Some(id) = request_id {
-            control["requestId"] = json!(id);
-        }
-        link.tx.send(ToWorker::Control(control)).map_err(|_| {
-            BrokerError::new(
-                ErrorCode::NotRunning,
-                format!("child {child}'s worker has just closed; read subzero_get"),
-            )
-        })?;
-        let output =
-            json!({"runId": active.to_string(), "delivery": "steered", "steerId": steer_id});
+        let steer_id: p::SteerId = wire(format!("st_{}", ulid::Ulid::new()), STEER, "steerId")?;
+        let control = p::BrokerMessage::Steer {
+            message: wire(message.as_str(), STEER, "message")?,
+            request_id: request_id
+                .map(|id| wire(id, STEER, "requestId"))
+                .transpose()?,
+            run_id: active.into(),
+            steer_id: steer_id.clone(),
+        };
+        link.tx
+            .send(ToWorker::Control(Box::new(control)))
+            .map_err(|_| {
+                BrokerError::new(
+                    ErrorCode::NotRunning,
+                    format!("child {child}'s worker has just closed; read subzero_get"),
+                )
+            })?;
+        let output = p::SendOutput {
+            delivery: p::SendOutputDelivery::Steered,
+            run_id: active.into(),
+            steer_id: Some(steer_id),
+        };
         if let Some(id) = request_id {
             self.remember_steer(child, id, &message, output.clone());
         }
-        typed(output, "send")
+        Ok(output)
     }
 
     /// `subzero_resume`.
@@ -371,7 +379,7 @@ impl Broker {
             &input,
         )?;
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return typed(replayed, "resume");
+            return Ok(replayed);
         }
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
@@ -399,6 +407,13 @@ impl Broker {
                 ),
             ));
         }
+        // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
+        let snapshot: p::GrantSnapshot =
+            serde_json::from_value(row.snapshot.clone()).map_err(|e| {
+                BrokerError::internal(format!(
+                    "child {child}'s stored grant snapshot breaks the contract: {e}"
+                ))
+            })?;
         let verified = checkpoint::verify(
             child,
             &self.transcript_path(child),
@@ -414,11 +429,13 @@ impl Broker {
             None => (Vec::new(), None),
         };
         self.store.claim(&scope, child, self.owner_token()).await?;
-        let output = match run {
-            Some(run) => {
-                json!({"childId": child.to_string(), "state": "running", "runId": run.to_string()})
-            }
-            None => json!({"childId": child.to_string(), "state": "ready"}),
+        let output = p::ResumeOutput {
+            child_id: child.into(),
+            run_id: run.map(Into::into),
+            state: match run {
+                Some(_) => p::ResumeOutputState::Running,
+                None => p::ResumeOutputState::Ready,
+            },
         };
         let first = run.zip(message.clone());
         let admitted = self
@@ -431,7 +448,7 @@ impl Broker {
                     model: model_row(&model),
                     observed: verified.observed,
                     first: first.clone(),
-                    receipt: receipt.map(|r| r.with_output(output.clone())),
+                    receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
                 },
             )
             .await;
@@ -443,9 +460,9 @@ impl Broker {
             }
         };
         if let Admit::Replayed(stored) = admitted {
-            return typed(stored, "resume");
+            return replayed("subzero_resume", stored);
         }
-        lock(&self.live).insert(child, Live::new(model, row.snapshot.clone()));
+        lock(&self.live).insert(child, Live::new(model, snapshot));
         if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
             let notice = (row.state == ChildState::Interrupted)
                 .then(|| recovery_notice(row.interrupt_reason.as_deref()));
@@ -462,7 +479,7 @@ impl Broker {
             )
             .await?;
         }
-        typed(output, "resume")
+        Ok(output)
     }
 
     /// Retry recovery of a child whose previous owner may still be alive.
@@ -497,7 +514,7 @@ impl Broker {
                     if names.is_empty() { "unknown".to_owned() } else { names.join(", ") }
                 ),
             )
-            .with_detail("holders", json!(holders.iter().map(|h| h.pid).collect::<Vec<_>>())));
+            .with_detail("holders", holders.iter().map(|h| h.pid).collect::<Vec<_>>()));
         }
         Ok(fresh)
     }
@@ -569,7 +586,7 @@ impl Broker {
 
     async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
         let hello = self.hello().await?;
-        if hello.protocols.iter().any(|p| p == &model.api) {
+        if hello.protocols.iter().any(|p| *p == model.api.to_string()) {
             return Ok(());
         }
         Err(BrokerError::new(
@@ -605,8 +622,20 @@ fn model_row(model: &ModelKey) -> ModelRow {
     ModelRow {
         url: model.url.clone(),
         model: model.model.clone(),
-        api: model.api.clone(),
+        api: model.api.to_string(),
         credential_ref: model.credential_ref.clone(),
+    }
+}
+
+/// The steer control message, as error messages name it.
+const STEER: &str = "steer message";
+
+/// The `subzero_send` answer for a follow-up run.
+fn delivered(run: RunId, delivery: p::SendOutputDelivery) -> p::SendOutput {
+    p::SendOutput {
+        delivery,
+        run_id: run.into(),
+        steer_id: None,
     }
 }
 

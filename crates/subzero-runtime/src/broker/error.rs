@@ -113,7 +113,15 @@ fn strip_code(code: ErrorCode, text: String) -> String {
 impl From<RuntimeError> for BrokerError {
     fn from(err: RuntimeError) -> Self {
         let code = err.code();
-        Self::new(code, strip_code(code, err.to_string()))
+        let path = match &err {
+            RuntimeError::StorageUnavailable { path, .. } => Some(path.display().to_string()),
+            _ => None,
+        };
+        let body = Self::new(code, strip_code(code, err.to_string()));
+        match path {
+            Some(path) => body.with_detail("path", path),
+            None => body,
+        }
     }
 }
 

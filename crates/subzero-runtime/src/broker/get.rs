@@ -10,12 +10,12 @@
 use std::time::{Duration, Instant};
 
 use futures::Stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use subzero_core::{ChildId, ChildState, EventSeq};
 use subzero_protocol as p;
 use tokio::sync::mpsc;
 
-use super::{Broker, BrokerError, events, snapshot, typed};
+use super::{Broker, BrokerError, events, snapshot};
 use crate::scope::WorkspaceScope;
 use crate::store::EventPage;
 
@@ -61,35 +61,35 @@ impl Broker {
                     || self
                         .scan_for(&scope, child, &mut scanned, |kind| kind != "text")
                         .await?;
-                found.then_some("event")
+                found.then_some(p::WaitedReason::Event)
             } else if row.state != ChildState::Running {
-                Some("settled")
+                Some(p::WaitedReason::Settled)
             } else {
                 self.scan_for(&scope, child, &mut scanned, |kind| {
                     events::RECEIPTS.contains(&kind)
                 })
                 .await?
-                .then_some("event")
+                .then_some(p::WaitedReason::Event)
             };
             let now = Instant::now();
             let reason = match reason {
-                Some(r) if first => Some(if r == "settled" { "immediate" } else { r }),
+                Some(p::WaitedReason::Settled) if first => Some(p::WaitedReason::Immediate),
                 Some(r) => Some(r),
                 None if now >= deadline || *closing.borrow() => Some(if wait.is_zero() {
-                    "immediate"
+                    p::WaitedReason::Immediate
                 } else {
-                    "timeout"
+                    p::WaitedReason::Timeout
                 }),
                 None => None,
             };
             if let Some(reason) = reason {
                 let runs = self.store.runs(&scope, child).await?;
-                let mut doc = snapshot::snapshot(&row, &runs, &page, preview_limit.min(2048));
-                let waited = u64::try_from(started.elapsed().as_millis())
-                    .unwrap_or(u64::MAX)
-                    .min(30_000);
-                doc["waited"] = json!({"ms": waited, "reason": reason});
-                return typed(doc, "get");
+                let ms = i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000);
+                let waited = p::Waited {
+                    ms: p::WaitMs(ms),
+                    reason,
+                };
+                return snapshot::snapshot(&row, &runs, &page, preview_limit.min(2048), waited);
             }
             first = false;
             if let Some(sink) = &progress {
@@ -140,14 +140,11 @@ impl Broker {
             return after;
         };
         for event in page.events.iter().filter(|e| e.kind != "text") {
-            let line = match event.kind.as_str() {
-                "tool" => format!(
-                    "{}: tool {} {}",
-                    child,
-                    event.payload["name"].as_str().unwrap_or("?"),
-                    event.payload["state"].as_str().unwrap_or("")
-                ),
-                kind => format!("{child}: {kind}"),
+            let line = match p::ChildEvent::try_from(event) {
+                Ok(p::ChildEvent::Tool { name, state, .. }) => {
+                    format!("{child}: tool {} {state}", name.as_str())
+                }
+                _ => format!("{child}: {}", event.kind),
             };
             let _ = sink.send(line);
         }
@@ -221,4 +218,3 @@ impl Broker {
         )
     }
 }
-

@@ -2,9 +2,9 @@
 //! handle of the child's worker while it has one.
 
 use secrecy::SecretString;
-use serde_json::Value;
 use subzero_core::lifecycle::WorkerCapabilities;
 use subzero_core::{ChildId, RunId};
+use subzero_protocol as p;
 use tokio::sync::mpsc;
 
 /// The model a child runs against, with its key in memory only. `Debug` leaves the key out.
@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 pub(super) struct ModelKey {
     pub url: String,
     pub model: String,
-    pub api: String,
+    pub api: p::ModelApi,
     pub credential_ref: String,
     pub key: SecretString,
 }
@@ -31,8 +31,9 @@ impl std::fmt::Debug for ModelKey {
 /// A message for a child's worker driver.
 #[derive(Debug)]
 pub(super) enum ToWorker {
-    /// A control message to write to the worker as is.
-    Control(Value),
+    /// A control message to write to the worker as is (boxed: a `start_run` is large,
+    /// the steer and cancel that travel here are small).
+    Control(Box<p::BrokerMessage>),
     /// Start this run once the worker is free (the driver builds `start_run`).
     Start { run: RunId, prompt: String },
 }
@@ -50,12 +51,12 @@ pub(super) struct WorkerLink {
 pub(super) struct Live {
     pub model: ModelKey,
     /// The child's frozen grant snapshot, as sent in `start_run`.
-    pub snapshot: Value,
+    pub snapshot: p::GrantSnapshot,
     pub worker: Option<WorkerLink>,
 }
 
 impl Live {
-    pub fn new(model: ModelKey, snapshot: Value) -> Self {
+    pub fn new(model: ModelKey, snapshot: p::GrantSnapshot) -> Self {
         Live {
             model,
             snapshot,
@@ -78,7 +79,7 @@ mod tests {
         let model = ModelKey {
             url: "https://api.example.com/v1".into(),
             model: "m".into(),
-            api: "openai-completions".into(),
+            api: p::ModelApi::OpenaiCompletions,
             credential_ref: "example".into(),
             key: SecretString::from("sk-live-do-not-print"),
         };

@@ -16,6 +16,7 @@ mod orphans;
 mod receipts;
 mod snapshot;
 mod stop;
+mod wire;
 mod worker;
 
 use std::collections::HashMap;
@@ -25,7 +26,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use serde_json::json;
 use subzero_core::template::{Template, TemplateId, Templates};
 use subzero_core::{ChildId, ErrorCode, Limits};
 use subzero_protocol as p;
@@ -40,10 +40,11 @@ use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
 use crate::supervisor::{Hello, Spawner, WorkerConn, WorkerLaunch};
+use wire::{positive, wire};
 
 pub use error::BrokerError;
 pub use get::ProgressSink;
-pub use snapshot::{gap_event, snapshot as child_snapshot, summary as child_summary, wire_event};
+pub use snapshot::{child_snapshot, child_summary, gap_event, wire_event};
 
 /// The model API protocol used when a caller names none.
 pub const DEFAULT_API: &str = "openai-completions";
@@ -75,7 +76,7 @@ pub struct Broker {
     store: Store,
     templates: Templates,
     credentials: CredentialResolver,
-    credential_sources: Vec<(String, &'static str, bool)>,
+    credential_sources: Vec<(String, p::CredentialInfoSource, bool)>,
     secrets: SecretEnv,
     config_path: PathBuf,
     artifacts: ArtifactFiles,
@@ -187,49 +188,87 @@ impl Broker {
     /// `subzero_info`.
     pub async fn info(&self) -> Result<p::Info, BrokerError> {
         let hello = self.hello().await?;
-        let templates: Vec<_> = self
+        let templates = self
             .templates
             .ids()
             .into_iter()
             .filter_map(|id| self.templates.resolve(&id).ok())
             .map(|(id, t)| template_info(&id, &t))
-            .collect();
-        let credentials: Vec<_> = self
+            .collect::<Result<_, _>>()?;
+        let credentials = self
             .credential_sources
             .iter()
             .map(|(name, source, available)| {
-                json!({"name": name, "source": source, "available": available})
+                Ok(p::CredentialInfo {
+                    available: *available,
+                    name: wire(name.as_str(), INFO, "credentialRefs.name")?,
+                    source: *source,
+                })
             })
-            .collect();
-        let value = json!({
-            "protocolVersion": "1",
-            "version": env!("CARGO_PKG_VERSION"),
-            "worker": {
-                "name": hello.name,
-                "version": hello.version,
-                "protocols": hello.protocols,
-                "steering": hello.steering,
-                "transcriptVersion": hello.transcript_version,
+            .collect::<Result<_, BrokerError>>()?;
+        Ok(p::Info {
+            credential_refs: p::InfoCredentialRefs(credentials),
+            enforcement: enforcement()?,
+            host_adapters: p::InfoHostAdapters(Vec::new()),
+            limits: self.info_limits()?,
+            protocol_version: wire("1", INFO, "protocolVersion")?,
+            templates: p::InfoTemplates(templates),
+            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
+            worker: p::WorkerInfo {
+                name: wire(hello.name.as_str(), INFO, "worker.name")?,
+                protocols: p::WorkerInfoProtocols(
+                    hello
+                        .protocols
+                        .iter()
+                        .map(|api| wire(api.as_str(), INFO, "worker.protocols"))
+                        .collect::<Result<_, _>>()?,
+                ),
+                steering: hello.steering,
+                transcript_version: positive(
+                    hello.transcript_version,
+                    INFO,
+                    "worker.transcriptVersion",
+                )?,
+                version: wire(hello.version.as_str(), INFO, "worker.version")?,
             },
-            "templates": templates,
-            "credentialRefs": credentials,
-            "limits": {
-                "activeWorkersPerWorkspace": self.worker_slots,
-                "writeRunsPerWorkspace": self.writer_slots,
-                "promptBytes": self.limits.prompt_bytes,
-                "grantedTools": self.limits.granted_tools,
-                "eventPayloadBytes": self.limits.event_payload_bytes,
-                "waitMsMax": self.limits.get_wait_ms,
-                "outputLengthMax": self.limits.output_chunk_bytes,
-                "modelResponseBytes": self.limits.model_response_bytes,
-                "toolArgumentBytes": self.limits.tool_argument_bytes,
-                "modelIdleTimeoutMs": self.limits.model_idle_timeout_ms,
-                "eventRetention": self.store.options().event_retention,
-            },
-            "enforcement": enforcement(),
-            "hostAdapters": [],
-        });
-        typed(value, "info")
+        })
+    }
+
+    /// The limits `subzero_info` reports.
+    fn info_limits(&self) -> Result<p::Limits, BrokerError> {
+        let limit = |value: u32, field: &str| positive(value, INFO, field);
+        Ok(p::Limits {
+            active_workers_per_workspace: limit(
+                self.worker_slots,
+                "limits.activeWorkersPerWorkspace",
+            )?,
+            event_payload_bytes: limit(
+                self.limits.event_payload_bytes,
+                "limits.eventPayloadBytes",
+            )?,
+            event_retention: positive(
+                self.store.options().event_retention,
+                INFO,
+                "limits.eventRetention",
+            )?,
+            granted_tools: limit(self.limits.granted_tools, "limits.grantedTools")?,
+            model_idle_timeout_ms: Some(limit(
+                self.limits.model_idle_timeout_ms,
+                "limits.modelIdleTimeoutMs",
+            )?),
+            model_response_bytes: Some(limit(
+                self.limits.model_response_bytes,
+                "limits.modelResponseBytes",
+            )?),
+            output_length_max: limit(self.limits.output_chunk_bytes, "limits.outputLengthMax")?,
+            prompt_bytes: limit(self.limits.prompt_bytes, "limits.promptBytes")?,
+            tool_argument_bytes: Some(limit(
+                self.limits.tool_argument_bytes,
+                "limits.toolArgumentBytes",
+            )?),
+            wait_ms_max: u64::from(self.limits.get_wait_ms),
+            write_runs_per_workspace: limit(self.writer_slots, "limits.writeRunsPerWorkspace")?,
+        })
     }
 
     /// `subzero_list`.
@@ -249,17 +288,17 @@ impl Broker {
         let mut children = Vec::with_capacity(rows.len());
         for row in rows.iter().take(limit as usize) {
             let runs = self.store.runs(&scope, row.child_id).await?;
-            children.push(snapshot::summary(row, &runs));
+            children.push(snapshot::summary(row, &runs)?);
         }
         let next_after = if more {
-            rows.get(limit as usize - 1).map(|r| r.child_id.to_string())
+            rows.get(limit as usize - 1).map(|r| r.child_id.into())
         } else {
             None
         };
-        typed(
-            json!({"children": children, "nextAfter": next_after}),
-            "list",
-        )
+        Ok(p::ListOutput {
+            children: p::ListOutputChildren(children),
+            next_after,
+        })
     }
 
     /// `subzero_output`: a chunk of a run's full result.
@@ -273,17 +312,14 @@ impl Broker {
         let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))
             .await
             .map_err(|e| BrokerError::internal(format!("artifact read panicked: {e}")))??;
-        typed(
-            json!({
-                "artifactId": id.to_string(),
-                "offset": chunk.offset,
-                "text": chunk.text,
-                "nextOffset": chunk.next_offset,
-                "eof": chunk.eof,
-                "totalBytes": chunk.total_bytes,
-            }),
-            "output",
-        )
+        Ok(p::ArtifactChunk {
+            artifact_id: id.into(),
+            eof: chunk.eof,
+            next_offset: chunk.next_offset,
+            offset: chunk.offset,
+            text: wire(chunk.text, "output result", "text")?,
+            total_bytes: chunk.total_bytes,
+        })
     }
 
     async fn find_artifact(
@@ -385,12 +421,7 @@ impl Broker {
     }
 
     fn credential(&self, model: &p::ModelRef) -> Result<live::ModelKey, BrokerError> {
-        let api = model
-            .api
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok())
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| DEFAULT_API.to_owned());
+        let api = model.api_or_default();
         let key: SecretString = self
             .credentials
             .resolve(model.credential_ref.as_str(), model.url.as_str())?;
@@ -408,15 +439,8 @@ impl Broker {
     }
 }
 
-/// Turn a JSON document built by the broker into its typed wire form; a mismatch is a
-/// broker bug, reported as `internal` rather than sent malformed.
-fn typed<T: serde::de::DeserializeOwned>(
-    value: serde_json::Value,
-    what: &str,
-) -> Result<T, BrokerError> {
-    serde_json::from_value(value)
-        .map_err(|e| BrokerError::internal(format!("the {what} result breaks the contract: {e}")))
-}
+/// The document `info` answers with, as error messages name it.
+const INFO: &str = "info result";
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short critical sections leaves plain data
@@ -439,18 +463,22 @@ fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
 }
 
 /// Names, sources and availability of the configured credentials, never their values.
-fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<(String, &'static str, bool)> {
+fn credential_sources(
+    config: &Config,
+    secrets: &SecretEnv,
+) -> Vec<(String, p::CredentialInfoSource, bool)> {
+    use p::CredentialInfoSource::{Env, File};
     config
         .credentials
         .iter()
         .map(|(name, entry)| match (&entry.env, &entry.file) {
-            (Some(var), _) => (name.clone(), "env", secrets.is_set(var)),
+            (Some(var), _) => (name.clone(), Env, secrets.is_set(var)),
             (None, Some(path)) => (
                 name.clone(),
-                "file",
+                File,
                 std::fs::metadata(path).is_ok_and(|m| m.is_file()),
             ),
-            (None, None) => (name.clone(), "env", false),
+            (None, None) => (name.clone(), Env, false),
         })
         .collect()
 }
@@ -468,29 +496,64 @@ fn limits_from(config: &Config) -> Limits {
     limits
 }
 
-fn template_info(id: &TemplateId, t: &Template) -> serde_json::Value {
-    let builtin = Template::BUILTIN_IDS.contains(&id.as_str());
-    json!({
-        "templateId": id.as_str(),
-        "description": t.description,
-        "builtin": builtin,
-        "tools": t.tools,
-        "skills": t.skills.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
-        "writeCapable": t.write_capable || t.tools.iter().any(|n| matches!(n.as_str(), "write" | "edit" | "bash")),
-        "mcpServers": t.mcp_servers.iter().map(|s| json!({"name": s.name, "allowedTools": s.allowed_tools})).collect::<Vec<_>>(),
+fn template_info(id: &TemplateId, t: &Template) -> Result<p::TemplateInfo, BrokerError> {
+    let at = |field: &str| format!("templates[{id}].{field}");
+    let tools = t
+        .tools
+        .iter()
+        .map(|name| wire(name.as_str(), INFO, &at("tools")))
+        .collect::<Result<_, _>>()?;
+    let skills = t
+        .skills
+        .iter()
+        .map(|s| wire(s.name.as_str(), INFO, &at("skills")))
+        .collect::<Result<_, _>>()?;
+    let mcp_servers = t
+        .mcp_servers
+        .iter()
+        .map(|s| {
+            let allowed_tools = s
+                .allowed_tools
+                .iter()
+                .map(|tool| wire(tool.as_str(), INFO, &at("mcpServers.allowedTools")))
+                .collect::<Result<_, _>>()?;
+            Ok(p::McpServerInfo {
+                allowed_tools: p::McpServerInfoAllowedTools(allowed_tools),
+                name: wire(s.name.as_str(), INFO, &at("mcpServers.name"))?,
+            })
+        })
+        .collect::<Result<_, BrokerError>>()?;
+    Ok(p::TemplateInfo {
+        builtin: Template::BUILTIN_IDS.contains(&id.as_str()),
+        description: wire(t.description.as_str(), INFO, &at("description"))?,
+        mcp_servers: p::TemplateInfoMcpServers(mcp_servers),
+        skills: p::TemplateInfoSkills(skills),
+        template_id: wire(id.as_str(), INFO, &at("templateId"))?,
+        tools: p::TemplateInfoTools(tools),
+        write_capable: t.write_capable
+            || t.tools
+                .iter()
+                .any(|n| matches!(n.as_str(), "write" | "edit" | "bash")),
     })
 }
 
-fn enforcement() -> serde_json::Value {
-    json!({
-        "sandbox": false,
-        "landlock": null,
-        "processTreeContainment": true,
-        "notes": [
-            "The workspace is not a sandbox: tools run with the launching user's OS authority.",
-            "bash can reach paths outside the workspace; read/write/edit refuse paths outside it.",
-            "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
-            "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
-        ],
+/// What Subzero enforces and what it does not, as `info` states it.
+const ENFORCEMENT_NOTES: [&str; 4] = [
+    "The workspace is not a sandbox: tools run with the launching user's OS authority.",
+    "bash can reach paths outside the workspace; read/write/edit refuse paths outside it.",
+    "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
+    "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
+];
+
+fn enforcement() -> Result<p::Enforcement, BrokerError> {
+    let notes = ENFORCEMENT_NOTES
+        .into_iter()
+        .map(|note| wire(note, INFO, "enforcement.notes"))
+        .collect::<Result<_, _>>()?;
+    Ok(p::Enforcement {
+        landlock: None,
+        notes: p::EnforcementNotes(notes),
+        process_tree_containment: true,
+        sandbox: false,
     })
 }

@@ -9,9 +9,11 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use subzero_core::digest::{Sha256Digest, canonical_json};
 use subzero_core::{ChildId, ErrorCode};
+use subzero_protocol as p;
 
 use super::{Broker, BrokerError, lock};
 use crate::scope::WorkspaceScope;
@@ -44,7 +46,14 @@ impl Receipt {
     }
 
     /// The stored form, with the output the call returns.
-    pub fn with_output(self, receipt: Value) -> ReceiptInput {
+    pub fn with_output<T: Serialize>(self, output: &T) -> Result<ReceiptInput, BrokerError> {
+        let receipt = serde_json::to_value(output).map_err(|e| {
+            BrokerError::internal(format!("cannot encode the {} receipt: {e}", self.tool))
+        })?;
+        Ok(self.stored_as(receipt))
+    }
+
+    fn stored_as(self, receipt: Value) -> ReceiptInput {
         ReceiptInput {
             tool: self.tool.to_owned(),
             request_id: self.request_id,
@@ -54,8 +63,19 @@ impl Receipt {
     }
 
     fn probe(&self) -> ReceiptInput {
-        self.clone().with_output(Value::Null)
+        self.clone().stored_as(Value::Null)
     }
+}
+
+/// A receipt read back from the store as the output type `T` of `tool`. The store holds
+/// what an earlier call (maybe of another broker) returned; one the contract refuses is
+/// `internal`.
+pub(super) fn replayed<T: DeserializeOwned>(tool: &str, stored: Value) -> Result<T, BrokerError> {
+    serde_json::from_value(stored).map_err(|e| {
+        BrokerError::internal(format!(
+            "the stored {tool} receipt breaks the contract: {e}"
+        ))
+    })
 }
 
 fn args_digest<T: Serialize>(input: &T) -> Result<String, BrokerError> {
@@ -68,18 +88,21 @@ fn args_digest<T: Serialize>(input: &T) -> Result<String, BrokerError> {
 }
 
 /// Steer receipts of this broker: (child, requestId) → (message digest, output).
-pub(super) type SteerReceipts = HashMap<(ChildId, String), (String, Value)>;
+pub(super) type SteerReceipts = HashMap<(ChildId, String), (String, p::SendOutput)>;
 
 impl Broker {
-    /// The stored receipt of an earlier identical call, if any.
-    pub(super) async fn replay(
+    /// The output of an earlier identical call, if any.
+    pub(super) async fn replay<T: DeserializeOwned>(
         &self,
         scope: &WorkspaceScope,
         receipt: Option<&Receipt>,
-    ) -> Result<Option<Value>, BrokerError> {
-        match receipt {
+    ) -> Result<Option<T>, BrokerError> {
+        let Some(r) = receipt else {
+            return Ok(None);
+        };
+        match self.store.find_receipt(scope, r.probe()).await? {
+            Some(stored) => replayed(r.tool, stored).map(Some),
             None => Ok(None),
-            Some(r) => Ok(self.store.find_receipt(scope, r.probe()).await?),
         }
     }
 
@@ -89,7 +112,7 @@ impl Broker {
         child: ChildId,
         request_id: &str,
         message: &str,
-    ) -> Result<Option<Value>, BrokerError> {
+    ) -> Result<Option<p::SendOutput>, BrokerError> {
         let digest = Sha256Digest::of(message.as_bytes()).to_string();
         match lock(&self.steer_receipts).get(&(child, request_id.to_owned())) {
             None => Ok(None),
@@ -108,7 +131,7 @@ impl Broker {
         child: ChildId,
         request_id: &str,
         message: &str,
-        output: Value,
+        output: p::SendOutput,
     ) {
         let digest = Sha256Digest::of(message.as_bytes()).to_string();
         lock(&self.steer_receipts).insert((child, request_id.to_owned()), (digest, output));

@@ -1,19 +1,27 @@
 //! Building the snapshot and summary documents from stored rows.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use subzero_core::{ChildId, ChildState, RunId, RunStatus};
+use subzero_protocol as p;
 
+use super::BrokerError;
+use super::wire::{broken, wire};
 use crate::store::{ChildRow, EventGap, EventPage, EventRow, Ownership, Phase, RunRow};
 
+/// The documents built here, as error messages name them.
+const GET: &str = "get result";
+const LIST: &str = "list result";
+
 /// The child's liveness phase as shown to callers.
-fn phase(row: &ChildRow) -> &'static str {
+fn phase(row: &ChildRow) -> Phase {
     if row.ownership == Ownership::RecoveryRequired {
-        return Phase::RecoveryRequired.as_str();
+        return Phase::RecoveryRequired;
     }
     if row.state != ChildState::Running {
-        return Phase::Idle.as_str();
+        return Phase::Idle;
     }
-    row.phase.as_str()
+    row.phase
 }
 
 /// The most recent run that reached a terminal status after it started. Runs withdrawn
@@ -37,84 +45,165 @@ fn queued(runs: &[RunRow]) -> Vec<RunId> {
     queued.into_iter().map(|r| r.run_id).collect()
 }
 
+fn terminal(run: &RunRow, what: &str, field: &str) -> Result<p::TerminalRunStatus, BrokerError> {
+    p::TerminalRunStatus::try_from(run.status).map_err(|e| broken(what, field, e))
+}
+
 /// `lastRun`, with its preview cut to `preview_limit` bytes on a character boundary.
-fn last_run(runs: &[RunRow], preview_limit: usize) -> Value {
+fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>, BrokerError> {
     let Some(run) = last_terminal(runs) else {
-        return Value::Null;
+        return Ok(None);
     };
     let stored = run.preview.as_deref().unwrap_or_default();
     let cut = stored.floor_char_boundary(preview_limit);
-    let mut last = json!({
-        "runId": run.run_id.to_string(),
-        "status": run.status.as_str(),
-        "preview": &stored[..cut],
-        "previewTruncated": run.preview_truncated || cut < stored.len(),
-    });
-    if let Some(artifact) = run.artifact_id {
-        last["artifactId"] = json!(artifact.to_string());
-    }
-    let error = match (run.status, &run.error_code, &run.error_message, &run.reason) {
-        (_, Some(code), message, _) => Some(json!({
-            "code": code,
-            "message": bounded(message.as_deref().unwrap_or("the run failed")),
-        })),
-        (RunStatus::Interrupted, None, _, reason) => Some(json!({
-            "code": "interrupted",
-            "message": bounded(&format!(
+    Ok(Some(p::LastRun {
+        artifact_id: run.artifact_id.map(Into::into),
+        error: last_error(run)?,
+        preview: wire(&stored[..cut], GET, "lastRun.preview")?,
+        preview_truncated: run.preview_truncated || cut < stored.len(),
+        run_id: run.run_id.into(),
+        status: terminal(run, GET, "lastRun.status")?,
+    }))
+}
+
+/// `lastRun.error`: the recorded failure, or why an interrupted run ended.
+fn last_error(run: &RunRow) -> Result<Option<p::ErrorBody>, BrokerError> {
+    let (code, message) = match (run.status, &run.error_code, &run.error_message, &run.reason) {
+        (_, Some(code), message, _) => (
+            wire(code.as_str(), GET, "lastRun.error.code")?,
+            message.as_deref().unwrap_or("the run failed").to_owned(),
+        ),
+        (RunStatus::Interrupted, None, _, reason) => (
+            p::ErrorCode::Interrupted,
+            format!(
                 "the run was interrupted ({}); nothing was retried — call subzero_resume to continue",
                 reason.as_deref().unwrap_or("reason unknown")
-            )),
-        })),
-        _ => None,
+            ),
+        ),
+        _ => return Ok(None),
     };
-    if let Some(error) = error {
-        last["error"] = error;
-    }
-    last
+    Ok(Some(p::ErrorBody {
+        code,
+        details: serde_json::Map::new(),
+        message: wire(bounded(&message), GET, "lastRun.error.message")?,
+    }))
 }
 
 fn bounded(message: &str) -> &str {
     &message[..message.floor_char_boundary(4000)]
 }
 
-/// The `subzero_get` document, minus `waited`.
-pub fn snapshot(row: &ChildRow, runs: &[RunRow], page: &EventPage, preview_limit: usize) -> Value {
-    let events: Vec<Value> = page.events.iter().map(super::events::to_wire).collect();
-    json!({
-        "childId": row.child_id.to_string(),
-        "templateId": row.template_id,
-        "workspaceRoot": row.scope.root().to_string_lossy(),
-        "state": row.state.as_str(),
-        "phase": phase(row),
-        "lastProgressAt": row.last_progress_at,
-        "createdAt": row.created_at,
-        "updatedAt": row.updated_at,
-        "model": {"url": row.model.url, "model": row.model.model, "api": row.model.api},
-        "activeRunId": row.active_run_id.map(|r| r.to_string()),
-        "queuedRuns": queued(runs).iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "lastRun": last_run(runs, preview_limit),
-        "events": events,
-        "nextCursor": page.next_cursor.get(),
-        "oldestCursor": page.oldest_cursor.get(),
-        "gap": page.gap.map(|g| json!({"requested": g.requested.get(), "oldest": g.oldest.get()})),
+fn timestamp(at: &str, what: &str, field: &str) -> Result<p::Timestamp, BrokerError> {
+    wire(at, what, field)
+}
+
+fn workspace_root(row: &ChildRow, what: &str) -> Result<p::WorkspaceRoot, BrokerError> {
+    wire(
+        row.scope.root().to_string_lossy().into_owned(),
+        what,
+        "workspaceRoot",
+    )
+}
+
+/// The `subzero_get` document of `row`, its `runs` and one `page` of its events, waited
+/// as `waited` says.
+pub(super) fn snapshot(
+    row: &ChildRow,
+    runs: &[RunRow],
+    page: &EventPage,
+    preview_limit: usize,
+    waited: p::Waited,
+) -> Result<p::ChildSnapshot, BrokerError> {
+    let events = page
+        .events
+        .iter()
+        .map(p::ChildEvent::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok(p::ChildSnapshot {
+        active_run_id: row.active_run_id.map(Into::into),
+        child_id: row.child_id.into(),
+        created_at: timestamp(&row.created_at, GET, "createdAt")?,
+        events: p::ChildSnapshotEvents(events),
+        gap: page.gap.map(|g| p::CursorGap {
+            oldest: g.oldest.get(),
+            requested: g.requested.get(),
+        }),
+        last_progress_at: row
+            .last_progress_at
+            .as_deref()
+            .map(|at| timestamp(at, GET, "lastProgressAt"))
+            .transpose()?,
+        last_run: last_run(runs, preview_limit)?,
+        model: p::ModelInfo {
+            api: wire(row.model.api.as_str(), GET, "model.api")?,
+            model: wire(row.model.model.as_str(), GET, "model.model")?,
+            url: wire(row.model.url.as_str(), GET, "model.url")?,
+        },
+        next_cursor: page.next_cursor.get(),
+        oldest_cursor: page.oldest_cursor.get(),
+        phase: phase(row).into(),
+        queued_runs: p::ChildSnapshotQueuedRuns(queued(runs).into_iter().map(Into::into).collect()),
+        state: row.state.into(),
+        template_id: wire(row.template_id.as_str(), GET, "templateId")?,
+        updated_at: timestamp(&row.updated_at, GET, "updatedAt")?,
+        waited,
+        workspace_root: workspace_root(row, GET)?,
     })
 }
 
 /// One `subzero_list` item.
-pub fn summary(row: &ChildRow, runs: &[RunRow]) -> Value {
-    json!({
-        "childId": row.child_id.to_string(),
-        "templateId": row.template_id,
-        "workspaceRoot": row.scope.root().to_string_lossy(),
-        "state": row.state.as_str(),
-        "phase": phase(row),
-        "activeRunId": row.active_run_id.map(|r| r.to_string()),
-        "queuedRunCount": queued(runs).len(),
-        "lastRunStatus": last_terminal(runs).map(|r| r.status.as_str()),
-        "lastProgressAt": row.last_progress_at,
-        "createdAt": row.created_at,
-        "updatedAt": row.updated_at,
+pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary, BrokerError> {
+    Ok(p::ChildSummary {
+        active_run_id: row.active_run_id.map(Into::into),
+        child_id: row.child_id.into(),
+        created_at: timestamp(&row.created_at, LIST, "createdAt")?,
+        last_progress_at: row
+            .last_progress_at
+            .as_deref()
+            .map(|at| timestamp(at, LIST, "lastProgressAt"))
+            .transpose()?,
+        last_run_status: last_terminal(runs)
+            .map(|run| terminal(run, LIST, "lastRunStatus"))
+            .transpose()?,
+        phase: phase(row).into(),
+        queued_run_count: queued(runs).len() as u64,
+        state: row.state.into(),
+        template_id: wire(row.template_id.as_str(), LIST, "templateId")?,
+        updated_at: timestamp(&row.updated_at, LIST, "updatedAt")?,
+        workspace_root: workspace_root(row, LIST)?,
     })
+}
+
+/// The `subzero_get` document of a child as JSON, as an immediate `get` answers it, for
+/// readers outside the broker (`subzero show`). A stored value the contract refuses
+/// shows as the error body `{code, message}` instead, so an inspector still prints what
+/// is wrong.
+pub fn child_snapshot(
+    row: &ChildRow,
+    runs: &[RunRow],
+    page: &EventPage,
+    preview_limit: usize,
+) -> Value {
+    let waited = p::Waited {
+        ms: p::WaitMs(0),
+        reason: p::WaitedReason::Immediate,
+    };
+    document(snapshot(row, runs, page, preview_limit, waited))
+}
+
+/// One `subzero_list` item as JSON, for readers outside the broker (`subzero ls`); like
+/// [`child_snapshot`], a refused stored value shows as the error body.
+pub fn child_summary(row: &ChildRow, runs: &[RunRow]) -> Value {
+    document(summary(row, runs))
+}
+
+fn document<T: Serialize>(built: Result<T, BrokerError>) -> Value {
+    built
+        .and_then(|doc| {
+            serde_json::to_value(doc)
+                .map_err(|e| BrokerError::internal(format!("cannot encode the document: {e}")))
+        })
+        .unwrap_or_else(|e| e.to_error_body())
 }
 
 /// One stored event in its wire (`ChildEvent`) form, for readers outside the broker

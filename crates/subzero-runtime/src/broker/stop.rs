@@ -1,19 +1,24 @@
 //! `subzero_stop` and the broker's clean shutdown.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serde_json::json;
 use subzero_core::{ChildId, RunId, RunStatus};
 use subzero_protocol as p;
 
 use super::live::ToWorker;
-use super::{Broker, BrokerError, lock, typed};
+use super::{Broker, BrokerError, lock};
 use crate::scope::WorkspaceScope;
 
 /// How long a clean shutdown waits for workers to confirm their stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long the drivers of workers that did not confirm get, once closed, to record
+/// their runs as interrupted.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+/// How often a shutdown looks for workers started after it began.
+const LINK_RESCAN: Duration = Duration::from_millis(50);
 
 impl Broker {
     /// `subzero_stop`: a stale `expectedRunId` changes nothing; a matching one clears the
@@ -34,23 +39,20 @@ impl Broker {
         let status = self
             .wait_run_ended(&scope, child, begun.run_id, wait)
             .await?;
-        typed(
-            json!({
-                "requested": true,
-                "confirmed": status.is_terminal(),
-                "runId": begun.run_id.to_string(),
-                "status": status.as_str(),
-            }),
-            "stop",
-        )
+        Ok(p::StopOutput {
+            confirmed: status.is_terminal(),
+            requested: true,
+            run_id: begun.run_id.into(),
+            status: status.into(),
+        })
     }
 
     fn send_cancel(&self, child: ChildId, run: RunId) {
         let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
         match link {
             Some(link) => {
-                let cancel = json!({"type": "cancel", "runId": run.to_string()});
-                if link.tx.send(ToWorker::Control(cancel)).is_err() {
+                let cancel = p::BrokerMessage::Cancel { run_id: run.into() };
+                if link.tx.send(ToWorker::Control(Box::new(cancel))).is_err() {
                     tracing::warn!(%child, %run, "worker closed before the cancel reached it");
                 }
             }
@@ -88,58 +90,106 @@ impl Broker {
         }
     }
 
-    /// Clean shutdown (stdin EOF or SIGTERM): refuse new work, stop every active run of
-    /// this broker, clear queues, wait (bounded) for the workers to confirm, then close
-    /// them. Whatever did not confirm is recorded as interrupted by its driver.
+    /// Clean shutdown (stdin EOF or a signal): refuse new work, stop every active run of
+    /// this broker at once, clear queues, wait (bounded) until every worker has confirmed
+    /// its stop — its tool tree killed and reaped — had it recorded and exited, then
+    /// close the store. A worker that does not confirm in time is closed; its driver
+    /// records the run as interrupted. Returns once nothing of this broker runs.
     pub async fn shutdown(&self) {
+        let started = tokio::time::Instant::now();
         self.begin_shutdown();
-        let children: Vec<ChildId> = lock(&self.live)
-            .iter()
-            .filter(|(_, l)| l.worker.is_some())
-            .map(|(c, _)| *c)
-            .collect();
-        for child in &children {
-            let Ok(scope) = self.child_scope(*child).await else {
-                continue;
-            };
-            let Ok(row) = self.store.child(&scope, *child).await else {
-                continue;
-            };
-            if let Some(active) = row.active_run_id {
-                match self
-                    .store
-                    .begin_stop(&scope, *child, active, self.owner_token())
-                    .await
-                {
-                    Ok(begun) if !begun.already_requested => self.send_cancel(*child, begun.run_id),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(%child, %e, "could not stop a run at shutdown"),
-                }
+        let mut asked = HashSet::new();
+        let confirmed = self
+            .wait_for_drivers(started + SHUTDOWN_GRACE, Some(&mut asked))
+            .await;
+        if !confirmed {
+            // Dropping the links closes the drivers' queues: each closes its worker's
+            // pipe, which makes the worker cancel, kill its tree and exit.
+            for live in lock(&self.live).values_mut() {
+                live.worker = None;
             }
-        }
-        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-        loop {
-            let remaining = lock(&self.live)
-                .values()
-                .filter(|l| l.worker.is_some())
-                .count();
-            if remaining == 0 || tokio::time::Instant::now() >= deadline {
-                break;
+            let closed = tokio::time::Instant::now() + CLOSE_GRACE;
+            if !self.wait_for_drivers(closed, None).await {
+                tracing::warn!(
+                    drivers = self.drivers.load(Ordering::SeqCst),
+                    "workers still running at shutdown; their runs are recovered by the next broker"
+                );
             }
-            let _ =
-                tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
-        }
-        // Dropping the links closes the drivers' queues: each closes its worker's pipe,
-        // which makes the worker cancel, kill its tree and exit.
-        for live in lock(&self.live).values_mut() {
-            live.worker = None;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-        while self.drivers.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
-            let _ =
-                tokio::time::timeout(Duration::from_millis(50), self.worker_gone.notified()).await;
         }
         self.store.close();
+        tracing::info!(
+            workers = asked.len(),
+            confirmed,
+            ms = started.elapsed().as_millis() as u64,
+            "shutdown recorded"
+        );
+    }
+
+    /// Wait until no worker driver runs or `deadline` passes; true if none runs. With
+    /// `stop`, every child that has a worker gets its active run stopped first, and so
+    /// does any worker that starts meanwhile (an admission that was already under way).
+    async fn wait_for_drivers(
+        &self,
+        deadline: tokio::time::Instant,
+        mut stop: Option<&mut HashSet<ChildId>>,
+    ) -> bool {
+        loop {
+            // Armed before looking, so a driver that ends in between still wakes us.
+            let gone = self.worker_gone.notified();
+            tokio::pin!(gone);
+            gone.as_mut().enable();
+            if let Some(asked) = stop.as_deref_mut() {
+                self.stop_new_workers(asked).await;
+            }
+            if self.drivers.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let _ = tokio::time::timeout_at(deadline.min(now + LINK_RESCAN), gone).await;
+        }
+    }
+
+    /// Request the stop of the active run of every child with a worker that is not in
+    /// `asked` yet, all at once: each worker starts tearing its tree down as soon as its
+    /// own stop is recorded, not after the others'.
+    async fn stop_new_workers(&self, asked: &mut HashSet<ChildId>) {
+        let new: Vec<ChildId> = lock(&self.live)
+            .iter()
+            .filter(|(child, live)| live.worker.is_some() && !asked.contains(*child))
+            .map(|(child, _)| *child)
+            .collect();
+        asked.extend(new.iter().copied());
+        futures::future::join_all(new.into_iter().map(|child| self.stop_at_shutdown(child))).await;
+    }
+
+    async fn stop_at_shutdown(&self, child: ChildId) {
+        let scope = match self.child_scope(child).await {
+            Ok(scope) => scope,
+            Err(e) => {
+                tracing::warn!(%child, %e, "could not find a child at shutdown");
+                return;
+            }
+        };
+        let active = match self.store.child(&scope, child).await {
+            Ok(row) => row.active_run_id,
+            Err(e) => {
+                tracing::warn!(%child, %e, "could not read a child at shutdown");
+                return;
+            }
+        };
+        let Some(active) = active else { return };
+        match self
+            .store
+            .begin_stop(&scope, child, active, self.owner_token())
+            .await
+        {
+            Ok(begun) if !begun.already_requested => self.send_cancel(child, begun.run_id),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(%child, %e, "could not stop a run at shutdown"),
+        }
     }
 
     pub(super) fn notify_settled(&self, _child: ChildId) {

@@ -7,21 +7,21 @@
 //! transaction that settles the previous one (after its leaf is recorded), so a run
 //! never starts before its predecessor's result is durable.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::ExposeSecret;
-use serde_json::{Value, json};
 use subzero_core::lifecycle::Supervisor;
 use subzero_core::{ChildId, ErrorCode, RunId};
-use subzero_protocol::{RunSettledStatus, WorkerEvent, WorkerMessage};
+use subzero_protocol::{self as p, BrokerMessage, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
 use super::live::{ToWorker, WorkerLink, label};
-use super::{Broker, BrokerError, lock};
+use super::wire::{broken, positive, wire};
+use super::{Broker, BrokerError, events, lock};
 use crate::artifacts;
 use crate::locks::{self, ChildLock, SlotGuard, SlotKind};
 use crate::scope::WorkspaceScope;
@@ -186,7 +186,7 @@ impl Broker {
         run: RunId,
         prompt: &str,
         from: &StartFrom,
-    ) -> Result<Value, BrokerError> {
+    ) -> Result<BrokerMessage, BrokerError> {
         let (model, snapshot) = {
             let live = lock(&self.live);
             let entry = live.get(&child).ok_or_else(|| {
@@ -206,33 +206,65 @@ impl Broker {
             .map_err(|e| {
                 BrokerError::internal(format!("cannot create {}: {e}", transcripts.display()))
             })?;
-        Ok(json!({
-            "type": "start_run",
-            "runId": run.to_string(),
-            "childId": child.to_string(),
-            "prompt": prompt,
-            "model": {
-                "url": model.url,
-                "model": model.model,
-                "api": model.api,
-                "key": model.key.expose_secret(),
+        let (from_leaf, expected_digest) = match &from.leaf {
+            Some((leaf, digest)) => (
+                Some(wire(leaf.as_str(), START_RUN, "fromLeaf")?),
+                Some(wire(digest.as_str(), START_RUN, "expectedDigest")?),
+            ),
+            None => (None, None),
+        };
+        let limit = |value: u32, field: &str| positive(value, START_RUN, field);
+        Ok(BrokerMessage::StartRun {
+            child_id: child.into(),
+            expected_digest,
+            from_leaf,
+            mcp_env,
+            model: p::WorkerModel {
+                api: model.api,
+                key: p::ApiKey::new(model.key.expose_secret())
+                    .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
+                model: wire(model.model.as_str(), START_RUN, "model.model")?,
+                url: wire(model.url.as_str(), START_RUN, "model.url")?,
             },
-            "snapshot": snapshot,
-            "workspaceRoot": scope.root().to_string_lossy(),
-            "transcriptPath": self.transcript_path(child).to_string_lossy(),
-            "fromLeaf": from.leaf.as_ref().map(|(leaf, _)| leaf),
-            "expectedDigest": from.leaf.as_ref().map(|(_, digest)| digest),
-            "recoveryNotice": from.recovery_notice,
-            "secrets": [],
-            "mcpEnv": mcp_env,
-            "streamLimits": {
-                "maxResponseBytes": self.limits.model_response_bytes,
-                "maxToolArgumentBytes": self.limits.tool_argument_bytes,
-                "idleTimeoutMs": self.limits.model_idle_timeout_ms,
-            },
-        }))
+            prompt: wire(prompt, START_RUN, "prompt")?,
+            recovery_notice: from
+                .recovery_notice
+                .as_deref()
+                .map(|notice| wire(notice, START_RUN, "recoveryNotice"))
+                .transpose()?,
+            run_id: run.into(),
+            secrets: p::StartRunSecrets(Vec::new()),
+            snapshot,
+            stream_limits: Some(p::StreamLimits {
+                idle_timeout_ms: limit(
+                    self.limits.model_idle_timeout_ms,
+                    "streamLimits.idleTimeoutMs",
+                )?,
+                max_response_bytes: limit(
+                    self.limits.model_response_bytes,
+                    "streamLimits.maxResponseBytes",
+                )?,
+                max_tool_argument_bytes: limit(
+                    self.limits.tool_argument_bytes,
+                    "streamLimits.maxToolArgumentBytes",
+                )?,
+            }),
+            transcript_path: wire(
+                self.transcript_path(child).to_string_lossy().into_owned(),
+                START_RUN,
+                "transcriptPath",
+            )?,
+            workspace_root: wire(
+                scope.root().to_string_lossy().into_owned(),
+                START_RUN,
+                "workspaceRoot",
+            )?,
+        })
     }
 }
+
+/// The `start_run` control message, as error messages name it.
+const START_RUN: &str = "start_run message";
 
 /// Values of the snapshot's MCP `env:VAR` references, from the secrets the broker captured
 /// from its environment at startup (the worker's environment is cleared). Each value
@@ -240,33 +272,27 @@ impl Broker {
 /// to a variable that was not captured is `credentials_required`, naming the server and
 /// the variable.
 pub(super) fn mcp_env(
-    snapshot: &Value,
+    snapshot: &p::GrantSnapshot,
     secrets: &SecretEnv,
-) -> Result<serde_json::Map<String, Value>, BrokerError> {
-    let mut values = serde_json::Map::new();
-    let servers = snapshot["mcpServers"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for server in servers {
-        let Some(refs) = server["envRefs"].as_object() else {
-            continue;
-        };
-        for (name, reference) in refs {
-            let Some(reference) = reference.as_str() else {
-                continue;
-            };
+) -> Result<BTreeMap<String, p::SecretText>, BrokerError> {
+    let mut values = BTreeMap::new();
+    for server in snapshot.mcp_servers.iter() {
+        for (name, reference) in &server.env_refs {
+            let reference = reference.as_str();
             let var = reference.strip_prefix("env:").unwrap_or(reference);
             match secrets.get(var).map(ExposeSecret::expose_secret) {
                 Some(value) if !value.is_empty() => {
-                    values.insert(reference.to_owned(), Value::String(value.to_owned()));
+                    let value = p::SecretText::new(value).map_err(|e| {
+                        broken(START_RUN, &format!("mcpEnv.{reference}"), e.message())
+                    })?;
+                    values.insert(reference.to_owned(), value);
                 }
                 _ => {
                     return Err(BrokerError::new(
                         ErrorCode::CredentialsRequired,
                         format!(
                             "MCP server `{}` needs {name} from {reference}, but {var} was unset or empty in the broker's environment when it started (the broker reads the variables its configuration names once, at startup); set it where the host starts `subzero mcp`",
-                            server["name"].as_str().unwrap_or("?")
+                            server.name.as_str()
                         ),
                     ));
                 }
@@ -337,7 +363,7 @@ impl Driver {
 
     async fn handle_command(&mut self, message: ToWorker, from: &mut StartFrom) -> Next {
         match message {
-            ToWorker::Control(value) => match self.conn.send(value).await {
+            ToWorker::Control(message) => match self.conn.send(*message).await {
                 Ok(()) => Next::Continue,
                 Err(e) => Next::Lost(format!("the worker's control pipe failed: {e}")),
             },
@@ -407,16 +433,7 @@ impl Driver {
                     }
                     RunSettledStatus::Failed => {
                         let (code, message) = match error {
-                            Some(body) => (
-                                ErrorCode::parse(
-                                    &serde_json::to_value(body.code)
-                                        .ok()
-                                        .and_then(|v| v.as_str().map(str::to_owned))
-                                        .unwrap_or_default(),
-                                )
-                                .unwrap_or(ErrorCode::Internal),
-                                body.message.to_string(),
-                            ),
+                            Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
                             None => (
                                 ErrorCode::Internal,
                                 "the worker reported a failure without a reason".to_owned(),
@@ -470,58 +487,31 @@ impl Driver {
     async fn record_event(&mut self, run: RunId, event: WorkerEvent) {
         let store = &self.broker.store;
         let token = self.broker.owner_token();
-        let (kind, payload, phase) = match event {
+        let phase = match &event {
             WorkerEvent::TurnStarted { .. } => {
                 let _ = store.set_phase(self.child, token, Phase::Model).await;
                 return;
             }
-            WorkerEvent::Text { text } => (
-                "text",
-                json!({"text": text.to_string(), "truncated": false}),
-                Some(Phase::Model),
-            ),
-            WorkerEvent::Tool { name, state } => {
-                let state = serde_json::to_value(state).unwrap_or(Value::Null);
-                let phase = if state == "started" {
-                    Phase::Tool
-                } else {
-                    Phase::Model
-                };
-                (
-                    "tool",
-                    json!({"name": name.to_string(), "state": state}),
-                    Some(phase),
-                )
-            }
-            WorkerEvent::SteerApplied {
-                steer_id,
-                request_id,
-            } => (
-                "steer_applied",
-                strip_nulls(
-                    json!({"steerId": steer_id.to_string(), "requestId": request_id.map(|r| r.to_string())}),
-                ),
-                None,
-            ),
-            WorkerEvent::SteerDiscarded {
-                steer_id,
-                request_id,
-                reason,
-            } => (
-                "steer_discarded",
-                strip_nulls(json!({
-                    "steerId": steer_id.to_string(),
-                    "requestId": request_id.map(|r| r.to_string()),
-                    "reason": serde_json::to_value(reason).unwrap_or(Value::Null),
-                })),
-                None,
-            ),
+            WorkerEvent::Text { .. } => Some(Phase::Model),
+            WorkerEvent::Tool {
+                state: p::ToolState::Started,
+                ..
+            } => Some(Phase::Tool),
+            WorkerEvent::Tool { .. } => Some(Phase::Model),
+            WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
         };
-        if let Err(e) = store
-            .append_event(self.child, Some(run), token, kind, payload)
-            .await
-        {
-            tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
+        match events::stored(&event) {
+            Ok((kind, payload)) => {
+                if let Err(e) = store
+                    .append_event(self.child, Some(run), token, kind, payload)
+                    .await
+                {
+                    tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(child = %self.child, %run, %e, "could not encode a worker event");
+            }
         }
         if let Some(phase) = phase {
             let _ = store.set_phase(self.child, token, phase).await;
@@ -728,11 +718,4 @@ impl Driver {
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.broker.notify_settled(self.child);
     }
-}
-
-fn strip_nulls(mut value: Value) -> Value {
-    if let Value::Object(map) = &mut value {
-        map.retain(|_, v| !v.is_null());
-    }
-    value
 }

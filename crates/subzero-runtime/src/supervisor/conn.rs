@@ -8,7 +8,6 @@
 use std::io;
 use std::time::Duration;
 
-use serde_json::Value;
 use subzero_protocol::{BrokerMessage, Validate, WorkerMessage};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -70,12 +69,7 @@ impl WorkerConn {
                 steering,
                 ..
             })) => {
-                let protocols = protocols
-                    .0
-                    .iter()
-                    .filter_map(|p| serde_json::to_value(p).ok())
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect();
+                let protocols = protocols.0.iter().map(ToString::to_string).collect();
                 let hello = Hello {
                     name: name.to_string(),
                     version: version.to_string(),
@@ -98,15 +92,14 @@ impl WorkerConn {
         self.pid
     }
 
-    /// Send one control message. The message is built as JSON and checked against the
-    /// contract first, so a broker bug shows up as an error here, not as a confused worker.
-    pub async fn send(&mut self, message: Value) -> io::Result<()> {
-        let typed: BrokerMessage = serde_json::from_value(message)
-            .map_err(|e| io::Error::other(format!("control message breaks the contract: {e}")))?;
-        typed
+    /// Send one control message. Its bounds that the types do not carry (integer maxima,
+    /// list sizes) are checked first, so a broker bug shows up as an error here, not as a
+    /// confused worker.
+    pub async fn send(&mut self, message: BrokerMessage) -> io::Result<()> {
+        message
             .validate()
             .map_err(|e| io::Error::other(format!("control message breaks the contract: {e}")))?;
-        let mut line = serde_json::to_vec(&typed).map_err(io::Error::other)?;
+        let mut line = serde_json::to_vec(&message).map_err(io::Error::other)?;
         line.push(b'\n');
         let stdin = self
             .stdin
