@@ -1,8 +1,11 @@
-//! `subzero mcp`: serve one host over stdio until it closes stdin or sends SIGTERM.
+//! `subzero mcp`: serve one host over stdio until it closes stdin or signals the broker.
 //!
-//! stdout carries only MCP frames; logs go to stderr (or `--log-file`). On stdin EOF or
-//! SIGTERM the broker shuts down cleanly: active runs are stopped, queues cleared, and
-//! workers given a bounded time to confirm before their state is recorded.
+//! stdout carries only MCP frames; logs go to stderr (or `--log-file`). stdin EOF, SIGINT
+//! (Claude Code's first signal), SIGTERM and SIGHUP (a closed terminal) all lead to the
+//! same clean shutdown: active runs are stopped, queues cleared, every stop confirmed by
+//! its worker (tool tree killed and reaped) and recorded, then the process exits 0 at
+//! once. Further signals during that shutdown are logged and ignored, so a host that
+//! follows SIGINT with SIGTERM does not cut the recording short.
 //!
 //! Tool processes of children run as the same OS user as the broker, so before it reads
 //! any secret the broker makes itself non-dumpable (its `/proc/<pid>/environ`, `mem` and
@@ -19,6 +22,7 @@ use subzero_runtime::mcp::McpServer;
 use subzero_runtime::paths::{PathEnv, resolve_config_path, resolve_state_dir};
 use subzero_runtime::secret_env::SecretEnv;
 use subzero_runtime::supervisor::reap;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::logging;
 
@@ -71,9 +75,10 @@ pub fn run(args: McpArgs) -> u8 {
         }
     };
     let outcome = runtime.block_on(serve(options));
-    // Everything is recorded by now. Do not wait for tokio's blocking stdin reader: after
-    // a signal the host may keep our stdin open, and that read would never return.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Everything is recorded and the store is closed by now. Do not wait for tokio's
+    // blocking stdin reader: after a signal the host keeps our stdin open, that read never
+    // returns, and waiting for it was most of the exit time (hosts SIGKILL after 500 ms).
+    runtime.shutdown_background();
     match outcome {
         Ok(()) => 0,
         Err(e) => {
@@ -128,30 +133,65 @@ fn capture_secrets(config_path: &Path) -> SecretEnv {
 }
 
 async fn serve(options: BrokerOptions) -> Result<(), String> {
+    // Before anything that takes time: from here on a signal means a clean shutdown, not
+    // the default action (which would leave runs `interrupted`).
+    let mut signals = HostSignals::watch()?;
     // Orphans of a worker that dies come back to us, so nothing escapes containment.
     if let Err(e) = reap::become_subreaper() {
         tracing::warn!(%e, "could not become a child subreaper; escaped processes of a crashed worker may survive");
     }
     let broker = Broker::open(options).await.map_err(|e| e.to_string())?;
     tracing::info!("subzero mcp ready");
-    let served = serve_until_signal(Arc::clone(&broker)).await;
-    broker.shutdown().await;
+    let served = tokio::select! {
+        served = McpServer::serve_stdio(Arc::clone(&broker)) => {
+            served.map_err(|e| format!("MCP session failed: {e}"))
+        }
+        name = signals.next() => {
+            tracing::info!("{name}: shutting down");
+            Ok(())
+        }
+    };
+    let shutdown = broker.shutdown();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            name = signals.next() => {
+                tracing::info!("{name} during shutdown: already stopping runs and recording them");
+            }
+        }
+    }
     tracing::info!("subzero mcp stopped");
     served
 }
 
-async fn serve_until_signal(broker: Arc<Broker>) -> Result<(), String> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    tokio::select! {
-        served = McpServer::serve_stdio(broker) => served.map_err(|e| format!("MCP session failed: {e}")),
-        _ = term.recv() => {
-            tracing::info!("SIGTERM: shutting down");
-            Ok(())
-        }
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("SIGINT: shutting down");
-            Ok(())
+/// The signals a host (or a closing terminal) ends the broker with. Their handlers stay
+/// installed for the life of the process, so none of them can kill it mid-shutdown.
+struct HostSignals {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl HostSignals {
+    fn watch() -> Result<HostSignals, String> {
+        let watch = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| format!("cannot watch {name}: {e}"))
+        };
+        Ok(HostSignals {
+            interrupt: watch(SignalKind::interrupt(), "SIGINT")?,
+            terminate: watch(SignalKind::terminate(), "SIGTERM")?,
+            hangup: watch(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// The name of the next signal that arrives (never returns once the runtime is gone).
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            Some(()) = self.interrupt.recv() => "SIGINT",
+            Some(()) = self.terminate.recv() => "SIGTERM",
+            Some(()) = self.hangup.recv() => "SIGHUP",
+            else => std::future::pending().await,
         }
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -19,6 +20,10 @@ use nix::unistd::Pid;
 const GRACE: Duration = Duration::from_millis(150);
 /// Upper bound for the SIGKILL sweep (a process stuck in uninterruptible sleep).
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// How often a teardown looks whether the tree is gone (one `waitpid`).
+const POLL: Duration = Duration::from_millis(1);
+/// How often the SIGKILL sweep walks `/proc` again.
+const SWEEP_POLL: Duration = Duration::from_millis(5);
 
 /// Makes the worker non-dumpable and a child subreaper, and asks for SIGTERM when its
 /// parent dies.
@@ -95,6 +100,12 @@ impl Containment {
     /// Tears the whole tool tree down: SIGTERM the groups and every descendant, a short grace,
     /// SIGKILL whatever remains (found again via `/proc` each round), and reap until no
     /// descendant is left. Returns how many distinct live processes were found.
+    ///
+    /// The grace ends the moment the worker has no child left — alive or zombie — which
+    /// (the worker being a subreaper) means no descendant is left; that is a `waitpid`
+    /// away, so it is checked every millisecond rather than by walking `/proc`. A tree
+    /// that dies on SIGTERM is gone in a few milliseconds; only a process that outlives
+    /// SIGTERM costs the whole grace, and SIGKILL follows it.
     pub async fn kill_all(&self) -> u32 {
         let groups: Vec<i32> = self
             .groups
@@ -105,7 +116,11 @@ impl Containment {
         let me = std::process::id();
         let mut seen: HashSet<u32> = HashSet::new();
 
-        self.reap();
+        if groups.is_empty() && self.reap_until_childless() {
+            // Nothing was started, or all of it is already gone and reaped.
+            self.clear_exits();
+            return 0;
+        }
         for proc_ in descendants(me) {
             if !proc_.zombie {
                 seen.insert(proc_.pid);
@@ -117,17 +132,14 @@ impl Containment {
         }
 
         let grace_end = Instant::now() + GRACE;
-        while Instant::now() < grace_end {
-            self.reap();
-            if descendants(me).is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut gone = self.reap_until_childless();
+        while !gone && Instant::now() < grace_end {
+            tokio::time::sleep(POLL).await;
+            gone = self.reap_until_childless();
         }
 
         let sweep_end = Instant::now() + SWEEP_LIMIT;
-        loop {
-            self.reap();
+        while !gone {
             let remaining = descendants(me);
             if remaining.is_empty() {
                 break;
@@ -148,13 +160,33 @@ impl Containment {
             for group in &groups {
                 let _ = killpg(Pid::from_raw(*group), Signal::SIGKILL);
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(SWEEP_POLL).await;
+            gone = self.reap_until_childless();
         }
+        self.clear_exits();
+        u32::try_from(seen.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Reaps every exited child; true when the worker has no child left at all.
+    fn reap_until_childless(&self) -> bool {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => self.record(pid, code),
+                Ok(WaitStatus::Signaled(pid, sig, _)) => self.record(pid, 128 + sig as i32),
+                Ok(WaitStatus::StillAlive) => return false,
+                Ok(_) => {}
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn clear_exits(&self) {
         self.exits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        u32::try_from(seen.len()).unwrap_or(u32::MAX)
     }
 }
 

@@ -1,13 +1,15 @@
 //! A hostile model endpoint: a 200 MB streamed answer under the default limits. The run must
 //! fail at `model_response_bytes` (16 MiB) with worker and broker memory staying flat.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 use subzero_testkit::{Reply, Step};
 
 use crate::Fail;
-use crate::env::{BenchEnv, call, ok, settle, string};
+use crate::env::{BenchEnv, call, settle};
 use crate::procs::{eventually, hwm_mib, workers_of};
 use crate::stats::Samples;
 
@@ -50,8 +52,40 @@ fn bytes_under(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// One run per sample: the flood, then a queued followup whose request hangs, so the same
-/// worker is still alive (with its peak in `VmHWM`) after the flood's run has failed.
+/// Polls the VmHWM of the broker's workers every millisecond on a thread; keeps the largest.
+/// The flooded run fails at the cap and its worker exits soon after, so the sampler must be
+/// fast (VmHWM is a high-water mark: a sample taken late still sees the earlier peak).
+struct FastHwm {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Option<f64>>,
+}
+
+impl FastHwm {
+    fn start(broker: u32) -> FastHwm {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak: Option<f64> = None;
+            while !flag.load(Ordering::Relaxed) {
+                for worker in workers_of(broker) {
+                    if let Some(hwm) = hwm_mib(worker) {
+                        peak = Some(peak.map_or(hwm, |p| p.max(hwm)));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            peak
+        });
+        FastHwm { stop, thread }
+    }
+
+    fn finish(self) -> Option<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().ok().flatten()
+    }
+}
+
+/// One flooded run per sample, under the default limits.
 pub async fn hostile_stream(exe: &std::path::Path, runs: usize) -> Result<HostileStream, Fail> {
     let mut out = HostileStream {
         worker_hwm_mib: Samples::default(),
@@ -60,46 +94,28 @@ pub async fn hostile_stream(exe: &std::path::Path, runs: usize) -> Result<Hostil
         transcript_kib: Samples::default(),
     };
     for _ in 0..runs {
-        let env = BenchEnv::new(exe, vec![flood(), Reply::Hang])?;
+        let env = BenchEnv::new(exe, vec![flood()])?;
         let s = env.broker().await?;
         let broker = s.pid().ok_or("no broker pid")?;
+        let sampler = FastHwm::start(broker);
         let (child, _) = env.spawn(&s, "researcher", "Answer at length.").await?;
-        ok(
-            &s,
-            "subzero_send",
-            json!({"childId": child, "mode": "followup", "message": "And then?"}),
-        )
-        .await?;
-        // The flood's run fails at the cap; the followup starts in the same worker.
-        if !eventually(Duration::from_secs(60), Duration::from_millis(20), || {
-            env.server.requests().len() >= 2
-        }) {
-            return Err("the followup never reached the model".into());
-        }
-        let snap = ok(&s, "subzero_get", json!({"childId": child})).await?;
+        let snap = settle(&s, &child).await?;
+        // The worker is gone once the child settled with nothing queued.
+        eventually(Duration::from_secs(10), Duration::from_millis(5), || {
+            workers_of(broker).is_empty()
+        });
+        let worker_peak = sampler.finish().ok_or("the worker was never sampled")?;
         if snap["lastRun"]["error"]["code"] != "limit_exceeded" {
             return Err(format!("the flood did not end at the response cap: {snap}").into());
         }
-        let worker = workers_of(broker)
-            .into_iter()
-            .next()
-            .ok_or("no worker alive")?;
-        out.worker_hwm_mib
-            .push(hwm_mib(worker).ok_or("no worker VmHWM")?);
+        out.worker_hwm_mib.push(worker_peak);
         out.broker_hwm_mib
             .push(hwm_mib(broker).ok_or("no broker VmHWM")?);
-        let active = string(&snap, "activeRunId")?;
-        call(
-            &s,
-            "subzero_stop",
-            json!({"childId": child, "expectedRunId": active}),
-        )
-        .await?;
-        settle(&s, &child).await?;
         out.artifact_mib
             .push(bytes_under(&env.state_dir().join("artifacts")) as f64 / 1024.0 / 1024.0);
         out.transcript_kib
             .push(bytes_under(&env.state_dir().join("transcripts")) as f64 / 1024.0);
+        let _ = call(&s, "subzero_list", json!({})).await?;
         s.close().await?;
     }
     Ok(out)

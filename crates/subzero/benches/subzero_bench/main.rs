@@ -9,6 +9,7 @@ mod hostile;
 mod machine;
 mod procs;
 mod report;
+mod shutdown;
 mod stats;
 mod store;
 
@@ -257,7 +258,7 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
     eprintln!("hostile stream…");
     match hostile::hostile_stream(exe, plan.hostile_runs).await {
         Ok(h) => {
-            let note = "a researcher's endpoint streams 200 MB of text in 16 KiB deltas; default limits, so the run fails at `model_response_bytes` (16 MiB); VmHWM read while the same worker serves the next (hanging) run";
+            let note = "a researcher's endpoint streams 200 MB of text in 16 KiB deltas; default limits, so the run fails at `model_response_bytes` (16 MiB); worker VmHWM sampled every 1 ms until it exits";
             sink.add(
                 MEMORY,
                 "worker peak RSS during a 200 MB hostile stream",
@@ -354,6 +355,22 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
             ));
         }
         Err(e) => sink.failed("broker SIGKILL", &e),
+    }
+
+    for ending in shutdown::Ending::ALL {
+        let label = ending.label();
+        eprintln!("shutdown by {label}…");
+        match shutdown::shutdown_with_trees(exe, n, ending) {
+            Ok(down) => {
+                sink.add(LATENCY, &format!("shutdown by {label} with 4 active children running bash trees → exit"), "ms", down.exit_ms, Some(Target::P95AtMost(100.0)),
+                    &format!("4 coder children each running `sleep 1000 & setsid sleep 1000 & sleep 1000`; {label} → the broker process exited ({}); Claude Code sends SIGINT, SIGTERM 100 ms later, SIGKILL at 500 ms", ending.how()));
+                sink.notes.push(format!(
+                    "shutdown by {label}: {} run(s) not recorded `stopped`, {} `sleep` process(es) left, {} exit(s) other than 0, over all runs (each should be 0).",
+                    down.not_stopped, down.leftovers, down.unclean_exits
+                ));
+            }
+            Err(e) => sink.failed(&format!("shutdown by {label}"), &e),
+        }
     }
 
     eprintln!("parent cost ({} run(s) of ~10 s)…", plan.parent_cost_runs);
