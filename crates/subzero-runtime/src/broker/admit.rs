@@ -286,7 +286,10 @@ impl Broker {
 
     /// The child's lock, waiting briefly for this broker's own previous worker of the
     /// child to finish exiting.
-    async fn acquire_child_lock(&self, child: ChildId) -> Result<ChildLock, BrokerError> {
+    pub(super) async fn acquire_child_lock(
+        &self,
+        child: ChildId,
+    ) -> Result<ChildLock, BrokerError> {
         let deadline = tokio::time::Instant::now() + LOCK_HANDOVER;
         loop {
             match ChildLock::try_acquire(&self.paths, child) {
@@ -520,7 +523,7 @@ impl Broker {
     }
 
     /// Take a worker slot and, for a write-capable child, the writer slot.
-    fn take_slots(
+    pub(super) fn take_slots(
         &self,
         scope: &WorkspaceScope,
         write_capable: bool,

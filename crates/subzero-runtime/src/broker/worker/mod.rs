@@ -7,6 +7,7 @@
 //! transaction that settles the previous one (after its leaf is recorded), so a run
 //! never starts before its predecessor's result is durable.
 
+mod retire;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -620,10 +621,18 @@ impl Driver {
     }
 
     async fn settle_and_dispatch(&mut self, run: RunId, settlement: Settlement) -> Next {
+        // A settlement that leaves the child idle is recorded only once this worker is gone
+        // with its tree and locks: a caller that reads `ready` may start the next run at once.
+        let retired = self.retire_if_idle().await;
         let Some(settled) = self.settle(run, settlement).await else {
             return Next::Close;
         };
         match settled.next {
+            // A follow-up queued while the worker was retiring: it starts on a new worker.
+            Some(next) if retired => {
+                self.restart_for(next);
+                Next::Close
+            }
             Some(next) => {
                 let mut from = StartFrom::default();
                 match self.broker.store.child(&self.scope, self.child).await {
