@@ -475,7 +475,7 @@ pub struct LimitsConfig {
     ///Longest silence of a model endpoint in ms, before the headers and between body chunks; past it the run fails with `model_request_failed` (100..3600000, default 180000).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub model_idle_timeout_ms: ::std::option::Option<ModelIdleTimeoutMs>,
-    ///Bytes of one model response body as received; past it the run fails with `limit_exceeded` and keeps the partial text (65536..1073741824, default 16777216).
+    ///Bytes of one model response body as received; past it the run fails with `limit_exceeded` and keeps the partial text (65536..1073741824, default 8388608).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub model_response_bytes: ::std::option::Option<ModelResponseBytes>,
     ///Maximum UTF-8 bytes of a prompt or instructions (1..1048576, default 65536).

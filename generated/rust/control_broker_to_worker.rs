@@ -60,7 +60,7 @@ Start a run. The key appears only here.*/
         secrets: StartRunSecrets,
         ///The child's grant snapshot.
         snapshot: super::grant_snapshot::GrantSnapshot,
-        ///Bounds on what one model response may cost the worker (from `[limits]` of the broker's config). Absent: the worker's defaults (16 MiB, 1 MiB, 180000 ms).
+        ///Bounds on what one model response may cost the worker (from `[limits]` of the broker's config). Absent: the worker's defaults (8 MiB, 1 MiB, 180000 ms).
         #[serde(
             rename = "streamLimits",
             skip_serializing_if = "::std::option::Option::is_none"

@@ -139,7 +139,7 @@ pub struct Limits {
     pub event_retention: u32,
     /// Follow-ups queued behind one child's active run (16).
     pub queued_followups: u32,
-    /// Bytes of one model response body as the worker receives it (16 MiB).
+    /// Bytes of one model response body as the worker receives it (8 MiB).
     pub model_response_bytes: u32,
     /// Bytes of one tool call's arguments (1 MiB); larger calls get a short tool error.
     pub tool_argument_bytes: u32,
@@ -166,7 +166,7 @@ impl Limits {
         output_chunk_bytes: 64 * 1024,
         event_retention: 1000,
         queued_followups: 16,
-        model_response_bytes: 16 * 1024 * 1024,
+        model_response_bytes: 8 * 1024 * 1024,
         tool_argument_bytes: 1024 * 1024,
         model_idle_timeout_ms: 180_000,
     };

@@ -367,10 +367,13 @@ impl Worker {
             .map(|p| p.usage)
             .unwrap_or_default()
             .into();
+        // The run is over: take its text (up to `model_response_bytes`) instead of copying it,
+        // so a cut hostile answer is held once, not twice, while the settlement is written.
         let partial = active
             .progress
             .lock()
-            .map(|p| redact::redact(&p.text))
+            .map(|mut p| std::mem::take(&mut p.text))
+            .map(|text| redact::redact(&text))
             .unwrap_or_default();
         let partial = (!partial.is_empty()).then_some(partial);
         let run_id = active.run_id.clone();

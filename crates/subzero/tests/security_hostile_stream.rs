@@ -148,9 +148,9 @@ async fn the_default_response_cap_is_16_mib() {
         "{snap:#}"
     );
     let message = snap["lastRun"]["error"]["message"].as_str().unwrap_or("");
-    assert!(message.contains("passed 16777216 bytes"), "{message}");
+    assert!(message.contains("passed 8388608 bytes"), "{message}");
     let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["limits"]["modelResponseBytes"], 16 * 1024 * 1024);
+    assert_eq!(info["limits"]["modelResponseBytes"], 8 * 1024 * 1024);
     assert_eq!(info["limits"]["toolArgumentBytes"], 1024 * 1024);
     assert_eq!(info["limits"]["modelIdleTimeoutMs"], 180_000);
     s.close().await.expect("close");
@@ -195,7 +195,12 @@ async fn ten_megabytes_of_tool_arguments_get_a_short_tool_error_and_are_not_sent
         ]),
         Reply::text("Understood, smaller next time."),
     ]);
-    configure(&env, "tool_argument_bytes = 65536");
+    // The response cap is raised so the 10 MB of arguments arrive whole: the argument cap
+    // is what answers them.
+    configure(
+        &env,
+        "tool_argument_bytes = 65536\nmodel_response_bytes = 33554432",
+    );
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());

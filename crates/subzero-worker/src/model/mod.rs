@@ -27,7 +27,7 @@ pub struct StreamBounds {
 impl StreamBounds {
     /// The defaults documented in `docs/operations.md`.
     pub const DEFAULT: StreamBounds = StreamBounds {
-        max_response_bytes: 16 * 1024 * 1024,
+        max_response_bytes: 8 * 1024 * 1024,
         max_tool_argument_bytes: 1024 * 1024,
         idle: Duration::from_secs(180),
     };

@@ -1,5 +1,5 @@
 //! A hostile model endpoint: a 200 MB streamed answer under the default limits. The run must
-//! fail at `model_response_bytes` (16 MiB) with worker and broker memory staying flat.
+//! fail at `model_response_bytes` (8 MiB) with worker and broker memory staying flat.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -258,7 +258,7 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
     eprintln!("hostile stream…");
     match hostile::hostile_stream(exe, plan.hostile_runs).await {
         Ok(h) => {
-            let note = "a researcher's endpoint streams 200 MB of text in 16 KiB deltas; default limits, so the run fails at `model_response_bytes` (16 MiB); worker VmHWM sampled every 1 ms until it exits";
+            let note = "a researcher's endpoint streams 200 MB of text in 16 KiB deltas; default limits, so the run fails at `model_response_bytes` (8 MiB); worker VmHWM sampled every 1 ms until it exits";
             sink.add(
                 MEMORY,
                 "worker peak RSS during a 200 MB hostile stream",
