@@ -495,14 +495,21 @@ pub async fn parent_cost(exe: &Path, runs: usize) -> Result<ParentCost, Fail> {
     Ok(out)
 }
 
-/// Polls the VmHWM of the broker's workers every 100 ms on a thread; keeps the largest.
-struct HwmSampler {
+/// Polls the VmHWM of the broker's workers on a thread; keeps the largest. VmHWM is a
+/// high-water mark, so a sample taken late still sees an earlier peak of a living worker.
+pub(crate) struct HwmSampler {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Option<f64>>,
 }
 
 impl HwmSampler {
+    /// Every 100 ms.
     fn start(broker: u32) -> HwmSampler {
+        HwmSampler::every(broker, Duration::from_millis(100))
+    }
+
+    /// Every `interval` (a short one for workers that live only briefly).
+    pub(crate) fn every(broker: u32, interval: Duration) -> HwmSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -513,14 +520,14 @@ impl HwmSampler {
                         peak = Some(peak.map_or(hwm, |p| p.max(hwm)));
                     }
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(interval);
             }
             peak
         });
         HwmSampler { stop, thread }
     }
 
-    fn finish(self) -> Option<f64> {
+    pub(crate) fn finish(self) -> Option<f64> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().ok().flatten()
     }

@@ -1,14 +1,13 @@
 //! A hostile model endpoint: a 200 MB streamed answer under the default limits. The run must
 //! fail at `model_response_bytes` (8 MiB) with worker and broker memory staying flat.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 use subzero_testkit::{Reply, Step};
 
 use crate::Fail;
+use crate::broker::HwmSampler;
 use crate::env::{BenchEnv, call, settle};
 use crate::procs::{eventually, hwm_mib, workers_of};
 use crate::stats::Samples;
@@ -52,39 +51,6 @@ fn bytes_under(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// Polls the VmHWM of the broker's workers every millisecond on a thread; keeps the largest.
-/// The flooded run fails at the cap and its worker exits soon after, so the sampler must be
-/// fast (VmHWM is a high-water mark: a sample taken late still sees the earlier peak).
-struct FastHwm {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Option<f64>>,
-}
-
-impl FastHwm {
-    fn start(broker: u32) -> FastHwm {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut peak: Option<f64> = None;
-            while !flag.load(Ordering::Relaxed) {
-                for worker in workers_of(broker) {
-                    if let Some(hwm) = hwm_mib(worker) {
-                        peak = Some(peak.map_or(hwm, |p| p.max(hwm)));
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            peak
-        });
-        FastHwm { stop, thread }
-    }
-
-    fn finish(self) -> Option<f64> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().ok().flatten()
-    }
-}
-
 /// One flooded run per sample, under the default limits.
 pub async fn hostile_stream(exe: &std::path::Path, runs: usize) -> Result<HostileStream, Fail> {
     let mut out = HostileStream {
@@ -97,7 +63,8 @@ pub async fn hostile_stream(exe: &std::path::Path, runs: usize) -> Result<Hostil
         let env = BenchEnv::new(exe, vec![flood()])?;
         let s = env.broker().await?;
         let broker = s.pid().ok_or("no broker pid")?;
-        let sampler = FastHwm::start(broker);
+        // The flooded run fails at the cap and its worker exits soon after: sample fast.
+        let sampler = HwmSampler::every(broker, Duration::from_millis(1));
         let (child, _) = env.spawn(&s, "researcher", "Answer at length.").await?;
         let snap = settle(&s, &child).await?;
         // The worker is gone once the child settled with nothing queued.
