@@ -22,7 +22,7 @@ const CALL: &str = "unsafe { Supervisor::designate() }";
 const MINT_POINTS: &[(&str, usize)] = &[
     // `hello` → WorkerCapabilities, `cancel_confirmed` → StopConfirmed,
     // `leaf_committed` (at the run's completion) → LeafRecorded.
-    ("crates/subzero-runtime/src/broker/worker.rs", 3),
+    ("crates/subzero-runtime/src/broker/worker/mod.rs", 3),
     // the transcript leaf read from disk → ObservedLeaf.
     ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
 ];
