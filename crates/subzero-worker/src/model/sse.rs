@@ -290,7 +290,7 @@ mod tests {
         const LEN: usize = 10_000_000;
         let stream: Vec<u8> = [b"data: ".as_slice(), &vec![b'x'; LEN], b"\n\n"].concat();
         for piece in [1, 64 * 1024] {
-            let mut p = SseParser::new();
+            let mut p = SseParser::with_max_line(16 * 1024 * 1024);
             let mut out = Vec::new();
             for chunk in stream.chunks(piece) {
                 out.extend(p.feed(chunk).expect("within the cap"));
