@@ -16,8 +16,109 @@ pub struct CredentialInfo {
     pub available: bool,
     ///Reference name to pass as `credentialRef`.
     pub name: super::common::CredentialRef,
+    ///The model origins (`scheme://host:port`) this reference may be sent to; a `model.url` with any other origin is refused with `credentials_required`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub origins: ::std::option::Option<CredentialInfoOrigins>,
     ///Where the key is read from (the variable or path itself is not shown).
     pub source: CredentialInfoSource,
+}
+///The model origins (`scheme://host:port`) this reference may be sent to; a `model.url` with any other origin is refused with `credentials_required`.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 64))]
+#[serde(transparent)]
+pub struct CredentialInfoOrigins(pub ::std::vec::Vec<CredentialInfoOriginsItem>);
+impl ::std::ops::Deref for CredentialInfoOrigins {
+    type Target = ::std::vec::Vec<CredentialInfoOriginsItem>;
+    fn deref(&self) -> &::std::vec::Vec<CredentialInfoOriginsItem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<CredentialInfoOrigins>
+for ::std::vec::Vec<CredentialInfoOriginsItem> {
+    fn from(value: CredentialInfoOrigins) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<CredentialInfoOriginsItem>>
+for CredentialInfoOrigins {
+    fn from(value: ::std::vec::Vec<CredentialInfoOriginsItem>) -> Self {
+        Self(value)
+    }
+}
+///Bounded value of CredentialInfoOriginsItem.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 512))]
+#[serde(transparent)]
+pub struct CredentialInfoOriginsItem(::std::string::String);
+impl ::std::ops::Deref for CredentialInfoOriginsItem {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<CredentialInfoOriginsItem> for ::std::string::String {
+    fn from(value: CredentialInfoOriginsItem) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for CredentialInfoOriginsItem {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 512usize {
+            return Err("longer than 512 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for CredentialInfoOriginsItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for CredentialInfoOriginsItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for CredentialInfoOriginsItem {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///Where the key is read from (the variable or path itself is not shown).
 #[derive(
@@ -224,6 +325,18 @@ impl<'de> ::serde::Deserialize<'de> for HostAdapterHost {
 )]
 #[serde(deny_unknown_fields)]
 pub struct Info {
+    ///Version of the broker ⇄ worker control protocol (`schema-src/v1/control-*.schema.json`) this broker speaks.
+    #[serde(
+        rename = "controlProtocolVersion",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub control_protocol_version: ::std::option::Option<::std::num::NonZeroU64>,
+    ///Version of the lifecycle core (`subzero-core`) that decides every transition.
+    #[serde(
+        rename = "coreVersion",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub core_version: ::std::option::Option<VersionString>,
     ///Configured credential references (names only, never values).
     #[serde(rename = "credentialRefs")]
     pub credential_refs: InfoCredentialRefs,
@@ -415,6 +528,12 @@ pub struct Limits {
     ///Events retained per child before older ones are pruned.
     #[serde(rename = "eventRetention")]
     pub event_retention: ::std::num::NonZeroU64,
+    ///Bytes of event payloads retained per child before older events are pruned.
+    #[serde(
+        rename = "eventRetentionBytes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub event_retention_bytes: ::std::option::Option<::std::num::NonZeroU64>,
     ///Maximum number of granted tools per template.
     #[serde(rename = "grantedTools")]
     pub granted_tools: ::std::num::NonZeroU64,
@@ -436,6 +555,12 @@ pub struct Limits {
     ///Maximum UTF-8 bytes of a prompt, message or instructions.
     #[serde(rename = "promptBytes")]
     pub prompt_bytes: ::std::num::NonZeroU64,
+    ///Maximum follow-up runs queued behind one child's active run.
+    #[serde(
+        rename = "queuedFollowups",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub queued_followups: ::std::option::Option<::std::num::NonZeroU64>,
     ///Maximum bytes of one tool call's arguments (`tool_argument_bytes`).
     #[serde(
         rename = "toolArgumentBytes",
@@ -849,9 +974,34 @@ impl crate::validate::Validate for CredentialInfo {
             &crate::validate::join(path, "name"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.origins,
+            &crate::validate::join(path, "origins"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.source,
             &crate::validate::join(path, "source"),
         )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for CredentialInfoOrigins {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 64)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for CredentialInfoOriginsItem {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }
@@ -936,6 +1086,14 @@ impl crate::validate::Validate for Info {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.control_protocol_version,
+            &crate::validate::join(path, "controlProtocolVersion"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.core_version,
+            &crate::validate::join(path, "coreVersion"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.credential_refs,
             &crate::validate::join(path, "credentialRefs"),
@@ -1033,6 +1191,10 @@ impl crate::validate::Validate for Limits {
             &crate::validate::join(path, "eventRetention"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.event_retention_bytes,
+            &crate::validate::join(path, "eventRetentionBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.granted_tools,
             &crate::validate::join(path, "grantedTools"),
         )?;
@@ -1051,6 +1213,10 @@ impl crate::validate::Validate for Limits {
         crate::validate::Validate::validate_at(
             &self.prompt_bytes,
             &crate::validate::join(path, "promptBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.queued_followups,
+            &crate::validate::join(path, "queuedFollowups"),
         )?;
         crate::validate::Validate::validate_at(
             &self.tool_argument_bytes,

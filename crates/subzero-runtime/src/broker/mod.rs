@@ -76,7 +76,7 @@ pub struct Broker {
     store: Store,
     templates: Templates,
     credentials: CredentialResolver,
-    credential_sources: Vec<(String, p::CredentialInfoSource, bool)>,
+    credential_sources: Vec<CredentialSource>,
     secrets: SecretEnv,
     config_path: PathBuf,
     artifacts: ArtifactFiles,
@@ -198,15 +198,27 @@ impl Broker {
         let credentials = self
             .credential_sources
             .iter()
-            .map(|(name, source, available)| {
+            .map(|c| {
                 Ok(p::CredentialInfo {
-                    available: *available,
-                    name: wire(name.as_str(), INFO, "credentialRefs.name")?,
-                    source: *source,
+                    available: c.available,
+                    name: wire(c.name.as_str(), INFO, "credentialRefs.name")?,
+                    origins: Some(p::CredentialInfoOrigins(
+                        c.origins
+                            .iter()
+                            .map(|o| wire(o.as_str(), INFO, "credentialRefs.origins"))
+                            .collect::<Result<Vec<_>, _>>()?,
+                    )),
+                    source: c.source,
                 })
             })
             .collect::<Result<_, BrokerError>>()?;
         Ok(p::Info {
+            control_protocol_version: Some(positive(
+                hello.control_version,
+                INFO,
+                "controlProtocolVersion",
+            )?),
+            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
             credential_refs: p::InfoCredentialRefs(credentials),
             enforcement: enforcement()?,
             host_adapters: p::InfoHostAdapters(Vec::new()),
@@ -251,6 +263,16 @@ impl Broker {
                 INFO,
                 "limits.eventRetention",
             )?,
+            event_retention_bytes: Some(positive(
+                self.store.options().event_retention_bytes,
+                INFO,
+                "limits.eventRetentionBytes",
+            )?),
+            queued_followups: Some(positive(
+                self.store.options().queued_followups,
+                INFO,
+                "limits.queuedFollowups",
+            )?),
             granted_tools: limit(self.limits.granted_tools, "limits.grantedTools")?,
             model_idle_timeout_ms: Some(limit(
                 self.limits.model_idle_timeout_ms,
@@ -462,23 +484,40 @@ fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
 }
 
-/// Names, sources and availability of the configured credentials, never their values.
-fn credential_sources(
-    config: &Config,
-    secrets: &SecretEnv,
-) -> Vec<(String, p::CredentialInfoSource, bool)> {
+/// A configured credential as `subzero_info` shows it: never its value.
+#[derive(Debug)]
+struct CredentialSource {
+    name: String,
+    source: p::CredentialInfoSource,
+    available: bool,
+    /// The origins it may be sent to, normalized (`scheme://host:port`).
+    origins: Vec<String>,
+}
+
+/// Names, sources, availability and origins of the configured credentials.
+fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<CredentialSource> {
     use p::CredentialInfoSource::{Env, File};
     config
         .credentials
         .iter()
-        .map(|(name, entry)| match (&entry.env, &entry.file) {
-            (Some(var), _) => (name.clone(), Env, secrets.is_set(var)),
-            (None, Some(path)) => (
-                name.clone(),
-                File,
-                std::fs::metadata(path).is_ok_and(|m| m.is_file()),
-            ),
-            (None, None) => (name.clone(), Env, false),
+        .map(|(name, entry)| {
+            let (source, available) = match (&entry.env, &entry.file) {
+                (Some(var), _) => (Env, secrets.is_set(var)),
+                (None, Some(path)) => (File, std::fs::metadata(path).is_ok_and(|m| m.is_file())),
+                (None, None) => (Env, false),
+            };
+            let origins = entry
+                .origins
+                .iter()
+                .filter_map(|o| crate::credentials::Origin::parse_configured(o).ok())
+                .map(|o| o.as_str().to_owned())
+                .collect();
+            CredentialSource {
+                name: name.clone(),
+                source,
+                available,
+                origins,
+            }
         })
         .collect()
 }

@@ -27,6 +27,8 @@ pub struct Hello {
     pub protocols: Vec<String>,
     /// Whether it applies steers to an active run.
     pub steering: bool,
+    /// The control protocol version it speaks.
+    pub control_version: u64,
 }
 
 /// A running worker and its pipes.
@@ -67,6 +69,7 @@ impl WorkerConn {
                 transcript_version,
                 protocols,
                 steering,
+                control_version,
                 ..
             })) => {
                 let protocols = protocols.0.iter().map(ToString::to_string).collect();
@@ -76,6 +79,7 @@ impl WorkerConn {
                     transcript_version: transcript_version.get(),
                     protocols,
                     steering,
+                    control_version: control_version.get(),
                 };
                 Ok((conn, hello))
             }
