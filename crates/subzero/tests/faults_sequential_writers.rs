@@ -61,18 +61,21 @@ async fn a_followup_sent_the_moment_a_coder_is_ready_always_starts() {
     s.close().await.expect("close");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_coder_spawned_the_moment_the_previous_one_is_ready_always_starts() {
-    let env = Env::new(answers(TRIES + 1));
-    let mut reaper = Reaper::new(env.dir.path());
-    let s = env.broker("broker").await;
-    reaper.broker(s.pid());
-    let (mut child, _) = spawn(&s, &env, "coder", "first").await;
+/// Runs `TRIES` rounds: wait until the last coder child is ready in the broker that owns
+/// it, then spawn the next coder at once in the next broker of `brokers` (round robin).
+/// Returns how many spawns were refused (`workspace_busy`, nothing else).
+async fn spawn_each_coder_the_moment_the_last_is_ready(
+    env: &Env,
+    brokers: &[&McpSession],
+) -> usize {
+    let (mut child, _) = spawn(brokers[0], env, "coder", "first").await;
+    let mut owner = 0;
     let mut refused = 0;
     for i in 0..TRIES {
-        until_ready(&s, &child).await;
+        until_ready(brokers[owner], &child).await;
+        let next = (owner + 1) % brokers.len();
         let reply = call(
-            &s,
+            brokers[next],
             "subzero_spawn",
             json!({"prompt": format!("task {i}"), "templateId": "coder", "model": env.model()}),
         )
@@ -86,9 +89,20 @@ async fn a_coder_spawned_the_moment_the_previous_one_is_ready_always_starts() {
             .as_str()
             .expect("childId")
             .to_owned();
+        owner = next;
     }
+    until_ready(brokers[owner], &child).await;
+    refused
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coder_spawned_the_moment_the_previous_one_is_ready_always_starts() {
+    let env = Env::new(answers(TRIES + 1));
+    let mut reaper = Reaper::new(env.dir.path());
+    let s = env.broker("broker").await;
+    reaper.broker(s.pid());
+    let refused = spawn_each_coder_the_moment_the_last_is_ready(&env, &[&s]).await;
     assert_eq!(refused, 0, "{refused} of {TRIES} spawns were refused");
-    until_ready(&s, &child).await;
     s.close().await.expect("close");
 }
 
@@ -100,35 +114,11 @@ async fn another_broker_spawns_a_coder_the_moment_one_is_ready() {
     reaper.broker(a.pid());
     let b = env.broker("broker-b").await;
     reaper.broker(b.pid());
-    let brokers = [&a, &b];
-    let (mut child, _) = spawn(&a, &env, "coder", "first").await;
-    let mut owner = 0;
-    let mut refused = 0;
-    for i in 0..TRIES {
-        until_ready(brokers[owner], &child).await;
-        let other = 1 - owner;
-        let reply = call(
-            brokers[other],
-            "subzero_spawn",
-            json!({"prompt": format!("task {i}"), "templateId": "coder", "model": env.model()}),
-        )
-        .await;
-        if reply.is_error {
-            assert_eq!(reply.code(), Some("workspace_busy"), "{}", reply.text);
-            refused += 1;
-            continue;
-        }
-        child = reply.structured["childId"]
-            .as_str()
-            .expect("childId")
-            .to_owned();
-        owner = other;
-    }
+    let refused = spawn_each_coder_the_moment_the_last_is_ready(&env, &[&a, &b]).await;
     assert_eq!(
         refused, 0,
         "{refused} of {TRIES} spawns in the other broker were refused"
     );
-    until_ready(brokers[owner], &child).await;
     a.close().await.expect("close");
     b.close().await.expect("close");
 }

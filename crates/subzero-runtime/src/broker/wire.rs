@@ -58,14 +58,7 @@ mod tests {
 
     #[test]
     fn every_stored_phase_has_its_wire_spelling() {
-        for phase in [
-            Phase::Idle,
-            Phase::Starting,
-            Phase::Model,
-            Phase::Tool,
-            Phase::Stopping,
-            Phase::RecoveryRequired,
-        ] {
+        for phase in Phase::ALL {
             assert_eq!(p::Phase::from(phase).to_string(), phase.as_str());
         }
     }

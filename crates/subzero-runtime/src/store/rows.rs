@@ -74,6 +74,16 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase.
+    pub const ALL: [Phase; 6] = [
+        Phase::Idle,
+        Phase::Starting,
+        Phase::Model,
+        Phase::Tool,
+        Phase::Stopping,
+        Phase::RecoveryRequired,
+    ];
+
     /// Stored and wire spelling.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -87,16 +97,7 @@ impl Phase {
     }
 
     fn parse(text: &str) -> Option<Self> {
-        [
-            Phase::Idle,
-            Phase::Starting,
-            Phase::Model,
-            Phase::Tool,
-            Phase::Stopping,
-            Phase::RecoveryRequired,
-        ]
-        .into_iter()
-        .find(|p| p.as_str() == text)
+        Phase::ALL.into_iter().find(|p| p.as_str() == text)
     }
 }
 

@@ -68,20 +68,25 @@ impl Broker {
         {
             Ok(()) => Ok(()),
             Err(err) => {
-                let settlement = Settlement::Failed {
-                    code: err.code(),
-                    message: err.message().to_owned(),
-                    partial: None,
-                };
-                if let Err(settle_err) = self
-                    .store
-                    .settle_run(child, run, self.owner_token(), settlement)
-                    .await
-                {
-                    tracing::error!(%child, %run, %settle_err, "could not record a failed worker start");
-                }
+                self.record_failed_start(child, run, &err).await;
                 Err(err)
             }
+        }
+    }
+
+    /// A run that got no worker fails with the reason, so nothing is left `running`.
+    pub(super) async fn record_failed_start(&self, child: ChildId, run: RunId, err: &BrokerError) {
+        let settlement = Settlement::Failed {
+            code: err.code(),
+            message: err.message().to_owned(),
+            partial: None,
+        };
+        if let Err(settle_err) = self
+            .store
+            .settle_run(child, run, self.owner_token(), settlement)
+            .await
+        {
+            tracing::error!(%child, %run, %settle_err, "could not record a failed worker start");
         }
     }
 

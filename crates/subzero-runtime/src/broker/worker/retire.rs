@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::{Driver, FirstRun, StartFrom};
 use crate::broker::{BrokerError, lock};
-use crate::store::{NextRun, Settlement};
+use crate::store::NextRun;
 
 /// How long a retiring worker may take to exit before its tree is killed.
 const RETIRE_EXIT: Duration = Duration::from_secs(3);
@@ -87,19 +87,9 @@ impl Driver {
             }
             .await;
             if let Err(err) = started {
-                // `start_worker` records its own failures; these are the ones before it.
-                let settlement = Settlement::Failed {
-                    code: err.code(),
-                    message: err.message().to_owned(),
-                    partial: None,
-                };
-                if let Err(e) = broker
-                    .store
-                    .settle_run(child, next.run_id, broker.owner_token(), settlement)
-                    .await
-                {
-                    tracing::debug!(%child, run = %next.run_id, %e, "the follow-up's failed start was already recorded");
-                }
+                // `start_worker` records its own failures (a second record is refused and
+                // logged); this records the ones before it.
+                broker.record_failed_start(child, next.run_id, &err).await;
             }
         });
         tokio::spawn(restart);
