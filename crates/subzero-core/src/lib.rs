@@ -29,7 +29,7 @@ pub use error_code::{Coded, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};
 pub use lifecycle::{AnyChild, AnyRun, Checkpoint, Child, LifecycleError, Run};
 pub use limits::{LimitExceeded, LimitName, Limits};
-pub use state::{ChildState, RunStatus};
+pub use state::{ChildState, Ownership, Phase, RunStatus};
 
 /// This crate's version (reported by `subzero_info` as `coreVersion`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -69,6 +69,37 @@ wire_enum!(
     }
 );
 
+wire_enum!(
+    /// Who may drive a child, as recorded. The kernel lock is the proof that a process
+    /// holds a child; this is the record of it (see [`crate::lifecycle::custody`]).
+    Ownership {
+        /// Nobody; a broker may claim it once it holds the child's lock.
+        None => "none",
+        /// A broker claimed it; its owner token names the broker.
+        Owned => "owned",
+        /// The owner is gone but processes of it may still hold the child's lock.
+        RecoveryRequired => "recovery_required",
+    }
+);
+
+wire_enum!(
+    /// What a child is doing right now, for display; its state is the truth.
+    Phase {
+        /// Nothing active.
+        Idle => "idle",
+        /// A worker is being started for the active run.
+        Starting => "starting",
+        /// The worker waits for the model.
+        Model => "model",
+        /// The worker runs a tool.
+        Tool => "tool",
+        /// A stop of the active run was requested.
+        Stopping => "stopping",
+        /// The previous owner's processes may still hold the child's lock.
+        RecoveryRequired => "recovery_required",
+    }
+);
+
 impl RunStatus {
     /// Whether no transition leaves this status.
     pub const fn is_terminal(self) -> bool {
@@ -96,6 +127,13 @@ mod tests {
         }
         for s in RunStatus::ALL {
             assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for s in Ownership::ALL {
+            assert_eq!(Ownership::parse(s.as_str()), Some(*s));
+        }
+        for s in Phase::ALL {
+            assert_eq!(Phase::parse(s.as_str()), Some(*s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
     }

@@ -20,9 +20,11 @@ const CALL: &str = "unsafe { Supervisor::designate() }";
 
 /// Production files that mint, and how many times each designates.
 const MINT_POINTS: &[(&str, usize)] = &[
-    // `hello` → WorkerCapabilities, `cancel_confirmed` → StopConfirmed,
-    // `leaf_committed` (at the run's completion) → LeafRecorded.
-    ("crates/subzero-runtime/src/broker/worker/mod.rs", 3),
+    // `hello` → WorkerCapabilities, at the worker's start.
+    ("crates/subzero-runtime/src/broker/worker/start.rs", 1),
+    // `cancel_confirmed` → StopConfirmed, `leaf_committed` (at the run's completion) →
+    // LeafRecorded, in the worker's driver.
+    ("crates/subzero-runtime/src/broker/worker/driver.rs", 2),
     // the transcript leaf read from disk → ObservedLeaf.
     ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
 ];

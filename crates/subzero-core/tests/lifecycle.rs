@@ -42,7 +42,7 @@ fn stop_with_a_stale_run_id_changes_nothing() {
     );
     assert!(
         message.contains(&format!(
-            "(active: {active}); read get() and retry with that id"
+            "(active: {active}); read subzero_get and retry with that id"
         )),
         "{message}"
     );

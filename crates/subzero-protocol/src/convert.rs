@@ -66,6 +66,18 @@ same_enum!(
 );
 
 same_enum!(
+    subzero_core::Phase,
+    common::Phase {
+        Idle,
+        Starting,
+        Model,
+        Tool,
+        Stopping,
+        RecoveryRequired,
+    }
+);
+
+same_enum!(
     subzero_core::ErrorCode,
     error::ErrorCode {
         InvalidRequest,

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use subzero_core::{Coded, ErrorCode};
+use subzero_core::lifecycle::CustodyRefused;
+use subzero_core::{Coded, ErrorCode, LifecycleError};
 
 /// Result alias for runtime operations.
 pub type RuntimeResult<T> = Result<T, RuntimeError>;
@@ -36,34 +37,10 @@ pub enum RuntimeError {
     /// The previous owner's processes may still be alive.
     #[error("recovery_required: {0}")]
     RecoveryRequired(String),
-    /// `expectedRunId` is not the active run.
-    #[error(
-        "stale_run: run {expected} is not the active run of child {child} (active: {active}); read subzero_get and retry with that id"
-    )]
-    StaleRun {
-        /// The child.
-        child: String,
-        /// The run id the caller passed.
-        expected: String,
-        /// The active run, or `none`.
-        active: String,
-    },
-    /// The child has no active run.
-    #[error("not_running: child {child} has no active run; {hint}")]
-    NotRunning {
-        /// The child.
-        child: String,
-        /// What to do instead.
-        hint: &'static str,
-    },
-    /// The child is interrupted and needs `subzero_resume`.
-    #[error(
-        "interrupted: child {child} is interrupted; call subzero_resume with a model before sending more work"
-    )]
-    Interrupted {
-        /// The child.
-        child: String,
-    },
+    /// The core refused the transition (stale run, not running, interrupted, busy,
+    /// custody, …); its code and message pass through unchanged. Nothing was written.
+    #[error(transparent)]
+    Lifecycle(#[from] LifecycleError),
     /// A `requestId` was reused with different arguments.
     #[error(
         "request_conflict: requestId {request_id} was already used for {tool} with different arguments; use a new requestId"
@@ -142,6 +119,12 @@ impl From<rusqlite::Error> for RuntimeError {
     }
 }
 
+impl From<CustodyRefused> for RuntimeError {
+    fn from(err: CustodyRefused) -> Self {
+        RuntimeError::Lifecycle(err.into())
+    }
+}
+
 impl RuntimeError {
     /// The stable code for this error.
     pub fn code(&self) -> ErrorCode {
@@ -155,9 +138,7 @@ impl RuntimeError {
             RuntimeError::Busy(_) | RuntimeError::Locked(_) => ErrorCode::Busy,
             RuntimeError::CheckpointIncompatible(_) => ErrorCode::CheckpointIncompatible,
             RuntimeError::RecoveryRequired(_) => ErrorCode::RecoveryRequired,
-            RuntimeError::StaleRun { .. } => ErrorCode::StaleRun,
-            RuntimeError::NotRunning { .. } => ErrorCode::NotRunning,
-            RuntimeError::Interrupted { .. } => ErrorCode::Interrupted,
+            RuntimeError::Lifecycle(e) => e.code(),
             RuntimeError::RequestConflict { .. } => ErrorCode::RequestConflict,
             RuntimeError::LimitExceeded(_) => ErrorCode::LimitExceeded,
             RuntimeError::ArtifactUnavailable(_) => ErrorCode::ArtifactUnavailable,

@@ -104,7 +104,10 @@ async fn a_stop_confirmation_for_a_run_that_is_not_stop_requested_changes_nothin
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidRequest);
-    assert!(err.to_string().contains("prior stop request"), "{err}");
+    assert!(
+        err.to_string().contains("has no stop request to confirm"),
+        "{err}"
+    );
     assert_eq!(state_of(&fx, child).await, before);
 }
 
@@ -423,4 +426,97 @@ async fn a_resume_replayed_in_its_transaction_releases_its_claim() {
         .claim(&fx.scope, child, "another-broker")
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_activity_report_never_undoes_a_pending_stop() {
+    use subzero_core::lifecycle::Activity;
+    let fx = Fixture::new();
+    let (child, run) = fx.spawn_child().await;
+    fx.store
+        .report_activity(child, TOKEN, Activity::Tool)
+        .await
+        .unwrap();
+    assert_eq!(
+        fx.store.child(&fx.scope, child).await.unwrap().phase,
+        Phase::Tool
+    );
+    fx.store
+        .begin_stop(&fx.scope, child, run, TOKEN)
+        .await
+        .unwrap();
+    // The worker finishing its tool reports the model phase; the stop still shows.
+    fx.store
+        .report_activity(child, TOKEN, Activity::Model)
+        .await
+        .unwrap();
+    let row = fx.store.child(&fx.scope, child).await.unwrap();
+    assert_eq!(row.phase, Phase::Stopping);
+}
+
+#[tokio::test]
+async fn an_activity_report_for_a_child_without_a_run_is_the_cores_not_running() {
+    use subzero_core::lifecycle::Activity;
+    let fx = Fixture::new();
+    let (child, run) = fx.spawn_child().await;
+    fx.store
+        .settle_run(child, run, TOKEN, completed(child, run))
+        .await
+        .unwrap();
+    fx.store.claim(&fx.scope, child, TOKEN).await.unwrap();
+    let before = state_of(&fx, child).await;
+    let err = fx
+        .store
+        .report_activity(child, TOKEN, Activity::Model)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotRunning);
+    assert!(
+        err.to_string()
+            .contains("a worker activity report needs a running run"),
+        "the core's own message: {err}"
+    );
+    assert_eq!(state_of(&fx, child).await, before);
+}
+
+#[tokio::test]
+async fn a_refusal_carries_the_cores_message_unchanged() {
+    let fx = Fixture::new();
+    let (child, _run) = fx.spawn_child().await;
+    let stale = RunId::generate();
+    let err = fx
+        .store
+        .begin_stop(&fx.scope, child, stale, TOKEN)
+        .await
+        .unwrap_err();
+    let core = subzero_core::LifecycleError::from(subzero_core::lifecycle::error::StaleRun {
+        child,
+        expected: stale,
+        active: Some(_run),
+    });
+    assert_eq!(err.to_string(), core.to_string());
+}
+
+#[tokio::test]
+async fn every_transition_bumps_the_row_generation_and_a_refusal_does_not() {
+    let fx = Fixture::new();
+    let (child, run) = fx.spawn_child().await;
+    let g0 = fx.store.child(&fx.scope, child).await.unwrap().generation;
+    fx.queue_followup(child, "later").await;
+    let g1 = fx.store.child(&fx.scope, child).await.unwrap().generation;
+    assert!(g1 > g0, "queueing is a decided transition of the child");
+    let _ = fx
+        .store
+        .begin_stop(&fx.scope, child, RunId::generate(), TOKEN)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        fx.store.child(&fx.scope, child).await.unwrap().generation,
+        g1
+    );
+    fx.store
+        .begin_stop(&fx.scope, child, run, TOKEN)
+        .await
+        .unwrap();
+    assert!(fx.store.child(&fx.scope, child).await.unwrap().generation > g1);
 }

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use super::custody::CustodyRefused;
 use crate::error_code::{Coded, ErrorCode};
 use crate::ids::{ChildId, RunId};
 use crate::limits::LimitExceeded;
@@ -27,7 +28,7 @@ impl fmt::Display for ActiveShown {
 
 /// The named run is not the child's active run; nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stale_run: run {expected} is not the active run of child {child} ({shown}); read get() and retry with that id", shown = ActiveShown(*active))]
+#[error("stale_run: run {expected} is not the active run of child {child} ({shown}); read subzero_get and retry with that id", shown = ActiveShown(*active))]
 pub struct StaleRun {
     /// The child asked about.
     pub child: ChildId,
@@ -194,6 +195,9 @@ pub enum LifecycleError {
     /// See [`LoadError`].
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// See [`CustodyRefused`].
+    #[error(transparent)]
+    Custody(#[from] CustodyRefused),
 }
 
 impl Coded for LifecycleError {
@@ -209,6 +213,7 @@ impl Coded for LifecycleError {
             LifecycleError::ForeignRun(e) => e.code(),
             LifecycleError::LimitExceeded(e) => e.code(),
             LifecycleError::Load(e) => e.code(),
+            LifecycleError::Custody(e) => e.code(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod any;
 pub mod child;
+pub mod custody;
 pub mod error;
 pub mod proof;
 pub mod run;
@@ -15,6 +16,7 @@ pub use any::{
     Resumed, RunRecord, RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
 };
 pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
+pub use custody::{Activity, Custody, CustodyRefused, LockObservation, Recovery};
 pub use error::LifecycleError;
 pub use proof::{
     Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed, Supervisor,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use subzero_core::lifecycle::{ActiveChild, WorkerCapabilities};
 use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
-use subzero_core::{AnyChild, ChildId, ChildState, Coded, ErrorCode, RunId};
+use subzero_core::{AnyChild, ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
 use super::checkpoint;
@@ -22,7 +22,6 @@ use super::worker::{FirstRun, StartFrom};
 use super::{Broker, BrokerError, lock};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
-use crate::store::lifecycle_message as uncoded;
 use crate::store::{
     Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership,
     ResumeCommit,
@@ -330,7 +329,7 @@ impl Broker {
             }
             None => decided.steer(&WorkerCapabilities::none()),
         };
-        let active = steered.map_err(|e| BrokerError::new(e.code(), uncoded(&e)))?;
+        let active = steered.map_err(BrokerError::from)?;
         let Some(link) = link else {
             return Err(BrokerError::internal(format!(
                 "the core let child {child} be steered without a worker"

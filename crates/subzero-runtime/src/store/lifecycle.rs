@@ -3,15 +3,12 @@
 //! Every state transition is decided by `subzero_core`: a transaction loads the
 //! child's row, its active run and its follow-up queue into a [`ChildRecord`], goes up
 //! through the one checked [`AnyChild::load`], calls the core operation, and only then
-//! writes what the core decided with guarded `UPDATE … WHERE state = ?` statements.
-//! A refusal becomes the runtime error the broker has always answered with (same code,
-//! same message), and nothing was written.
+//! `super::write` persists what the core returned. A refusal is the core's own typed
+//! error (its code and message reach the caller unchanged), and nothing was written.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use subzero_core::lifecycle::{
-    ActiveRunRecord, ChildRecord, LeafRef as CoreLeaf, LifecycleError, QueuedRunRecord,
-};
-use subzero_core::{AnyChild, ChildState, Coded, RunId, RunStatus, Sha256Digest};
+use subzero_core::lifecycle::{ActiveRunRecord, ChildRecord, LeafRef as CoreLeaf, QueuedRunRecord};
+use subzero_core::{AnyChild, ChildState, RunId, RunStatus, Sha256Digest};
 
 use super::StoreOptions;
 use super::rows::{ChildRow, LeafRef};
@@ -25,7 +22,7 @@ pub(crate) fn load(
     row: &ChildRow,
 ) -> RuntimeResult<AnyChild> {
     let record = record_of(conn, options, row)?;
-    AnyChild::load(record).map_err(|e| refused(e.into()))
+    AnyChild::load(record).map_err(|e| RuntimeError::Lifecycle(e.into()))
 }
 
 fn record_of(
@@ -98,50 +95,6 @@ pub(crate) fn core_leaf(stored: &LeafRef) -> RuntimeResult<CoreLeaf> {
         ))
     })?;
     CoreLeaf::new(&stored.leaf_id, digest).map_err(|e| RuntimeError::Internal(e.to_string()))
-}
-
-/// The core's refusal as the runtime error the broker answers with.
-pub(crate) fn refused(err: LifecycleError) -> RuntimeError {
-    match err {
-        LifecycleError::StaleRun(e) => RuntimeError::StaleRun {
-            child: e.child.to_string(),
-            expected: e.expected.to_string(),
-            active: e
-                .active
-                .map_or_else(|| "none".to_owned(), |r| r.to_string()),
-        },
-        LifecycleError::NotRunning(e) => RuntimeError::NotRunning {
-            child: e.child.to_string(),
-            hint: e.advice,
-        },
-        LifecycleError::Interrupted(e) => RuntimeError::Interrupted {
-            child: e.child.to_string(),
-        },
-        LifecycleError::Busy(e) => RuntimeError::Busy(format!(
-            "child {} is running; resume applies to ready or interrupted children",
-            e.child
-        )),
-        LifecycleError::StopNotRequested(e) => RuntimeError::InvalidRequest(format!(
-            "run {} cannot become {} from its current status (stopped needs a prior stop request)",
-            e.run,
-            RunStatus::Stopped
-        )),
-        LifecycleError::LimitExceeded(e) => RuntimeError::LimitExceeded(uncoded(&e)),
-        LifecycleError::CheckpointIncompatible(e) => {
-            RuntimeError::CheckpointIncompatible(uncoded(&e))
-        }
-        other @ (LifecycleError::UnsupportedSteer(_)
-        | LifecycleError::ForeignRun(_)
-        | LifecycleError::Load(_)) => RuntimeError::Internal(uncoded(&other)),
-    }
-}
-
-/// The message of a coded error without its leading `code: `.
-pub(crate) fn uncoded<E: Coded + std::fmt::Display>(err: &E) -> String {
-    let text = err.to_string();
-    let prefix = format!("{}: ", err.code().as_str());
-    text.strip_prefix(&prefix)
-        .map_or(text.clone(), str::to_owned)
 }
 
 /// Whether `run` is a (finished) run of `child`, for telling "the run already ended"

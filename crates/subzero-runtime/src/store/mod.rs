@@ -23,6 +23,7 @@ mod lifecycle;
 mod ops;
 mod rows;
 mod schema;
+mod write;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::panic::AssertUnwindSafe;
@@ -40,8 +41,6 @@ use crate::error::{RuntimeError, RuntimeResult};
 use file::DatabaseFile;
 
 pub use events::MAX_EVENT_PAYLOAD_BYTES;
-/// The message of a core refusal without its leading `code: `, for errors that keep the core's words.
-pub(crate) use lifecycle::uncoded as lifecycle_message;
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
     NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,

@@ -24,82 +24,7 @@ pub struct ModelRow {
     pub credential_ref: String,
 }
 
-/// Who may drive a child, as mirrored in the database. The kernel lock is the proof;
-/// this is the record.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum Ownership {
-    /// Nobody; a broker may claim it (after taking the lock).
-    None,
-    /// A broker claimed it; `owner_token` names the broker.
-    Owned,
-    /// The owner is gone but the child lock is still held by its processes.
-    RecoveryRequired,
-}
-
-impl Ownership {
-    /// Stored spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Ownership::None => "none",
-            Ownership::Owned => "owned",
-            Ownership::RecoveryRequired => "recovery_required",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "none" => Some(Ownership::None),
-            "owned" => Some(Ownership::Owned),
-            "recovery_required" => Some(Ownership::RecoveryRequired),
-            _ => None,
-        }
-    }
-}
-
-/// What a child is doing right now, for display.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum Phase {
-    /// Nothing active.
-    Idle,
-    /// A worker is being started.
-    Starting,
-    /// Waiting for the model.
-    Model,
-    /// Running a tool.
-    Tool,
-    /// A stop was requested.
-    Stopping,
-    /// The previous owner's processes still hold the child lock.
-    RecoveryRequired,
-}
-
-impl Phase {
-    /// Every phase.
-    pub const ALL: [Phase; 6] = [
-        Phase::Idle,
-        Phase::Starting,
-        Phase::Model,
-        Phase::Tool,
-        Phase::Stopping,
-        Phase::RecoveryRequired,
-    ];
-
-    /// Stored and wire spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Phase::Idle => "idle",
-            Phase::Starting => "starting",
-            Phase::Model => "model",
-            Phase::Tool => "tool",
-            Phase::Stopping => "stopping",
-            Phase::RecoveryRequired => "recovery_required",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        Phase::ALL.into_iter().find(|p| p.as_str() == text)
-    }
-}
+pub use subzero_core::{Ownership, Phase};
 
 /// The last completed transcript leaf and its digest.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -163,6 +88,9 @@ pub struct ChildRow {
     pub owner_token: Option<String>,
     /// Bumped by every claim.
     pub owner_generation: u64,
+    /// Bumped by every write of the lifecycle columns (`store::write`); a transition
+    /// applies only to the generation it was decided from.
+    pub generation: u64,
     /// Running or stop-requested run.
     pub active_run_id: Option<RunId>,
     /// Last completed leaf.
@@ -181,6 +109,19 @@ pub struct ChildRow {
     pub oldest_event_seq: EventSeq,
     /// Seq the next event gets.
     pub next_event_seq: EventSeq,
+}
+
+impl ChildRow {
+    /// The custody record the core decides claims, releases and recoveries from.
+    pub fn custody(&self) -> subzero_core::lifecycle::Custody {
+        subzero_core::lifecycle::Custody {
+            child: self.child_id,
+            state: self.state,
+            ownership: self.ownership,
+            owner: self.owner_token.clone(),
+            generation: self.owner_generation,
+        }
+    }
 }
 
 /// A stored run.
@@ -329,7 +270,7 @@ pub(crate) const CHILD_COLUMNS: &str = "child_id, scope_uid, workspace_root, sco
     template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
     state, phase, ownership, owner_token, owner_generation, active_run_id, last_leaf_id, \
     last_leaf_digest, worker_name, worker_version, transcript_version, interrupt_reason, \
-    last_progress_at, created_at, updated_at, oldest_event_seq, next_event_seq";
+    last_progress_at, created_at, updated_at, oldest_event_seq, next_event_seq, generation";
 
 pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
     let uid: i64 = row.get(1)?;
@@ -384,6 +325,7 @@ pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
         updated_at: row.get(26)?,
         oldest_event_seq: EventSeq::new(u64_col(row, 27)?),
         next_event_seq: EventSeq::new(u64_col(row, 28)?),
+        generation: u64_col(row, 29)?,
     })
 }
 

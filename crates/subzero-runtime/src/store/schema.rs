@@ -113,6 +113,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (scope_key, kind, slot_index)
     ) STRICT;
     "#,
+    // 2: a row generation for the lifecycle columns, bumped by every transition
+    // (`store::write`), so a transition applies only to the row it was decided from.
+    r#"
+    ALTER TABLE children ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this binary writes.

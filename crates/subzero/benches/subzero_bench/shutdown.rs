@@ -147,8 +147,8 @@ fn runs_not_stopped(db: &Path, expected: usize) -> Result<usize, Fail> {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let stopped: i64 = conn.query_row(
-        "SELECT count(*) FROM runs WHERE status = 'stopped'",
-        [],
+        "SELECT count(*) FROM runs WHERE status = ?1",
+        [subzero_core::RunStatus::Stopped.as_str()],
         |r| r.get(0),
     )?;
     Ok(expected.saturating_sub(usize::try_from(stopped).unwrap_or(0)))

@@ -325,10 +325,10 @@ impl Ownership {
             )?;
             conn.busy_timeout(std::time::Duration::from_secs(5))?;
             let mut stmt = conn.prepare(
-                "SELECT child_id, owner_token FROM children WHERE ownership = 'owned' AND owner_token IS NOT NULL",
+                "SELECT child_id, owner_token FROM children WHERE ownership = ?1 AND owner_token IS NOT NULL",
             )?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .query_map([subzero_core::Ownership::Owned.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
                 .collect::<Result<HashMap<_, _>, _>>()?;
             Ok(rows)
         };

@@ -152,7 +152,7 @@ impl<T> fmt::Display for WrongState<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid_request: expected a {} value but it is {}; read get() for the current state",
+            "invalid_request: expected a {} value but it is {}; read subzero_get for the current state",
             self.expected, self.found
         )
     }

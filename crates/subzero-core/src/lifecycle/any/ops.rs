@@ -127,6 +127,16 @@ impl AnyChild {
         .into()
     }
 
+    /// The refusal of `what` (e.g. a stop) naming a run of this child that already
+    /// ended — the store knows a child's finished runs, the core only its active one:
+    /// `not_running`, pointing at the run's result.
+    pub fn ended_run(&self, what: &'static str) -> LifecycleError {
+        self.not_running(
+            what,
+            "the run already ended; read its result with subzero_get",
+        )
+    }
+
     /// `send(followup)`: on a ready child the run starts; behind an active run it queues
     /// (a full queue is `limit_exceeded`); an interrupted child is `interrupted`.
     pub fn followup(&mut self, run: RunId, prompt: String) -> Result<Delivery, LifecycleError> {

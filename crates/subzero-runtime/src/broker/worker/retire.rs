@@ -13,7 +13,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::{Driver, FirstRun, StartFrom};
+use super::driver::Driver;
+use super::{FirstRun, StartFrom};
 use crate::broker::{BrokerError, lock};
 use crate::store::NextRun;
 

@@ -1,6 +1,8 @@
 //! Admission of spawns and follow-ups: a new child with its first run, or a run queued
 //! behind (or started on) an existing child, with its receipt, in one transaction.
 
+use subzero_core::lifecycle::Custody;
+
 use super::*;
 
 /// Spawn admission: a new child with its first run, already claimed by the caller.
@@ -81,35 +83,17 @@ pub(super) fn admit_spawn_tx(
             child.child_id
         )));
     };
-    let snapshot = serde_json::to_string(&child.snapshot)
-        .map_err(|e| RuntimeError::Internal(format!("snapshot: {e}")))?;
-    conn.execute(
-        "INSERT INTO children (child_id, scope_key, scope_uid, workspace_root, scope_dev, scope_ino, \
-         template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
-         state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?17, 'starting', 'owned', ?14, 1, ?15, ?16, ?16)",
-        params![
-            child.child_id.to_string(),
-            scope_key,
-            i64::from(child.scope.uid()),
-            child.scope.root().to_string_lossy(),
-            child.scope.dev() as i64,
-            child.scope.ino() as i64,
-            child.template_id,
-            snapshot,
-            child.write_capable,
-            child.model.url,
-            child.model.model,
-            child.model.api,
-            child.model.credential_ref,
-            input.owner_token,
-            first.to_string(),
-            at,
-            spawned.state().as_str(),
-        ],
+    let custody = Custody::spawned(&spawned, &input.owner_token);
+    write::new_child(
+        conn,
+        child,
+        &spawned,
+        &custody,
+        custody.phase_of(&spawned),
+        &at,
     )?;
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
-    insert_run(
+    write::new_run(
         conn,
         child.child_id,
         first,
@@ -132,7 +116,7 @@ pub(super) fn admit_spawn_tx(
     Ok(Admit::New(Admission {
         child_id: child.child_id,
         run_id: input.run_id,
-        owner_generation: 1,
+        owner_generation: custody.generation,
     }))
 }
 
@@ -150,89 +134,56 @@ pub(super) fn admit_followup_tx(
         return Ok(Admit::Replayed(stored));
     }
     let mut decided = lifecycle::load(conn, options, &row)?;
-    let delivery = decided
-        .followup(input.run_id, input.prompt.clone())
-        .map_err(refused)?;
+    let delivery = decided.followup(input.run_id, input.prompt.clone())?;
     let at = now(conn)?;
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
-    let child = input.child_id.to_string();
-    let delivery = match delivery {
+    let custody = row.custody();
+    let (status, kind, payload, delivery) = match delivery {
         Delivery::Queued { position } => {
-            if row.ownership != Ownership::Owned {
-                return Err(ownership_error(&row, &input.owner_token));
-            }
-            insert_run(
-                conn,
-                input.child_id,
-                input.run_id,
+            custody.check_held()?;
+            (
                 RunStatus::Queued,
-                &input.prompt,
-                request_id,
-                &at,
-            )?;
-            let slot: i64 = conn.query_row(
-                "SELECT COALESCE(MAX(position), 0) + 1 FROM followups WHERE child_id = ?1",
-                params![child],
-                |r| r.get(0),
-            )?;
-            conn.execute(
-                "INSERT INTO followups (child_id, position, run_id) VALUES (?1, ?2, ?3)",
-                params![child, slot, input.run_id.to_string()],
-            )?;
-            let active = row.active_run_id.map(|r| r.to_string());
-            let changed = conn.execute(
-                "UPDATE children SET updated_at = ?3 WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
-                params![child, active, at],
-            )?;
-            expect_one(changed, "touch running child")?;
-            events::append(
-                conn,
-                options,
-                input.child_id,
-                Some(input.run_id),
                 "run_queued",
-                &json!({ "position": position }),
-            )?;
-            FollowupDelivery::Queued {
-                position: u64::try_from(position).unwrap_or(u64::MAX),
-            }
+                json!({ "position": position }),
+                FollowupDelivery::Queued {
+                    position: u64::try_from(position).unwrap_or(u64::MAX),
+                },
+            )
         }
         Delivery::Started => {
-            let changed = conn.execute(
-                "UPDATE children SET state = ?5, phase = 'starting', active_run_id = ?3, updated_at = ?4 \
-                 WHERE child_id = ?1 AND state = ?6 AND ownership = 'owned' AND owner_token = ?2",
-                params![
-                    child,
-                    input.owner_token,
-                    input.run_id.to_string(),
-                    at,
-                    decided.state().as_str(),
-                    row.state.as_str()
-                ],
-            )?;
-            if changed != 1 {
-                return Err(ownership_error(&row, &input.owner_token));
-            }
-            insert_run(
-                conn,
-                input.child_id,
-                input.run_id,
+            custody.check_owner(&input.owner_token)?;
+            (
                 RunStatus::Running,
-                &input.prompt,
-                request_id,
-                &at,
-            )?;
-            events::append(
-                conn,
-                options,
-                input.child_id,
-                Some(input.run_id),
                 "run_started",
-                &json!({}),
-            )?;
-            FollowupDelivery::Started
+                json!({}),
+                FollowupDelivery::Started,
+            )
         }
     };
+    // Queued: the child is unchanged but for its queue (the write still checks the row
+    // is the one decided from, and keeps the phase the worker reported).
+    let phase = match delivery {
+        FollowupDelivery::Queued { .. } => row.phase,
+        FollowupDelivery::Started => custody.phase_of(&decided),
+    };
+    write::child(conn, &row, &decided, &custody, phase, &at)?;
+    write::new_run(
+        conn,
+        input.child_id,
+        input.run_id,
+        status,
+        &input.prompt,
+        request_id,
+        &at,
+    )?;
+    events::append(
+        conn,
+        options,
+        input.child_id,
+        Some(input.run_id),
+        kind,
+        &payload,
+    )?;
     if let Some(receipt) = &input.receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }

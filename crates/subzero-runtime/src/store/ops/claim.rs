@@ -16,49 +16,37 @@ pub struct Claim {
 
 pub(super) fn claim_tx(
     conn: &Connection,
+    options: &StoreOptions,
     scope: &WorkspaceScope,
     child: ChildId,
     owner_token: &str,
 ) -> RuntimeResult<Claim> {
     let row = load_child_in(conn, scope, child)?;
+    let claimed = row.custody().claim(owner_token)?;
+    let decided = lifecycle::load(conn, options, &row)?;
     let at = now(conn)?;
-    let changed = conn.execute(
-        "UPDATE children SET ownership = 'owned', owner_token = ?2, owner_generation = owner_generation + 1, updated_at = ?3 \
-         WHERE child_id = ?1 AND ownership = 'none' AND state IN ('ready', 'interrupted')",
-        params![child.to_string(), owner_token, at],
-    )?;
-    if changed != 1 {
-        return Err(match (row.ownership, row.state) {
-            (Ownership::RecoveryRequired, _) => ownership_error(&row, owner_token),
-            (Ownership::Owned, _) if row.owner_token.as_deref() == Some(owner_token) => {
-                RuntimeError::Busy(format!("child {child} is already claimed by this broker"))
-            }
-            (Ownership::Owned, _) => ownership_error(&row, owner_token),
-            (Ownership::None, _) => RuntimeError::RecoveryRequired(format!(
-                "child {child} is recorded as running without an owner; run startup recovery first"
-            )),
-        });
-    }
+    let phase = claimed.phase_of(&decided);
+    write::child(conn, &row, &decided, &claimed, phase, &at)?;
     Ok(Claim {
         child_id: child,
-        owner_generation: row.owner_generation + 1,
+        owner_generation: claimed.generation,
         state: row.state,
     })
 }
 
-/// Give back the claim `owner_token` holds on the idle child; whether there was one.
+/// Give back the claim `owner_token` holds on the idle child.
 pub(super) fn release_tx(
     conn: &Connection,
+    options: &StoreOptions,
     child: ChildId,
     owner_token: &str,
-) -> RuntimeResult<bool> {
+) -> RuntimeResult<()> {
+    let row = load_child(conn, child)?;
+    let released = row.custody().release(owner_token)?;
+    let decided = lifecycle::load(conn, options, &row)?;
     let at = now(conn)?;
-    let changed = conn.execute(
-        "UPDATE children SET ownership = 'none', owner_token = NULL, updated_at = ?3 \
-         WHERE child_id = ?1 AND owner_token = ?2 AND ownership = 'owned' AND state IN ('ready', 'interrupted')",
-        params![child.to_string(), owner_token, at],
-    )?;
-    Ok(changed == 1)
+    let phase = released.phase_of(&decided);
+    write::child(conn, &row, &decided, &released, phase, &at)
 }
 
 impl Store {
@@ -73,20 +61,14 @@ impl Store {
     ) -> RuntimeResult<Claim> {
         let scope = scope.clone();
         let token = owner_token.to_owned();
-        self.transact(move |tx, _| claim_tx(tx, &scope, child, &token))
+        self.transact(move |tx, o| claim_tx(tx, o, &scope, child, &token))
             .await
     }
 
     /// Give up ownership of an idle child (e.g. a claim whose follow-up failed).
     pub async fn release(&self, child: ChildId, owner_token: &str) -> RuntimeResult<()> {
         let token = owner_token.to_owned();
-        self.transact(move |tx, _| {
-            if release_tx(tx, child, &token)? {
-                Ok(())
-            } else {
-                Err(ownership_error(&load_child(tx, child)?, &token))
-            }
-        })
-        .await
+        self.transact(move |tx, o| release_tx(tx, o, child, &token))
+            .await
     }
 }

@@ -2,15 +2,6 @@
 
 use super::*;
 
-/// What a recovery observed about the child lock.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum LockObservation {
-    /// The lock was taken by the recovering broker: nothing of the old owner lives.
-    Free,
-    /// Some process still holds the lock.
-    Held,
-}
-
 /// What recovery did.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum RecoveryOutcome {
@@ -38,72 +29,46 @@ pub(super) fn recover_tx(
     reason: &str,
 ) -> RuntimeResult<RecoveryOutcome> {
     let row = load_child(conn, child)?;
-    let needs = row.ownership != Ownership::None || row.state == ChildState::Running;
-    if row.owner_generation != observed_generation || !needs {
-        return Ok(RecoveryOutcome::Changed);
-    }
-    let at = now(conn)?;
-    let generation = i64_of(observed_generation);
-    if lock == LockObservation::Held {
-        let changed = conn.execute(
-            "UPDATE children SET ownership = 'recovery_required', phase = 'recovery_required', updated_at = ?3 \
-             WHERE child_id = ?1 AND owner_generation = ?2 AND ownership IN ('owned', 'none', 'recovery_required')",
-            params![child.to_string(), generation, at],
-        )?;
-        expect_one(changed, "mark recovery_required")?;
-        return Ok(RecoveryOutcome::MarkedRecoveryRequired);
-    }
-    if row.state != ChildState::Running {
-        let changed = conn.execute(
-            "UPDATE children SET ownership = 'none', owner_token = NULL, phase = 'idle', updated_at = ?3 \
-             WHERE child_id = ?1 AND owner_generation = ?2 AND state IN ('ready', 'interrupted')",
-            params![child.to_string(), generation, at],
-        )?;
-        expect_one(changed, "release stale owner")?;
-        return Ok(RecoveryOutcome::Released);
-    }
     let mut decided = lifecycle::load(conn, options, &row)?;
-    let from = decided.active_run().map(|(_, status)| status);
-    let lost = decided.lose_worker(reason).map_err(refused)?;
-    let (run, from) = match from {
-        Some(from) => (lost.run.id(), from),
-        None => {
-            return Err(RuntimeError::Internal(format!(
-                "child {child} lost its worker without an active run"
-            )));
+    let at = now(conn)?;
+    let custody = match row.custody().recover(observed_generation, lock) {
+        Recovery::Unchanged => return Ok(RecoveryOutcome::Changed),
+        Recovery::Hold(held) => {
+            write::child(conn, &row, &decided, &held, held.phase_of(&decided), &at)?;
+            return Ok(RecoveryOutcome::MarkedRecoveryRequired);
         }
+        Recovery::Release(freed) => {
+            write::child(conn, &row, &decided, &freed, freed.phase_of(&decided), &at)?;
+            return Ok(RecoveryOutcome::Released);
+        }
+        Recovery::LoseWorker(custody) => custody,
     };
-    let changed = conn.execute(
-        "UPDATE runs SET status = ?2, ended_at = ?3, reason = ?4 WHERE run_id = ?1 AND status = ?5",
-        params![
-            run.to_string(),
-            lost.run.status().as_str(),
-            at,
-            reason,
-            from.as_str()
-        ],
-    )?;
-    expect_one(changed, "interrupt active run")?;
-    let cancelled = withdraw(
+    let Some((run, from)) = decided.active_run() else {
+        return Err(RuntimeError::Internal(format!(
+            "child {child} lost its worker without an active run"
+        )));
+    };
+    let lost = decided.lose_worker(reason)?;
+    let end = RunEnd {
+        reason: Some(reason),
+        ..RunEnd::default()
+    };
+    write::run(conn, child, run, from, lost.run.status(), &end, &at)?;
+    let cancelled = write::withdraw(
         conn,
         child,
         &terminal(&lost.abandoned),
         "cancelled: the active run was interrupted",
         &at,
     )?;
-    let changed = conn.execute(
-        "UPDATE children SET state = ?5, phase = 'idle', ownership = 'none', owner_token = NULL, \
-         active_run_id = NULL, interrupt_reason = ?3, updated_at = ?4 \
-         WHERE child_id = ?1 AND owner_generation = ?2 AND state = 'running'",
-        params![
-            child.to_string(),
-            generation,
-            reason,
-            at,
-            decided.state().as_str()
-        ],
+    write::child(
+        conn,
+        &row,
+        &decided,
+        &custody,
+        custody.phase_of(&decided),
+        &at,
     )?;
-    expect_one(changed, "interrupt child")?;
     events::append(
         conn,
         options,
@@ -154,10 +119,13 @@ impl Store {
     pub fn children_needing_recovery_blocking(&self) -> RuntimeResult<Vec<ChildRow>> {
         self.read_blocking(|c| {
             let mut stmt = c.prepare(&format!(
-                "SELECT {CHILD_COLUMNS} FROM children WHERE ownership != 'none' OR state = 'running' ORDER BY child_id"
+                "SELECT {CHILD_COLUMNS} FROM children WHERE ownership != ?1 OR state = ?2 ORDER BY child_id"
             ))?;
             let rows = stmt
-                .query_map([], child_from_row)?
+                .query_map(
+                    params![Ownership::None.as_str(), ChildState::Running.as_str()],
+                    child_from_row,
+                )?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })

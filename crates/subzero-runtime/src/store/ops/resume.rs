@@ -46,52 +46,42 @@ pub(super) fn resume_tx(
         && let Some(stored) = existing_receipt(conn, &scope_key, receipt)?
     {
         // The resume already happened; the claim this call took is given back with it.
-        super::claim::release_tx(conn, child, owner_token)?;
+        super::claim::release_tx(conn, options, child, owner_token)?;
         return Ok(Admit::Replayed(stored));
     }
     let mut decided = lifecycle::load(conn, options, &row)?;
     // `observed` is what the transcript holds at the recorded leaf, read by the broker
     // (`broker::checkpoint`); the core checks it against the leaf recorded in this very
     // transaction, so a leaf recorded in between is refused, not resumed past.
-    let checkpoint = decided.checkpoint(observed).map_err(refused)?;
-    let resumed = decided
-        .resume(checkpoint, first.cloned())
-        .map_err(refused)?;
+    let checkpoint = decided.checkpoint(observed)?;
+    let custody = row.custody();
+    custody.check_owner(owner_token)?;
+    let resumed = decided.resume(checkpoint, first.cloned())?;
     let at = now(conn)?;
     let state = resumed.state;
-    let (ownership, phase, active) = match resumed.run {
-        Some(run) => ("owned", Phase::Starting, Some(run.to_string())),
-        None => ("none", Phase::Idle, None),
-    };
-    let changed = conn.execute(
-        "UPDATE children SET state = ?3, ownership = ?4, phase = ?5, active_run_id = ?6, \
-         owner_token = CASE WHEN ?4 = 'owned' THEN owner_token ELSE NULL END, interrupt_reason = NULL, \
-         model_url = ?7, model_name = ?8, model_api = ?9, credential_ref = ?10, updated_at = ?11 \
-         WHERE child_id = ?1 AND ownership = 'owned' AND owner_token = ?2 AND state = ?12",
+    let custody = custody.resumed(state);
+    let phase = custody.phase_of(&decided);
+    write::child(conn, &row, &decided, &custody, phase, &at)?;
+    conn.execute(
+        "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5 \
+         WHERE child_id = ?1",
         params![
             child.to_string(),
-            owner_token,
-            state.as_str(),
-            ownership,
-            phase.as_str(),
-            active,
             model.url,
             model.model,
             model.api,
-            model.credential_ref,
-            at,
-            row.state.as_str()
+            model.credential_ref
         ],
     )?;
-    if changed != 1 {
-        return Err(ownership_error(&row, owner_token));
-    }
     if let Some((run, prompt)) = first {
-        insert_run(
+        let (active, status) = decided.active_run().ok_or_else(|| {
+            RuntimeError::Internal(format!("child {child} resumed with a message but no run"))
+        })?;
+        write::new_run(
             conn,
             child,
-            *run,
-            RunStatus::Running,
+            active,
+            status,
             prompt,
             receipt.map(|r| r.request_id.as_str()),
             &at,

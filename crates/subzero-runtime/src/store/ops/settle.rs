@@ -91,8 +91,6 @@ pub(super) enum Written {
         preview: String,
         preview_truncated: bool,
         artifact: Option<NewArtifact>,
-        leaf_id: String,
-        leaf_digest: String,
     },
     Failed {
         code: ErrorCode,
@@ -165,12 +163,8 @@ pub(super) fn decide_settlement(
                 preview,
                 preview_truncated,
                 artifact,
-                leaf_id: leaf.leaf().leaf_id().to_owned(),
-                leaf_digest: leaf.leaf().digest().to_string(),
             };
-            let settled = decided
-                .settle(RunReport::Completed(leaf))
-                .map_err(refused)?;
+            let settled = decided.settle(RunReport::Completed(leaf))?;
             Ok((written, settled.into()))
         }
         Settlement::Failed {
@@ -182,9 +176,7 @@ pub(super) fn decide_settlement(
                 code,
                 message: message.clone(),
             };
-            let settled = decided
-                .settle(RunReport::Failed { run, failure })
-                .map_err(refused)?;
+            let settled = decided.settle(RunReport::Failed { run, failure })?;
             let written = Written::Failed {
                 code,
                 message,
@@ -201,7 +193,7 @@ pub(super) fn decide_settlement(
                 ));
             }
             let reaped = confirmed.reaped();
-            let settled = decided.confirm_stop(confirmed).map_err(refused)?;
+            let settled = decided.confirm_stop(confirmed)?;
             Ok((Written::Stopped { reaped }, settled.into()))
         }
         Settlement::Interrupted { reason, tree_gone } => {
@@ -210,13 +202,16 @@ pub(super) fn decide_settlement(
             if let Some((active, _)) = decided.active_run()
                 && active != run
             {
-                return Err(RuntimeError::StaleRun {
-                    child: child.to_string(),
-                    expected: run.to_string(),
-                    active: active.to_string(),
-                });
+                return Err(
+                    LifecycleError::from(subzero_core::lifecycle::error::StaleRun {
+                        child,
+                        expected: run,
+                        active: Some(active),
+                    })
+                    .into(),
+                );
             }
-            let lost = decided.lose_worker(&reason).map_err(refused)?;
+            let lost = decided.lose_worker(&reason)?;
             let decision = Decision {
                 status: lost.run.status(),
                 withdrawn: terminal(&lost.abandoned),
@@ -244,11 +239,9 @@ pub(super) fn settle_tx(
             "run {run} settled on child {child}, which has no active run"
         )));
     };
-    if row.owner_token.as_deref() != Some(owner_token) || row.ownership != Ownership::Owned {
-        return Err(ownership_error(&row, owner_token));
-    }
+    let custody = row.custody();
+    custody.check_owner(owner_token)?;
     let at = now(conn)?;
-    let status = decision.status;
     let (preview, truncated, artifact, code, message, reason) = match &written {
         Written::Completed {
             preview,
@@ -283,98 +276,50 @@ pub(super) fn settle_tx(
             (None, false, None, None, None, Some(reason.as_str()))
         }
     };
-    let changed = conn.execute(
-        "UPDATE runs SET status = ?3, ended_at = ?4, preview = ?5, preview_truncated = ?6, artifact_id = ?7, \
-         error_code = ?8, error_message = ?9, reason = ?10 WHERE run_id = ?1 AND child_id = ?2 AND status = ?11",
-        params![
-            run.to_string(),
-            child.to_string(),
-            status.as_str(),
-            at,
-            preview,
-            truncated,
-            artifact,
-            code,
-            message,
-            reason,
-            from.as_str()
-        ],
-    )?;
-    expect_one(changed, "settle the active run")?;
-    if let Written::Failed {
-        partial:
-            Some(PartialResult {
-                artifact: Some(artifact),
-                ..
-            }),
-        ..
-    } = &written
-    {
+    let end = RunEnd {
+        reason,
+        preview,
+        preview_truncated: truncated,
+        artifact_id: artifact,
+        error_code: code,
+        error_message: message,
+    };
+    write::run(conn, child, run, from, decision.status, &end, &at)?;
+    let artifact = match &written {
+        Written::Completed { artifact, .. } => artifact.as_ref(),
+        Written::Failed { partial, .. } => partial.as_ref().and_then(|p| p.artifact.as_ref()),
+        Written::Stopped { .. } | Written::Interrupted { .. } => None,
+    };
+    if let Some(artifact) = artifact {
         insert_artifact(conn, child, Some(run), artifact, &at)?;
-    }
-    if let Written::Completed {
-        artifact,
-        leaf_id,
-        leaf_digest,
-        ..
-    } = &written
-    {
-        if let Some(artifact) = artifact {
-            insert_artifact(conn, child, Some(run), artifact, &at)?;
-        }
-        let changed = conn.execute(
-            "UPDATE children SET last_leaf_id = ?2, last_leaf_digest = ?3 WHERE child_id = ?1 AND state = 'running'",
-            params![child.to_string(), leaf_id, leaf_digest],
-        )?;
-        expect_one(changed, "record completed leaf")?;
     }
 
     let why = match &written {
         Written::Interrupted { .. } => "cancelled: the active run was interrupted",
         _ => "cancelled: the active run did not complete",
     };
-    let cancelled = withdraw(conn, child, &decision.withdrawn, why, &at)?;
+    let cancelled = write::withdraw(conn, child, &decision.withdrawn, why, &at)?;
 
     let next = match decision.started {
-        Some(next) => Some(dispatch(conn, child, run, next, &at)?),
+        Some(next) => Some(dispatch(conn, child, next, &at)?),
         None => None,
     };
     let child_state = decided.state();
-    if next.is_none() {
-        let (ownership, phase, interrupt_reason) = match &written {
-            Written::Interrupted { reason, tree_gone } => (
-                if *tree_gone {
-                    Ownership::None
-                } else {
-                    Ownership::RecoveryRequired
-                },
-                if *tree_gone {
-                    Phase::Idle
-                } else {
-                    Phase::RecoveryRequired
-                },
-                Some(reason.as_str()),
-            ),
-            _ => (Ownership::None, Phase::Idle, None),
-        };
-        let keep_token = ownership == Ownership::RecoveryRequired;
-        let changed = conn.execute(
-            "UPDATE children SET state = ?3, ownership = ?4, phase = ?5, interrupt_reason = ?6, active_run_id = NULL, \
-             owner_token = CASE WHEN ?7 THEN owner_token ELSE NULL END, updated_at = ?8 \
-             WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
-            params![
-                child.to_string(),
-                run.to_string(),
-                child_state.as_str(),
-                ownership.as_str(),
-                phase.as_str(),
-                interrupt_reason,
-                keep_token,
-                at
-            ],
-        )?;
-        expect_one(changed, "settle child")?;
-    }
+    // With a next run the holder keeps the child; otherwise it comes to rest — free,
+    // or `recovery_required` while an interrupted worker's tree is not proven gone.
+    let custody = match (&next, &written) {
+        (Some(_), _) => custody,
+        (None, Written::Interrupted { tree_gone, .. }) => custody.at_rest(child_state, *tree_gone),
+        (None, _) => custody.at_rest(child_state, true),
+    };
+    write::child(
+        conn,
+        &row,
+        &decided,
+        &custody,
+        custody.phase_of(&decided),
+        &at,
+    )?;
 
     let (kind, payload) = match &written {
         Written::Completed {
@@ -418,35 +363,23 @@ pub(super) fn settle_tx(
     })
 }
 
-/// Start the queued run `next` the core chose to follow `settled`.
-pub(super) fn dispatch(
-    conn: &Connection,
-    child: ChildId,
-    settled: RunId,
-    next: RunId,
-    at: &str,
-) -> RuntimeResult<NextRun> {
+/// Start the queued run `next` the core chose to follow the settled one.
+fn dispatch(conn: &Connection, child: ChildId, next: RunId, at: &str) -> RuntimeResult<NextRun> {
     let prompt: String = conn.query_row(
         "SELECT prompt FROM runs WHERE run_id = ?1 AND child_id = ?2",
         params![next.to_string(), child.to_string()],
         |r| r.get(0),
     )?;
-    let changed = conn.execute(
-        "UPDATE runs SET status = 'running', started_at = ?2 WHERE run_id = ?1 AND status = 'queued'",
-        params![next.to_string(), at],
+    write::run(
+        conn,
+        child,
+        next,
+        RunStatus::Queued,
+        RunStatus::Running,
+        &RunEnd::default(),
+        at,
     )?;
-    expect_one(changed, "dispatch queued run")?;
-    let changed = conn.execute(
-        "DELETE FROM followups WHERE run_id = ?1",
-        params![next.to_string()],
-    )?;
-    expect_one(changed, "dequeue dispatched run")?;
-    let changed = conn.execute(
-        "UPDATE children SET active_run_id = ?3, phase = 'starting', updated_at = ?4 \
-         WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
-        params![child.to_string(), settled.to_string(), next.to_string(), at],
-    )?;
-    expect_one(changed, "advance active run")?;
+    write::dequeue(conn, child, next)?;
     Ok(NextRun {
         run_id: next,
         prompt,

@@ -31,16 +31,12 @@ pub(super) fn begin_stop_tx(
         Err(LifecycleError::StaleRun(e))
             if e.active.is_none() && lifecycle::is_run_of(conn, child, expected)? =>
         {
-            return Err(RuntimeError::NotRunning {
-                child: child.to_string(),
-                hint: "the run already ended; read its result with subzero_get",
-            });
+            return Err(decided.ended_run("stop").into());
         }
-        Err(e) => return Err(refused(e)),
+        Err(e) => return Err(e.into()),
     };
-    if row.ownership != Ownership::Owned || row.owner_token.as_deref() != Some(owner_token) {
-        return Err(ownership_error(&row, owner_token));
-    }
+    let custody = row.custody();
+    custody.check_owner(owner_token)?;
     if !receipt.newly_requested {
         return Ok(StopBegun {
             run_id: expected,
@@ -49,22 +45,29 @@ pub(super) fn begin_stop_tx(
         });
     }
     let at = now(conn)?;
-    let changed = conn.execute(
-        "UPDATE runs SET status = 'stop_requested' WHERE run_id = ?1 AND child_id = ?2 AND status = 'running'",
-        params![expected.to_string(), child.to_string()],
+    write::run(
+        conn,
+        child,
+        expected,
+        RunStatus::Running,
+        RunStatus::StopRequested,
+        &RunEnd::default(),
+        &at,
     )?;
-    expect_one(changed, "request stop of the active run")?;
     let withdrawn: Vec<(RunId, RunStatus)> = receipt
         .withdrawn
         .iter()
         .map(|run| (*run, RunStatus::Stopped))
         .collect();
-    let cleared = withdraw(conn, child, &withdrawn, "cleared by stop", &at)?;
-    let changed = conn.execute(
-        "UPDATE children SET phase = 'stopping', updated_at = ?3 WHERE child_id = ?1 AND state = 'running' AND active_run_id = ?2",
-        params![child.to_string(), expected.to_string(), at],
+    let cleared = write::withdraw(conn, child, &withdrawn, "cleared by stop", &at)?;
+    write::child(
+        conn,
+        &row,
+        &decided,
+        &custody,
+        custody.phase_of(&decided),
+        &at,
     )?;
-    expect_one(changed, "mark child stopping")?;
     events::append(
         conn,
         options,

@@ -53,26 +53,28 @@ impl Store {
         .await
     }
 
-    /// Set the display phase of an owned, running child and mark progress.
-    pub async fn set_phase(
+    /// Record what the worker of an owned child reports it is doing; the core decides
+    /// the phase (a stopping child stays `stopping`) and progress is marked.
+    pub async fn report_activity(
         &self,
         child: ChildId,
         owner_token: &str,
-        phase: Phase,
+        activity: Activity,
     ) -> RuntimeResult<()> {
         let token = owner_token.to_owned();
-        self.transact_durable(move |tx, _| {
+        self.transact_durable(move |tx, o| {
+            let row = require_owner(tx, child, &token)?;
+            let decided = lifecycle::load(tx, o, &row)?;
+            let phase = decided.report_activity(activity)?;
             let at = now(tx)?;
-            let changed = tx.execute(
-                "UPDATE children SET phase = ?3, last_progress_at = ?4, updated_at = ?4 \
-                 WHERE child_id = ?1 AND owner_token = ?2 AND ownership = 'owned' AND state = 'running'",
-                params![child.to_string(), token, phase.as_str(), at],
-            )?;
-            if changed == 1 {
-                Ok(())
-            } else {
-                Err(ownership_error(&load_child(tx, child)?, &token))
+            if phase != row.phase {
+                write::child(tx, &row, &decided, &row.custody(), phase, &at)?;
             }
+            tx.execute(
+                "UPDATE children SET last_progress_at = ?2 WHERE child_id = ?1",
+                params![child.to_string(), at],
+            )?;
+            Ok(())
         })
         .await
     }

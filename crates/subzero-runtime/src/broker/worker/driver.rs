@@ -1,0 +1,471 @@
+//! The driver of one live worker: it sends the runs, records what the worker reports,
+//! settles each run and closes the worker when nothing is queued.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use subzero_core::lifecycle::{Activity, Supervisor};
+use subzero_core::{ChildId, ErrorCode, RunId};
+use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
+use tokio::sync::mpsc;
+
+use crate::artifacts;
+use crate::broker::live::ToWorker;
+use crate::broker::{Broker, BrokerError, events, lock};
+use crate::locks::{self, SlotKind};
+use crate::scope::WorkspaceScope;
+use crate::store::{PartialResult, Settled, Settlement};
+use crate::supervisor::{WorkerConn, reap};
+
+use super::PREVIEW_BYTES;
+use super::start::StartFrom;
+
+pub(super) struct Driver {
+    pub(super) broker: Arc<Broker>,
+    pub(super) child: ChildId,
+    pub(super) scope: WorkspaceScope,
+    pub(super) conn: WorkerConn,
+    pub(super) rx: mpsc::UnboundedReceiver<ToWorker>,
+    pub(super) slots: Vec<(SlotKind, u32)>,
+    pub(super) lock_path: PathBuf,
+    /// The run the worker is working on.
+    pub(super) active: Option<RunId>,
+    /// The leaf the worker committed for the active run.
+    pub(super) leaf: Option<(String, String)>,
+    /// The run the worker reported stopped; settled at its cancel confirmation.
+    pub(super) stopped: Option<RunId>,
+    /// What the worker last reported doing in the active run (the store is told only
+    /// of changes).
+    pub(super) activity: Option<Activity>,
+}
+
+/// What the driver loop decided.
+enum Next {
+    Continue,
+    Close,
+    Lost(String),
+}
+
+impl Driver {
+    pub(super) async fn run(mut self, mut from: StartFrom) {
+        loop {
+            let next = tokio::select! {
+                message = self.rx.recv() => match message {
+                    Some(m) => self.handle_command(m, &mut from).await,
+                    // The broker dropped the link (shutdown). A run still active has not
+                    // confirmed its stop: closing the pipe ends it, and it is recorded as
+                    // interrupted, not stopped.
+                    None if self.active.is_some() || self.stopped.is_some() => {
+                        Next::Lost("the broker shut down before the run settled".into())
+                    }
+                    None => Next::Close,
+                },
+                line = self.conn.recv() => match line {
+                    Some(Ok(message)) => self.handle_report(message).await,
+                    Some(Err(bad)) => Next::Lost(format!("the worker broke the control protocol: {bad}")),
+                    None => Next::Lost("the worker exited unexpectedly".into()),
+                },
+            };
+            match next {
+                Next::Continue => {}
+                Next::Close => {
+                    if self.try_close() {
+                        break;
+                    }
+                }
+                Next::Lost(reason) => {
+                    self.lost(&reason).await;
+                    break;
+                }
+            }
+        }
+        self.finish().await;
+    }
+
+    async fn handle_command(&mut self, message: ToWorker, from: &mut StartFrom) -> Next {
+        match message {
+            ToWorker::Control(message) => match self.conn.send(*message).await {
+                Ok(()) => Next::Continue,
+                Err(e) => Next::Lost(format!("the worker's control pipe failed: {e}")),
+            },
+            ToWorker::Start { run, prompt } => {
+                let start = std::mem::take(from);
+                let built =
+                    self.broker
+                        .start_run_message(self.child, &self.scope, run, &prompt, &start);
+                let message = match built {
+                    Ok(m) => m,
+                    Err(err) => {
+                        self.settle(
+                            run,
+                            Settlement::Failed {
+                                code: err.code(),
+                                message: err.message().to_owned(),
+                                partial: None,
+                            },
+                        )
+                        .await;
+                        return Next::Close;
+                    }
+                };
+                self.active = Some(run);
+                self.activity = None;
+                self.leaf = None;
+                match self.conn.send(message).await {
+                    Ok(()) => Next::Continue,
+                    Err(e) => Next::Lost(format!("the worker's control pipe failed: {e}")),
+                }
+            }
+        }
+    }
+
+    async fn handle_report(&mut self, message: WorkerMessage) -> Next {
+        match message {
+            WorkerMessage::Hello { .. } => Next::Continue,
+            WorkerMessage::Event { run_id, event } => {
+                let Some(run) = self.our_run(run_id.as_str()) else {
+                    return Next::Continue;
+                };
+                self.record_event(run, event).await;
+                Next::Continue
+            }
+            WorkerMessage::LeafCommitted {
+                run_id,
+                leaf_id,
+                digest,
+            } => {
+                if self.our_run(run_id.as_str()).is_some() {
+                    self.leaf = Some((leaf_id.to_string(), digest.to_string()));
+                }
+                Next::Continue
+            }
+            WorkerMessage::RunSettled {
+                run_id,
+                status,
+                result,
+                error,
+                ..
+            } => {
+                let Some(run) = self.our_run(run_id.as_str()) else {
+                    return Next::Continue;
+                };
+                let settlement = match status {
+                    RunSettledStatus::Completed => {
+                        self.completed(run, result.unwrap_or_default()).await
+                    }
+                    RunSettledStatus::Failed => {
+                        let (code, message) = match error {
+                            Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
+                            None => (
+                                ErrorCode::Internal,
+                                "the worker reported a failure without a reason".to_owned(),
+                            ),
+                        };
+                        let partial = match result {
+                            Some(text) if !text.is_empty() => self.partial(run, text).await,
+                            _ => None,
+                        };
+                        Settlement::Failed {
+                            code,
+                            message,
+                            partial,
+                        }
+                    }
+                    RunSettledStatus::Stopped => {
+                        // `stopped` is recorded only with the cancel confirmation that follows.
+                        self.stopped = Some(run);
+                        return Next::Continue;
+                    }
+                };
+                self.settle_and_dispatch(run, settlement).await
+            }
+            WorkerMessage::CancelConfirmed { run_id, reaped } => {
+                let Ok(run) = RunId::parse(run_id.as_str()) else {
+                    return Next::Continue;
+                };
+                if self.stopped == Some(run) {
+                    self.stopped = None;
+                    let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
+                    // SAFETY: the worker just sent `cancel_confirmed` for `run`, the run it
+                    // reported `stopped`; it sends that line only once its tool tree is gone.
+                    #[allow(unsafe_code, reason = "mint point: the worker's cancel_confirmed")]
+                    let confirmed =
+                        unsafe { Supervisor::designate() }.confirm_stop(self.child, run, reaped);
+                    return self
+                        .settle_and_dispatch(run, Settlement::Stopped { confirmed })
+                        .await;
+                }
+                Next::Continue
+            }
+        }
+    }
+
+    fn our_run(&self, text: &str) -> Option<RunId> {
+        RunId::parse(text)
+            .ok()
+            .filter(|run| self.active == Some(*run))
+    }
+
+    async fn record_event(&mut self, run: RunId, event: WorkerEvent) {
+        let store = &self.broker.store;
+        let token = self.broker.owner_token();
+        let activity = match &event {
+            WorkerEvent::TurnStarted { .. } => {
+                self.report(Activity::Model).await;
+                return;
+            }
+            WorkerEvent::Text { .. } => Some(Activity::Model),
+            WorkerEvent::Tool {
+                state: p::ToolState::Started,
+                ..
+            } => Some(Activity::Tool),
+            WorkerEvent::Tool { .. } => Some(Activity::Model),
+            WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
+        };
+        match events::stored(&event) {
+            Ok((kind, payload)) => {
+                if let Err(e) = store
+                    .append_event(self.child, Some(run), token, kind, payload)
+                    .await
+                {
+                    tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(child = %self.child, %run, %e, "could not encode a worker event");
+            }
+        }
+        if let Some(activity) = activity {
+            self.report(activity).await;
+        }
+    }
+
+    /// Tell the store what the worker does now, when it changed; the core decides the
+    /// phase it shows.
+    async fn report(&mut self, activity: Activity) {
+        if self.activity == Some(activity) {
+            return;
+        }
+        let token = self.broker.owner_token();
+        match self
+            .broker
+            .store
+            .report_activity(self.child, token, activity)
+            .await
+        {
+            Ok(()) => self.activity = Some(activity),
+            Err(e) => tracing::debug!(child = %self.child, %e, "worker activity not recorded"),
+        }
+    }
+
+    async fn completed(&mut self, run: RunId, result: String) -> Settlement {
+        let Some((leaf_id, leaf_digest)) = self.leaf.take() else {
+            return Settlement::Failed {
+                code: ErrorCode::Internal,
+                message: "the worker reported completion without committing a transcript leaf"
+                    .into(),
+                partial: None,
+            };
+        };
+        let leaf = subzero_core::Sha256Digest::parse(&leaf_digest)
+            .ok()
+            .and_then(|digest| subzero_core::lifecycle::LeafRef::new(&leaf_id, digest).ok());
+        let Some(leaf) = leaf else {
+            return Settlement::Failed {
+                code: ErrorCode::Internal,
+                message: format!(
+                    "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
+                ),
+                partial: None,
+            };
+        };
+        // SAFETY: `leaf` is the worker's `leaf_committed` line for the active run `run`,
+        // parsed above and taken from `self.leaf` (spent once); the settlement carrying
+        // this token records it as the child's last leaf in the same transaction.
+        #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
+        let leaf = unsafe { Supervisor::designate() }.leaf_recorded(self.child, run, leaf);
+        let files = self.broker.artifacts.clone();
+        let child = self.child;
+        let text = result.clone();
+        let written = tokio::task::spawn_blocking(move || files.write(child, &text)).await;
+        let artifact = match written {
+            Ok(Ok(artifact)) => artifact,
+            Ok(Err(e)) => {
+                return Settlement::Failed {
+                    code: ErrorCode::ArtifactUnavailable,
+                    message: format!(
+                        "the result of run {run} could not be stored: {}",
+                        BrokerError::from(e).message()
+                    ),
+                    partial: None,
+                };
+            }
+            Err(e) => {
+                return Settlement::Failed {
+                    code: ErrorCode::Internal,
+                    message: format!("storing the result panicked: {e}"),
+                    partial: None,
+                };
+            }
+        };
+        let preview = artifacts::preview(&result, PREVIEW_BYTES);
+        Settlement::Completed {
+            preview: preview.text,
+            preview_truncated: preview.truncated,
+            artifact: Some(artifact),
+            leaf,
+        }
+    }
+
+    /// A failed run's partial output, stored like a result so the parent can read what was
+    /// produced (e.g. the text up to a response cap). Best effort: a failure to store it is
+    /// logged and the run still fails with its own error.
+    async fn partial(&mut self, run: RunId, text: String) -> Option<PartialResult> {
+        let files = self.broker.artifacts.clone();
+        let child = self.child;
+        let preview = artifacts::preview(&text, PREVIEW_BYTES);
+        let written = tokio::task::spawn_blocking(move || files.write(child, &text)).await;
+        let artifact = match written {
+            Ok(Ok(artifact)) => Some(artifact),
+            Ok(Err(e)) => {
+                tracing::warn!(%child, %run, %e, "could not store a failed run's partial result");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(%child, %run, %e, "storing a failed run's partial result panicked");
+                None
+            }
+        };
+        Some(PartialResult {
+            preview: preview.text,
+            preview_truncated: preview.truncated,
+            artifact,
+        })
+    }
+
+    async fn settle(&mut self, run: RunId, settlement: Settlement) -> Option<Settled> {
+        self.active = None;
+        match self
+            .broker
+            .store
+            .settle_run(self.child, run, self.broker.owner_token(), settlement)
+            .await
+        {
+            Ok(settled) => Some(settled),
+            Err(e) => {
+                tracing::error!(child = %self.child, %run, %e, "could not settle a run");
+                None
+            }
+        }
+    }
+
+    async fn settle_and_dispatch(&mut self, run: RunId, settlement: Settlement) -> Next {
+        // A settlement that leaves the child idle is recorded only once this worker is gone
+        // with its tree and locks: a caller that reads `ready` may start the next run at once.
+        let retired = self.retire_if_idle().await;
+        let Some(settled) = self.settle(run, settlement).await else {
+            return Next::Close;
+        };
+        match settled.next {
+            // A follow-up queued while the worker was retiring: it starts on a new worker.
+            Some(next) if retired => {
+                self.restart_for(next);
+                Next::Close
+            }
+            Some(next) => {
+                let mut from = StartFrom::default();
+                match self.broker.store.child(&self.scope, self.child).await {
+                    Ok(row) => {
+                        from.leaf = row.last_leaf.map(|l| (l.leaf_id, l.digest));
+                    }
+                    Err(e) => tracing::warn!(%e, "could not read the leaf to continue from"),
+                }
+                self.handle_command(
+                    ToWorker::Start {
+                        run: next.run_id,
+                        prompt: next.prompt,
+                    },
+                    &mut from,
+                )
+                .await
+            }
+            None => Next::Close,
+        }
+    }
+
+    /// Close unless a run was handed to this worker in the meantime. Removing the link
+    /// under the live lock makes the choice race-free with `send`.
+    fn try_close(&mut self) -> bool {
+        let mut live = lock(&self.broker.live);
+        if !self.rx.is_empty() || self.active.is_some() {
+            return false;
+        }
+        if let Some(entry) = live.get_mut(&self.child) {
+            entry.worker = None;
+        }
+        true
+    }
+
+    /// The worker died or broke the protocol mid-run: end its tree and record the run
+    /// as interrupted. Nothing is retried.
+    async fn lost(&mut self, reason: &str) {
+        {
+            let mut live = lock(&self.broker.live);
+            if let Some(entry) = live.get_mut(&self.child) {
+                entry.worker = None;
+            }
+        }
+        tracing::warn!(child = %self.child, reason, "worker lost");
+        self.conn.close();
+        let exited = self.conn.wait_exit(Duration::from_millis(500)).await;
+        let tree_gone = self.kill_leftovers(exited).await;
+        let run = self.active.or(self.stopped);
+        if let Some(run) = run {
+            self.stopped = None;
+            self.settle(
+                run,
+                Settlement::Interrupted {
+                    reason: reason.to_owned(),
+                    tree_gone,
+                },
+            )
+            .await;
+        }
+    }
+
+    /// Kill whatever of the worker's tree is left (the worker itself if it did not exit,
+    /// and every process still holding the child lock). Returns whether the lock is free.
+    pub(super) async fn kill_leftovers(&mut self, worker_exited: bool) -> bool {
+        let mut pids: BTreeSet<i32> = locks::holders(&self.lock_path)
+            .iter()
+            .filter_map(|h| i32::try_from(h.pid).ok())
+            .collect();
+        let table = reap::process_table();
+        pids.extend(reap::descendants(&table, self.conn.pid()));
+        let mut not_mine = BTreeSet::new();
+        if !worker_exited {
+            pids.insert(self.conn.pid());
+            not_mine.insert(self.conn.pid());
+        }
+        pids.remove(&(std::process::id() as i32));
+        reap::terminate(&pids, &not_mine, Duration::from_millis(200)).await;
+        if !worker_exited {
+            self.conn.wait_exit(Duration::from_secs(1)).await;
+        }
+        locks::is_free(&self.lock_path).unwrap_or(false)
+    }
+
+    async fn finish(mut self) {
+        self.conn.close();
+        if !self.conn.wait_exit(Duration::from_secs(3)).await {
+            self.kill_leftovers(false).await;
+        }
+        self.broker.unmirror(&self.scope, &self.slots).await;
+        self.broker
+            .drivers
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.broker.notify_settled(self.child);
+    }
+}

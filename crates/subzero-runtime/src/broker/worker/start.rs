@@ -1,0 +1,305 @@
+//! Starting a child's worker: its scratch and slots, its supervised process, and the
+//! `start_run` message of its first run.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use secrecy::ExposeSecret;
+use subzero_core::lifecycle::Supervisor;
+use subzero_core::{ChildId, ErrorCode, RunId};
+use subzero_protocol::{self as p, BrokerMessage};
+use tokio::sync::mpsc;
+
+use crate::broker::live::{ToWorker, WorkerLink, label};
+use crate::broker::wire::{broken, positive, wire};
+use crate::broker::{Broker, BrokerError, lock};
+use crate::locks::{ChildLock, SlotGuard, SlotKind};
+use crate::scope::WorkspaceScope;
+use crate::secret_env::SecretEnv;
+use crate::store::{Settlement, WorkerInfo};
+use crate::supervisor::WorkerConn;
+
+use super::driver::Driver;
+
+/// Where a run starts in the transcript.
+#[derive(Clone, Debug, Default)]
+pub(in crate::broker) struct StartFrom {
+    /// Leaf id and digest to branch from; `None` continues a new or current transcript.
+    pub leaf: Option<(String, String)>,
+    /// Appended before the prompt after an interruption.
+    pub recovery_notice: Option<String>,
+}
+
+/// A run to start on a fresh worker.
+#[derive(Debug)]
+pub(in crate::broker) struct FirstRun {
+    pub run: RunId,
+    pub prompt: String,
+    pub from: StartFrom,
+}
+
+impl Broker {
+    /// Start a worker for `child` holding `child_lock` and `slots`, and give it `first`.
+    /// On failure the run is settled as failed, so nothing is left `running`.
+    pub(in crate::broker) async fn start_worker(
+        self: &Arc<Self>,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        child_lock: ChildLock,
+        slots: Vec<SlotGuard>,
+        first: FirstRun,
+    ) -> Result<(), BrokerError> {
+        let run = first.run;
+        match self
+            .try_start_worker(child, scope, child_lock, slots, first)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(err) => {
+                self.record_failed_start(child, run, &err).await;
+                Err(err)
+            }
+        }
+    }
+
+    /// A run that got no worker fails with the reason, so nothing is left `running`.
+    pub(in crate::broker) async fn record_failed_start(
+        &self,
+        child: ChildId,
+        run: RunId,
+        err: &BrokerError,
+    ) {
+        let settlement = Settlement::Failed {
+            code: err.code(),
+            message: err.message().to_owned(),
+            partial: None,
+        };
+        if let Err(settle_err) = self
+            .store
+            .settle_run(child, run, self.owner_token(), settlement)
+            .await
+        {
+            tracing::error!(%child, %run, %settle_err, "could not record a failed worker start");
+        }
+    }
+
+    async fn try_start_worker(
+        self: &Arc<Self>,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        child_lock: ChildLock,
+        slots: Vec<SlotGuard>,
+        first: FirstRun,
+    ) -> Result<(), BrokerError> {
+        let token = self.owner_token().to_owned();
+        let lock_path = child_lock.path().to_path_buf();
+        let mut inherit = vec![child_lock.into_fd()];
+        let mut held = Vec::new();
+        for slot in slots {
+            held.push((slot.kind(), slot.index()));
+            self.store
+                .mirror_slot(scope, slot.kind(), slot.index(), child, &token)
+                .await?;
+            inherit.push(slot.into_fd());
+        }
+        let launch = self.launch(inherit, scope.root());
+        let started = WorkerConn::start(&self.spawner, launch, label(child)).await;
+        let (conn, hello) = match started {
+            Ok(ok) => ok,
+            Err(e) => {
+                self.unmirror(scope, &held).await;
+                return Err(BrokerError::new(
+                    ErrorCode::WorkerIncompatible,
+                    format!("the worker could not be started: {e}; run `subzero doctor`"),
+                ));
+            }
+        };
+        self.store
+            .record_worker(
+                child,
+                &token,
+                WorkerInfo {
+                    name: hello.name.clone(),
+                    version: hello.version.clone(),
+                    transcript_version: u32::try_from(hello.transcript_version).unwrap_or(u32::MAX),
+                },
+            )
+            .await?;
+        // SAFETY: `hello` is this worker's first control line, parsed and validated by
+        // `WorkerConn::start` just above; `steering` is what the worker advertised in it.
+        #[allow(unsafe_code, reason = "mint point: the worker's parsed hello")]
+        let capabilities = unsafe { Supervisor::designate() }.capabilities(hello.steering);
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut live = lock(&self.live);
+            let entry = live.get_mut(&child).ok_or_else(|| {
+                BrokerError::internal(format!("child {child} has no model in memory"))
+            })?;
+            entry.worker = Some(WorkerLink {
+                tx: tx.clone(),
+                capabilities,
+            });
+        }
+        let driver = Driver {
+            broker: Arc::clone(self),
+            child,
+            scope: scope.clone(),
+            conn,
+            rx,
+            slots: held,
+            lock_path,
+            active: None,
+            leaf: None,
+            stopped: None,
+            activity: None,
+        };
+        // Queue the first run before the driver runs, so it is the first thing it sends.
+        let _ = tx.send(ToWorker::Start {
+            run: first.run,
+            prompt: first.prompt,
+        });
+        self.drivers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::spawn(driver.run(first.from));
+        Ok(())
+    }
+
+    pub(super) async fn unmirror(&self, scope: &WorkspaceScope, held: &[(SlotKind, u32)]) {
+        for (kind, index) in held {
+            if let Err(e) = self.store.unmirror_slot(scope, *kind, *index).await {
+                tracing::warn!(%e, "could not clear a slot mirror");
+            }
+        }
+    }
+
+    pub(in crate::broker) fn transcript_path(&self, child: ChildId) -> PathBuf {
+        self.paths
+            .root()
+            .join("transcripts")
+            .join(format!("{child}.jsonl"))
+    }
+
+    pub(super) fn start_run_message(
+        &self,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        run: RunId,
+        prompt: &str,
+        from: &StartFrom,
+    ) -> Result<BrokerMessage, BrokerError> {
+        let (model, snapshot) = {
+            let live = lock(&self.live);
+            let entry = live.get(&child).ok_or_else(|| {
+                BrokerError::new(
+                    ErrorCode::CredentialsRequired,
+                    format!("child {child} has no credentials in this broker; call subzero_resume with a model first"),
+                )
+            })?;
+            (entry.model.clone(), entry.snapshot.clone())
+        };
+        let mcp_env = mcp_env(&snapshot, &self.secrets)?;
+        let transcripts = self.paths.root().join("transcripts");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&transcripts)
+            .map_err(|e| {
+                BrokerError::internal(format!("cannot create {}: {e}", transcripts.display()))
+            })?;
+        let (from_leaf, expected_digest) = match &from.leaf {
+            Some((leaf, digest)) => (
+                Some(wire(leaf.as_str(), START_RUN, "fromLeaf")?),
+                Some(wire(digest.as_str(), START_RUN, "expectedDigest")?),
+            ),
+            None => (None, None),
+        };
+        let limit = |value: u32, field: &str| positive(value, START_RUN, field);
+        Ok(BrokerMessage::StartRun {
+            child_id: child.into(),
+            expected_digest,
+            from_leaf,
+            mcp_env,
+            model: p::WorkerModel {
+                api: model.api,
+                key: p::ApiKey::new(model.key.expose_secret())
+                    .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
+                model: wire(model.model.as_str(), START_RUN, "model.model")?,
+                url: wire(model.url.as_str(), START_RUN, "model.url")?,
+            },
+            prompt: wire(prompt, START_RUN, "prompt")?,
+            recovery_notice: from
+                .recovery_notice
+                .as_deref()
+                .map(|notice| wire(notice, START_RUN, "recoveryNotice"))
+                .transpose()?,
+            run_id: run.into(),
+            secrets: p::StartRunSecrets(Vec::new()),
+            snapshot,
+            stream_limits: Some(p::StreamLimits {
+                idle_timeout_ms: limit(
+                    self.limits.model_idle_timeout_ms,
+                    "streamLimits.idleTimeoutMs",
+                )?,
+                max_response_bytes: limit(
+                    self.limits.model_response_bytes,
+                    "streamLimits.maxResponseBytes",
+                )?,
+                max_tool_argument_bytes: limit(
+                    self.limits.tool_argument_bytes,
+                    "streamLimits.maxToolArgumentBytes",
+                )?,
+            }),
+            transcript_path: wire(
+                self.transcript_path(child).to_string_lossy().into_owned(),
+                START_RUN,
+                "transcriptPath",
+            )?,
+            workspace_root: wire(
+                scope.root().to_string_lossy().into_owned(),
+                START_RUN,
+                "workspaceRoot",
+            )?,
+        })
+    }
+}
+
+/// The `start_run` control message, as error messages name it.
+const START_RUN: &str = "start_run message";
+
+/// Values of the snapshot's MCP `env:VAR` references, from the secrets the broker captured
+/// from its environment at startup (the worker's environment is cleared). Each value
+/// travels only inside `start_run` and is redacted by the worker like the key. A reference
+/// to a variable that was not captured is `credentials_required`, naming the server and
+/// the variable.
+pub(in crate::broker) fn mcp_env(
+    snapshot: &p::GrantSnapshot,
+    secrets: &SecretEnv,
+) -> Result<BTreeMap<String, p::SecretText>, BrokerError> {
+    let mut values = BTreeMap::new();
+    for server in snapshot.mcp_servers.iter() {
+        for (name, reference) in &server.env_refs {
+            let reference = reference.as_str();
+            let var = reference.strip_prefix("env:").unwrap_or(reference);
+            match secrets.get(var).map(ExposeSecret::expose_secret) {
+                Some(value) if !value.is_empty() => {
+                    let value = p::SecretText::new(value).map_err(|e| {
+                        broken(START_RUN, &format!("mcpEnv.{reference}"), e.message())
+                    })?;
+                    values.insert(reference.to_owned(), value);
+                }
+                _ => {
+                    return Err(BrokerError::new(
+                        ErrorCode::CredentialsRequired,
+                        format!(
+                            "MCP server `{}` needs {name} from {reference}, but {var} was unset or empty in the broker's environment when it started (the broker reads the variables its configuration names once, at startup); set it where the host starts `subzero mcp`",
+                            server.name.as_str()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(values)
+}
