@@ -10,6 +10,16 @@
     PartialEq,
     schemars::JsonSchema
 )]
+#[schemars(
+    extend(
+        "if" = {"properties":{"state":{"const":"running"}}},
+        "then" = {"description":"a `running` child names its active run in `activeRunId`",
+        "properties":{"activeRunId":{"type":"string"}}},
+        "else" = {"description":"only a `running` child has an active run or queued runs",
+        "properties":{"activeRunId":{"type":"null"},
+        "queuedRuns":{"const":[]}}}
+    )
+)]
 #[schemars(transform = require_nullable_child_snapshot)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSnapshot {
@@ -204,12 +214,16 @@ pub struct Waited {
     schemars::JsonSchema
 )]
 pub enum WaitedReason {
+    ///`waitFor: settled`: the child stopped running (its active run and queue settled) during the wait.
     #[serde(rename = "settled")]
     Settled,
+    ///The event the wait was for was recorded: any non-`text` event (or a gap) after `cursor` for `waitFor: event`; a stop or steer receipt for `waitFor: settled`.
     #[serde(rename = "event")]
     Event,
+    ///`waitMs` passed (or the broker began shutting down) before the wait's condition held.
     #[serde(rename = "timeout")]
     Timeout,
+    ///Returned without waiting: the condition already held at the first look (e.g. the child was not running), or `waitMs` was 0.
     #[serde(rename = "immediate")]
     Immediate,
 }
@@ -358,6 +372,11 @@ impl crate::validate::Validate for ChildSnapshot {
         crate::validate::Validate::validate_at(
             &self.workspace_root,
             &crate::validate::join(path, "workspaceRoot"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"state\":{\"const\":\"running\"}}},\"then\":{\"description\":\"a `running` child names its active run in `activeRunId`\",\"properties\":{\"activeRunId\":{\"type\":\"string\"}}},\"else\":{\"description\":\"only a `running` child has an active run or queued runs\",\"properties\":{\"activeRunId\":{\"type\":\"null\"},\"queuedRuns\":{\"const\":[]}}}}",
         )?;
         Ok(())
     }

@@ -10,6 +10,16 @@
     PartialEq,
     schemars::JsonSchema
 )]
+#[schemars(
+    extend(
+        "if" = {"properties":{"state":{"const":"running"}}},
+        "then" = {"description":"a `running` child names its active run in `activeRunId`",
+        "properties":{"activeRunId":{"type":"string"}}},
+        "else" = {"description":"only a `running` child has an active run or queued runs",
+        "properties":{"activeRunId":{"type":"null"},
+        "queuedRunCount":{"const":0}}}
+    )
+)]
 #[schemars(transform = require_nullable_child_summary)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSummary {
@@ -135,6 +145,11 @@ impl crate::validate::Validate for ChildSummary {
         crate::validate::Validate::validate_at(
             &self.workspace_root,
             &crate::validate::join(path, "workspaceRoot"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"state\":{\"const\":\"running\"}}},\"then\":{\"description\":\"a `running` child names its active run in `activeRunId`\",\"properties\":{\"activeRunId\":{\"type\":\"string\"}}},\"else\":{\"description\":\"only a `running` child has an active run or queued runs\",\"properties\":{\"activeRunId\":{\"type\":\"null\"},\"queuedRunCount\":{\"const\":0}}}}",
         )?;
         Ok(())
     }

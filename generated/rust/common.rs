@@ -155,7 +155,7 @@ impl<'de> ::serde::Deserialize<'de> for ChildId {
             })
     }
 }
-///Child state: `ready` (no worker), `running` (a run is active or queued), `interrupted` (needs `subzero_resume`).
+///Child state; what the child accepts next depends only on it (see each value).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -170,10 +170,13 @@ impl<'de> ::serde::Deserialize<'de> for ChildId {
     schemars::JsonSchema
 )]
 pub enum ChildState {
+    ///No run is active or queued and no worker runs for the child; `subzero_send` (followup) starts a run.
     #[serde(rename = "ready")]
     Ready,
+    ///A run is active (`activeRunId` is set), possibly with follow-ups queued behind it.
     #[serde(rename = "running")]
     Running,
+    ///The last run ended without a confirmed result (its worker or broker died); nothing runs until `subzero_resume`.
     #[serde(rename = "interrupted")]
     Interrupted,
 }
@@ -305,6 +308,7 @@ impl<'de> ::serde::Deserialize<'de> for CredentialRef {
     schemars::JsonSchema
 )]
 pub enum ModelApi {
+    ///OpenAI-compatible Chat Completions with streaming (`POST <url>/chat/completions`).
     #[serde(rename = "openai-completions")]
     OpenaiCompletions,
 }
@@ -525,7 +529,7 @@ impl<'de> ::serde::Deserialize<'de> for ModelUrl {
             })
     }
 }
-///Liveness detail of a child: what it is doing right now.
+///Liveness detail of a child: what it is doing right now (finer than `state`; informational, never a precondition).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -540,16 +544,22 @@ impl<'de> ::serde::Deserialize<'de> for ModelUrl {
     schemars::JsonSchema
 )]
 pub enum Phase {
+    ///Nothing runs for the child (state `ready` or `interrupted`).
     #[serde(rename = "idle")]
     Idle,
+    ///A run was admitted; its worker is starting, handshaking or loading the checkpoint.
     #[serde(rename = "starting")]
     Starting,
+    ///The worker is waiting for or streaming a model response.
     #[serde(rename = "model")]
     Model,
+    ///The worker is executing a tool call.
     #[serde(rename = "tool")]
     Tool,
+    ///A stop was requested; waiting for the worker to confirm and its process tree to exit.
     #[serde(rename = "stopping")]
     Stopping,
+    ///The previous owner died while processes holding the child's lock are still alive; no broker can claim it until they exit (`subzero_resume` answers `recovery_required`).
     #[serde(rename = "recovery_required")]
     RecoveryRequired,
 }
@@ -884,7 +894,7 @@ impl<'de> ::serde::Deserialize<'de> for RunId {
             })
     }
 }
-///Run status.
+///Where a run is in its life: `queued` → `running` → (`stop_requested` →) one terminal status (`stopped`, `completed`, `failed`, `interrupted`). A terminal status never changes again.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -899,18 +909,25 @@ impl<'de> ::serde::Deserialize<'de> for RunId {
     schemars::JsonSchema
 )]
 pub enum RunStatus {
+    ///Waiting in the child's queue behind the active run; starts when that run ends (a stop clears it).
     #[serde(rename = "queued")]
     Queued,
+    ///The child's active run: its worker is executing it.
     #[serde(rename = "running")]
     Running,
+    ///A stop was recorded for the active run; the worker has not confirmed it yet.
     #[serde(rename = "stop_requested")]
     StopRequested,
+    ///Terminal: the run was stopped and its worker confirmed cancellation.
     #[serde(rename = "stopped")]
     Stopped,
+    ///Terminal: the run gave its final answer; the full result is an artifact.
     #[serde(rename = "completed")]
     Completed,
+    ///Terminal: the run failed (`error` says why); nothing is retried.
     #[serde(rename = "failed")]
     Failed,
+    ///Terminal: the run ended without a confirmed result (its worker or broker died); the child needs `subzero_resume`.
     #[serde(rename = "interrupted")]
     Interrupted,
 }
@@ -1040,14 +1057,19 @@ impl<'de> ::serde::Deserialize<'de> for ShortText {
     schemars::JsonSchema
 )]
 pub enum SteerDiscardReason {
+    ///The run was stopped before the steer could be delivered.
     #[serde(rename = "stopped")]
     Stopped,
+    ///The run failed before the steer could be delivered.
     #[serde(rename = "failed")]
     Failed,
+    ///The run hit a policy limit before the steer could be delivered.
     #[serde(rename = "limit")]
     Limit,
+    ///The run was interrupted before the steer could be delivered.
     #[serde(rename = "interrupted")]
     Interrupted,
+    ///The steer arrived after the run it named had already given its final answer.
     #[serde(rename = "not_active")]
     NotActive,
 }
@@ -1168,7 +1190,7 @@ impl<'de> ::serde::Deserialize<'de> for SteerId {
             })
     }
 }
-///Template id: a built-in (`researcher`, `coder`) or a template configured for this runtime.
+///Template id: a built-in (`researcher`, `coder`) or a template configured for this runtime. One rule everywhere (this pattern, the config file's `[templates.<id>]`, docs/protocol.md): 1..64 of lowercase letters, digits, `_` and `-`, starting with a letter or digit; a config holding another id is refused at load.
 #[derive(
     ::serde::Serialize,
     Clone,
@@ -1243,7 +1265,7 @@ impl<'de> ::serde::Deserialize<'de> for TemplateId {
             })
     }
 }
-///Status of a run that has finished.
+///Status of a run that has finished; it never changes again.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1258,12 +1280,16 @@ impl<'de> ::serde::Deserialize<'de> for TemplateId {
     schemars::JsonSchema
 )]
 pub enum TerminalRunStatus {
+    ///The run gave its final answer; the full result is an artifact.
     #[serde(rename = "completed")]
     Completed,
+    ///The run failed (`error` says why); nothing is retried.
     #[serde(rename = "failed")]
     Failed,
+    ///The run was stopped and its worker confirmed cancellation.
     #[serde(rename = "stopped")]
     Stopped,
+    ///The run ended without a confirmed result (its worker or broker died); the child needs `subzero_resume`.
     #[serde(rename = "interrupted")]
     Interrupted,
 }
@@ -1482,10 +1508,13 @@ impl<'de> ::serde::Deserialize<'de> for ToolName {
     schemars::JsonSchema
 )]
 pub enum ToolState {
+    ///The tool call began.
     #[serde(rename = "started")]
     Started,
+    ///The tool call returned a result to the model.
     #[serde(rename = "finished")]
     Finished,
+    ///The tool call returned an error to the model (the run goes on).
     #[serde(rename = "failed")]
     Failed,
 }

@@ -76,13 +76,13 @@ pub struct Config {
     ///Policy limits (`[limits]`); absent keys keep the defaults.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limits: ::std::option::Option<LimitsConfig>,
-    ///User templates by id (`[templates.<id>]`; ids match `[A-Za-z0-9_.-]{1,64}` and must not be `researcher` or `coder`).
+    ///User templates by id (`[templates.<id>]`). An id is a `TemplateId` — the one rule of the wire: `^[a-z0-9][a-z0-9_-]{0,63}$` (lowercase letters, digits, `_`, `-`) — and must not be `researcher` or `coder`; a config holding any other id is refused when it is loaded.
     #[serde(
         default,
         skip_serializing_if = ":: std :: collections :: BTreeMap::is_empty"
     )]
     pub templates: ::std::collections::BTreeMap<
-        ::std::string::String,
+        super::common::TemplateId,
         super::template::UserTemplate,
     >,
 }
@@ -94,6 +94,18 @@ pub struct Config {
     Debug,
     PartialEq,
     schemars::JsonSchema
+)]
+#[schemars(
+    extend(
+        "if" = {"properties":{"env":true},
+        "required":["env"]},
+        "then" = {"description":"sets `env`, so it must not also set `file` (exactly one of them)",
+        "not":{"properties":{"file":true},
+        "required":["file"]}},
+        "else" = {"description":"must set exactly one of `env` and `file`",
+        "properties":{"file":true},
+        "required":["file"]}
+    )
 )]
 #[serde(deny_unknown_fields)]
 pub struct CredentialConfig {
@@ -824,6 +836,11 @@ impl crate::validate::Validate for CredentialConfig {
         crate::validate::Validate::validate_at(
             &self.origins,
             &crate::validate::join(path, "origins"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"env\":true},\"required\":[\"env\"]},\"then\":{\"description\":\"sets `env`, so it must not also set `file` (exactly one of them)\",\"not\":{\"properties\":{\"file\":true},\"required\":[\"file\"]}},\"else\":{\"description\":\"must set exactly one of `env` and `file`\",\"properties\":{\"file\":true},\"required\":[\"file\"]}}",
         )?;
         Ok(())
     }

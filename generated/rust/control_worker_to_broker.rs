@@ -112,10 +112,13 @@ impl ::std::convert::From<::std::vec::Vec<super::common::ModelApi>> for HelloPro
     schemars::JsonSchema
 )]
 pub enum RunSettledStatus {
+    ///The run gave its final answer (`result` is set).
     #[serde(rename = "completed")]
     Completed,
+    ///The run failed (`error` is set).
     #[serde(rename = "failed")]
     Failed,
+    ///The run was cancelled by a `cancel` message.
     #[serde(rename = "stopped")]
     Stopped,
 }
@@ -188,7 +191,7 @@ pub struct Usage {
 )]
 #[serde(tag = "kind", deny_unknown_fields)]
 pub enum WorkerEvent {
-    /**TurnStarted
+    /**WorkerTurnStarted
 
 A model turn started.*/
     #[serde(rename = "turn_started")]
@@ -196,7 +199,7 @@ A model turn started.*/
         ///1-based model turn number.
         turn: ::std::num::NonZeroU64,
     },
-    /**Text
+    /**WorkerText
 
 Coalesced model text.*/
     #[serde(rename = "text")]
@@ -204,7 +207,7 @@ Coalesced model text.*/
         ///A coalesced text chunk (at most 4096 bytes).
         text: super::child_event::EventText,
     },
-    /**Tool
+    /**WorkerTool
 
 Tool activity (name only).*/
     #[serde(rename = "tool")]
@@ -214,7 +217,7 @@ Tool activity (name only).*/
         ///Tool activity state.
         state: super::common::ToolState,
     },
-    /**SteerApplied
+    /**WorkerSteerApplied
 
 A steer was delivered.*/
     #[serde(rename = "steer_applied")]
@@ -229,7 +232,7 @@ A steer was delivered.*/
         #[serde(rename = "steerId")]
         steer_id: super::common::SteerId,
     },
-    /**SteerDiscarded
+    /**WorkerSteerDiscarded
 
 A steer was not delivered.*/
     #[serde(rename = "steer_discarded")]

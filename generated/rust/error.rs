@@ -20,7 +20,7 @@ pub struct ErrorBody {
     ///What went wrong and what to do next.
     pub message: ErrorMessage,
 }
-///Closed set of stable error codes. v1 only adds codes, never changes their meaning.
+///The table of stable error codes: each value's description says what it means and, after `Next step:`, what the caller does next. v1 only adds codes and never changes a meaning; a consumer treats a code it does not know like `internal` (show the message, do not branch on it).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -35,46 +35,67 @@ pub struct ErrorBody {
     schemars::JsonSchema
 )]
 pub enum ErrorCode {
+    ///An argument is missing, malformed or out of bounds (`details.field` names it), or the configuration file is invalid at broker start. Next step: Correct the argument the message names and call again; nothing was changed.
     #[serde(rename = "invalid_request")]
     InvalidRequest,
+    ///A well-formed id names no child or artifact in the workspaces this broker answers for. Next step: Call `subzero_list` (naming the child's `workspaceRoot` if it belongs to another workspace) and retry with an id it shows.
     #[serde(rename = "not_found")]
     NotFound,
+    ///The `credentialRef` is not configured, its key cannot be read in the broker's environment, or the model URL's origin is not among its `origins`; also a followup to a child whose key this broker does not hold. Next step: Fix the `[credentials.<name>]` table or the broker's environment as the message says; for a child whose key this broker lacks, call `subzero_resume` with a `model` first.
     #[serde(rename = "credentials_required")]
     CredentialsRequired,
+    ///`templateId` names neither a built-in (`researcher`, `coder`) nor a template of the configuration the broker loaded at start. Next step: Pick an id from `subzero_info.templates`, or add the template to the config file and restart the host's Subzero server.
     #[serde(rename = "template_not_found")]
     TemplateNotFound,
+    ///The worker cannot enforce a requested grant exactly (an unknown or duplicated tool, an unreadable skill file, an MCP server that does not start or lacks an allowed tool); nothing was spawned, or the run failed before any model call. Next step: Correct the template; nothing is granted approximately.
     #[serde(rename = "unsupported_grant")]
     UnsupportedGrant,
+    ///A policy limit was hit: prompt or instruction bytes, queued follow-ups, granted tools, or (for a run) turns, deadline, tool timeout, output tokens, token budget, model response bytes; `details.limit` names it. Next step: Make the request smaller (or split the work into follow-ups), or raise the configured limit where one exists.
     #[serde(rename = "limit_exceeded")]
     LimitExceeded,
+    ///Every worker slot of the workspace (or, for a write-capable child, every writer slot) is held, across all brokers of this user. Next step: Wait for a run to settle (`subzero_get` with `waitMs`) or stop one, then retry; or raise the `[limits]` slot counts.
     #[serde(rename = "workspace_busy")]
     WorkspaceBusy,
+    ///Another broker or process holds the child (or the state database lock) right now; nothing was changed. Next step: Retry after the run settles, or operate the child from the host whose broker owns it.
     #[serde(rename = "busy")]
     Busy,
+    ///The child's previous owner died while processes that inherited its lock (worker or tool processes, `details.holders`) are still alive; no broker can claim it yet. Next step: End the processes the message names (or wait for them to exit), then call `subzero_resume` again.
     #[serde(rename = "recovery_required")]
     RecoveryRequired,
+    ///`expectedRunId` is not the child's active run; nothing was changed. Next step: Read `activeRunId` from `subzero_get` and decide again; the run you meant may already have ended.
     #[serde(rename = "stale_run")]
     StaleRun,
+    ///The operation needs an active run and the child has none (or its active run is already being stopped). Next step: Send `mode: "followup"` to start a new run, or read the ended run's result with `subzero_get`.
     #[serde(rename = "not_running")]
     NotRunning,
+    ///The worker does not advertise steering, so a steer cannot be delivered. Next step: Wait for the run to settle and send a followup instead.
     #[serde(rename = "unsupported_steer")]
     UnsupportedSteer,
+    ///The child's recorded transcript checkpoint cannot be loaded exactly (missing or malformed transcript, other version, missing leaf, digest mismatch); stored state is unchanged. Next step: Restore the transcript from a backup, or spawn a new child; Subzero never repairs a transcript.
     #[serde(rename = "checkpoint_incompatible")]
     CheckpointIncompatible,
+    ///The worker could not be started, did not complete its handshake, or its name, version, transcript version or model API does not fit. Next step: Run `subzero doctor`; for a transcript version mismatch, resume with the Subzero release that wrote the child.
     #[serde(rename = "worker_incompatible")]
     WorkerIncompatible,
+    ///The artifact is missing, unreadable or not the size recorded (or, for a run, the result could not be written). Next step: Use the preview in `subzero_get`'s `lastRun`, restore the artifacts directory from a backup, or free disk space for new runs.
     #[serde(rename = "artifact_unavailable")]
     ArtifactUnavailable,
+    ///The `requestId` was already used for this tool in this workspace with different arguments. Next step: Use a new `requestId` for a new request; reuse one only to retry the identical call.
     #[serde(rename = "request_conflict")]
     RequestConflict,
+    ///The model endpoint failed the request (non-2xx status, connection failure, unusable stream, cross-origin redirect, idle timeout); nothing was retried. Next step: Check the URL, model name, key and endpoint as `details` suggest (`subzero doctor --model URL --credential REF` probes it), then send a followup.
     #[serde(rename = "model_request_failed")]
     ModelRequestFailed,
+    ///The broker is shutting down (stdin closed or a signal) and accepts no new work. Next step: Nothing to fix: retry once the host has started a new broker.
     #[serde(rename = "runtime_shutting_down")]
     RuntimeShuttingDown,
+    ///The child is interrupted: its last run ended without a confirmed result. Next step: Call `subzero_resume` (with a `message` to start a new run from the last completed leaf), then continue.
     #[serde(rename = "interrupted")]
     Interrupted,
+    ///The state database (or another stored file) cannot be written or is no longer the file this broker opened (`details.path`); nothing was written. Next step: Free disk space or fix permissions and retry; for a deleted or replaced database, restart the host's Subzero server.
     #[serde(rename = "storage_unavailable")]
     StorageUnavailable,
+    ///An unexpected internal failure; stored state was left consistent. Next step: Retry; if it persists, read the broker's log and run `subzero doctor`, and report it as a bug.
     #[serde(rename = "internal")]
     Internal,
 }

@@ -135,8 +135,10 @@ impl<'de> ::serde::Deserialize<'de> for CredentialInfoOriginsItem {
     schemars::JsonSchema
 )]
 pub enum CredentialInfoSource {
+    ///The key is read from an environment variable of the broker.
     #[serde(rename = "env")]
     Env,
+    ///The key is read from a file.
     #[serde(rename = "file")]
     File,
 }

@@ -95,18 +95,25 @@ impl<'de> ::serde::Deserialize<'de> for EnvRef {
     schemars::JsonSchema
 )]
 pub enum GrantedToolName {
+    ///Read a file.
     #[serde(rename = "read")]
     Read,
+    ///Search file contents.
     #[serde(rename = "grep")]
     Grep,
+    ///Find files by name.
     #[serde(rename = "find")]
     Find,
+    ///List a directory.
     #[serde(rename = "ls")]
     Ls,
+    ///Write a file (write-capable).
     #[serde(rename = "write")]
     Write,
+    ///Edit a file in place (write-capable).
     #[serde(rename = "edit")]
     Edit,
+    ///Run a shell command (write-capable).
     #[serde(rename = "bash")]
     Bash,
 }

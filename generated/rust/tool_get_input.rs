@@ -103,8 +103,10 @@ pub struct GetInput {
     schemars::JsonSchema
 )]
 pub enum GetInputWaitFor {
+    ///Wait until the active run and its queue settle, or a stop/steer receipt lands (default).
     #[serde(rename = "settled")]
     Settled,
+    ///Wait until any non-`text` event after `cursor` is recorded.
     #[serde(rename = "event")]
     Event,
 }

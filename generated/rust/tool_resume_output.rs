@@ -36,8 +36,10 @@ pub struct ResumeOutput {
     schemars::JsonSchema
 )]
 pub enum ResumeOutputState {
+    ///Resumed without a message: the child is idle at its last completed leaf.
     #[serde(rename = "ready")]
     Ready,
+    ///Resumed with a message: a new run started from the last completed leaf (`runId`).
     #[serde(rename = "running")]
     Running,
 }

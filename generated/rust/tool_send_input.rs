@@ -41,8 +41,10 @@ pub struct SendInput {
     schemars::JsonSchema
 )]
 pub enum SendInputMode {
+    ///Deliver to the active run between model turns; never turned into a followup.
     #[serde(rename = "steer")]
     Steer,
+    ///Start a new run after the active one (queued) or now (idle child).
     #[serde(rename = "followup")]
     Followup,
 }

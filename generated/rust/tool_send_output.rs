@@ -10,6 +10,17 @@
     PartialEq,
     schemars::JsonSchema
 )]
+#[schemars(
+    extend(
+        "if" = {"properties":{"delivery":{"const":"steered"}}},
+        "then" = {"description":"a steer (`delivery: steered`) carries its `steerId`",
+        "properties":{"steerId":true},
+        "required":["steerId"]},
+        "else" = {"description":"only a steer (`delivery: steered`) carries a `steerId`",
+        "not":{"properties":{"steerId":true},
+        "required":["steerId"]}}
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct SendOutput {
     ///`steered`, `queued` or `started`.
@@ -36,10 +47,13 @@ pub struct SendOutput {
     schemars::JsonSchema
 )]
 pub enum SendOutputDelivery {
+    ///Accepted as a steer for the active run (`steerId` names it).
     #[serde(rename = "steered")]
     Steered,
+    ///A followup queued behind the active run (`runId` is the new run).
     #[serde(rename = "queued")]
     Queued,
+    ///A followup started at once on the idle child (`runId` is the new run).
     #[serde(rename = "started")]
     Started,
 }
@@ -130,6 +144,11 @@ impl crate::validate::Validate for SendOutput {
         crate::validate::Validate::validate_at(
             &self.steer_id,
             &crate::validate::join(path, "steerId"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"delivery\":{\"const\":\"steered\"}}},\"then\":{\"description\":\"a steer (`delivery: steered`) carries its `steerId`\",\"properties\":{\"steerId\":true},\"required\":[\"steerId\"]},\"else\":{\"description\":\"only a steer (`delivery: steered`) carries a `steerId`\",\"not\":{\"properties\":{\"steerId\":true},\"required\":[\"steerId\"]}}}",
         )?;
         Ok(())
     }

@@ -10,6 +10,18 @@
     PartialEq,
     schemars::JsonSchema
 )]
+#[schemars(
+    extend(
+        "if" = {"properties":{"confirmed":{"const":true}}},
+        "then" = {"description":"a confirmed stop reports the terminal status its run ended with (`stopped`, or `completed`/`failed`/`interrupted` when the run ended first)",
+        "properties":{"status":{"anyOf":[{"const":"stopped"},
+        {"const":"completed"},
+        {"const":"failed"},
+        {"const":"interrupted"}]}}},
+        "else" = {"description":"an unconfirmed stop reports `stop_requested`",
+        "properties":{"status":{"const":"stop_requested"}}}
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct StopOutput {
     ///True when the worker confirmed cancellation and its process tree is gone.
@@ -19,7 +31,7 @@ pub struct StopOutput {
     ///The run being stopped.
     #[serde(rename = "runId")]
     pub run_id: super::common::RunId,
-    ///The run's status when the call returned (`stop_requested` or `stopped`).
+    ///The run's status when the call returned: `stop_requested` while the stop is not confirmed; once `confirmed`, the terminal status the run ended with (`stopped`, or `completed`/`failed`/`interrupted` if it ended before the stop took effect).
     pub status: super::common::RunStatus,
 }
 /// Error types.
@@ -75,6 +87,11 @@ impl crate::validate::Validate for StopOutput {
         crate::validate::Validate::validate_at(
             &self.status,
             &crate::validate::join(path, "status"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"confirmed\":{\"const\":true}}},\"then\":{\"description\":\"a confirmed stop reports the terminal status its run ended with (`stopped`, or `completed`/`failed`/`interrupted` when the run ended first)\",\"properties\":{\"status\":{\"anyOf\":[{\"const\":\"stopped\"},{\"const\":\"completed\"},{\"const\":\"failed\"},{\"const\":\"interrupted\"}]}}},\"else\":{\"description\":\"an unconfirmed stop reports `stop_requested`\",\"properties\":{\"status\":{\"const\":\"stop_requested\"}}}}",
         )?;
         Ok(())
     }

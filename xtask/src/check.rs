@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::codegen::{GeneratedFile, generate_rust};
 use crate::compare::compare;
+use crate::error_table;
 use crate::fixtures::{self, Counts, Judges};
 use crate::source::SourceSet;
 
@@ -52,6 +53,36 @@ pub fn expected_files(
     let mut files = generate_rust(set)?;
     files.extend(schema_files(exported)?);
     Ok(files)
+}
+
+/// What the error code table produces: the core's enum (a file codegen owns, in
+/// `generated/core/`) and the documents whose marked sections it owns.
+pub fn error_code_files(
+    root: &Path,
+    set: &SourceSet,
+) -> Result<(GeneratedFile, Vec<GeneratedFile>), String> {
+    let rows = error_table::rows(set)?;
+    Ok((
+        error_table::core_enum(&rows)?,
+        error_table::doc_files(root, &rows)?,
+    ))
+}
+
+/// Documents whose generated sections differ from `expected` (compared file by file: the
+/// rest of `docs/` is hand-written).
+pub fn stale_docs(root: &Path, expected: &[GeneratedFile]) -> Vec<String> {
+    expected
+        .iter()
+        .filter(|file| {
+            fs::read_to_string(root.join(&file.rel_path)).ok().as_ref() != Some(&file.text)
+        })
+        .map(|file| {
+            format!(
+                "{}: a generated section is stale: run `cargo xtask codegen`",
+                file.rel_path
+            )
+        })
+        .collect()
 }
 
 /// Files under `generated/` that differ from `expected`, are missing, or are extra.
@@ -104,6 +135,24 @@ pub fn check(root: &Path, exported: &BTreeMap<String, Value>) -> Result<Summary,
     let mut problems = Vec::new();
     match expected_files(&set, exported) {
         Ok(files) => problems.extend(stale_files(root, &files)),
+        Err(e) => problems.push(e),
+    }
+    match crate::bundle::bundle_files(&set) {
+        Ok(bundles) => problems.extend(stale_files(root, &bundles)),
+        Err(e) => problems.push(e),
+    }
+    match fixtures::load_future(root) {
+        Ok(future) => problems.extend(fixtures::judge_future(&set, &future)),
+        Err(e) => problems.push(e),
+    }
+    match error_code_files(root, &set) {
+        Ok((core, docs)) => {
+            problems.extend(stale_files(root, &[core]));
+            problems.extend(stale_docs(root, &docs));
+            if let Ok(rows) = error_table::rows(&set) {
+                problems.extend(error_table::troubleshooting_sections(root, &rows));
+            }
+        }
         Err(e) => problems.push(e),
     }
     let mut compared = 0;

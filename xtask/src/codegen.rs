@@ -76,7 +76,20 @@ fn generate_module(
     index: &TypeIndex,
     schema: &SourceSchema,
 ) -> Result<(String, Vec<String>), String> {
-    let (root_doc, own_defs) = hoist_bounded(schema)?;
+    let (mut root_doc, mut own_defs) = hoist_bounded(schema)?;
+    // Rules between properties (`if`/`then`/`else`) are not types: typify does not see
+    // them; the schema export and `Validate` get them back below.
+    let mut rules: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    if let Some(title) = schema.root_title()
+        && let Some(rule) = strip_rules(&mut root_doc)
+    {
+        rules.insert(title.to_string(), rule);
+    }
+    for (name, def) in own_defs.iter_mut() {
+        if let Some(rule) = def.as_object_mut().and_then(strip_rules) {
+            rules.insert(name.clone(), rule);
+        }
+    }
     let mut definitions = Map::new();
     for (name, def) in &own_defs {
         definitions.insert(name.clone(), rewrite_refs(def, index)?);
@@ -113,11 +126,20 @@ fn generate_module(
         }
     }
     for (name, def) in &own_defs {
-        if let Some(attr) = bounds_patch(def) {
+        let attr = bounds_patch(def).or_else(|| rules.get(name).map(rule_patch));
+        if let Some(attr) = attr {
             let mut patch = TypeSpacePatch::default();
             patch.with_attr(attr);
             settings.with_patch(name, &patch);
         }
+    }
+    if let (Some(title), Some(rule)) = (
+        schema.root_title(),
+        schema.root_title().and_then(|t| rules.get(t)),
+    ) {
+        let mut patch = TypeSpacePatch::default();
+        patch.with_attr(rule_patch(rule));
+        settings.with_patch(title, &patch);
     }
 
     let mut root = root_doc;
@@ -136,7 +158,7 @@ fn generate_module(
         .add_root_schema(root_schema)
         .map_err(|e| format!("{}: typify failed: {e}", schema.rel_path))?;
 
-    let (validate_src, names) = validate_impls(&space, schema, &own_defs)?;
+    let (validate_src, names) = validate_impls(&space, schema, &own_defs, &rules)?;
     let mut file: syn::File = syn::parse2(space.to_stream())
         .map_err(|e| format!("{}: typify produced unparsable Rust: {e}", schema.rel_path))?;
     let extra = syn::parse_file(&validate_src).map_err(|e| {
@@ -157,18 +179,49 @@ fn generate_module(
 }
 
 /// The schema a name stands for inside its owning file: a `$defs` entry or the root.
+/// Without its rules (`if`/`then`/`else`), which only the owning module states.
 fn named_schema(owner: &SourceSchema, name: &str) -> Result<Value, String> {
     if owner.root_title() == Some(name) {
         let mut root = owner.doc.as_object().cloned().unwrap_or_default();
         for key in ["$schema", "$id", "$defs"] {
             root.remove(key);
         }
+        strip_rules(&mut root);
         return Ok(Value::Object(root));
     }
-    owner
+    let mut def = owner
         .defs()
         .remove(name)
-        .ok_or_else(|| format!("{} has no type {name}", owner.rel_path))
+        .ok_or_else(|| format!("{} has no type {name}", owner.rel_path))?;
+    if let Some(map) = def.as_object_mut() {
+        strip_rules(map);
+    }
+    Ok(def)
+}
+
+/// Keywords of a rule between an object's properties.
+const RULE_KEYWORDS: [&str; 3] = ["if", "then", "else"];
+
+/// Remove and return the rule keywords of one object schema.
+fn strip_rules(map: &mut Map<String, Value>) -> Option<Map<String, Value>> {
+    let mut rule = Map::new();
+    for key in RULE_KEYWORDS {
+        if let Some(value) = map.remove(key) {
+            rule.insert(key.to_string(), value);
+        }
+    }
+    (!rule.is_empty()).then_some(rule)
+}
+
+/// `#[schemars(extend("if" = …, "then" = …, "else" = …))]`: the export states the rule as
+/// the source does. A rule names properties and constants only (no `$ref`), so the JSON
+/// is the same in both.
+fn rule_patch(rule: &Map<String, Value>) -> String {
+    let parts: Vec<String> = rule
+        .iter()
+        .map(|(key, value)| format!("{key:?} = {value}"))
+        .collect();
+    format!("#[schemars(extend({}))]", parts.join(", "))
 }
 
 fn rewrite_refs(node: &Value, index: &TypeIndex) -> Result<Value, String> {
@@ -267,6 +320,7 @@ fn validate_impls(
     space: &TypeSpace,
     schema: &SourceSchema,
     own_defs: &BTreeMap<String, Value>,
+    rules: &BTreeMap<String, Map<String, Value>>,
 ) -> Result<(String, Vec<String>), String> {
     let json_names = json_property_names(&schema.doc);
     let json_name = |field: &str| -> String {
@@ -287,6 +341,11 @@ fn validate_impls(
                         field = prop.name,
                         json = json_name(prop.name),
                     );
+                }
+                if let Some(rule) = rules.get(&name) {
+                    let json = serde_json::to_string(&Value::Object(rule.clone()))
+                        .map_err(|e| format!("{}: rule of {name}: {e}", schema.rel_path))?;
+                    body += &format!("crate::validate::check_rule(path, self, {json:?})?;\n");
                 }
                 body + "Ok(())"
             }
@@ -347,6 +406,16 @@ fn validate_impls(
                  fn validate_at(&self, path: &str) -> ::std::result::Result<(), crate::validate::InvalidRequest> {{\n{body}\n}}\n}}\n"
             ),
         );
+    }
+    if let Some(name) = rules.keys().find(|name| {
+        !space
+            .iter_types()
+            .any(|ty| &ty.name() == *name && matches!(ty.details(), TypeDetails::Struct(_)))
+    }) {
+        return Err(format!(
+            "{}: {name} has a rule (`if`/`then`/`else`) but is not generated as a struct, so nothing would check it",
+            schema.rel_path
+        ));
     }
     let names = impls.keys().cloned().collect();
     Ok((impls.into_values().collect(), names))

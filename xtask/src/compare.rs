@@ -200,6 +200,19 @@ fn flatten<R: Resolver>(
         facts.insert("enum".to_string(), Value::from(values));
     }
     let map = node.as_object().cloned().unwrap_or_default();
+    for key in RULES {
+        if let Some(rule) = map.get(key) {
+            facts.insert(key.to_string(), rule.clone());
+        }
+    }
+    if let Some(values) = described_values(&map) {
+        // `oneOf` of `{const, description}`: an enumeration whose every value is explained.
+        // schemars writes each variant with `type: string`; the source states it once.
+        facts.insert("type".to_string(), Value::from("string"));
+        facts.insert("enum".to_string(), Value::Object(values));
+        out.insert(path.to_string(), facts);
+        return Ok(());
+    }
     if let Some(Value::Array(variants)) = map.get("oneOf").or_else(|| map.get("anyOf")) {
         for variant in variants {
             let variant = resolver.resolve(variant)?;
@@ -253,6 +266,26 @@ fn object_facts<R: Resolver>(
     names.sort();
     facts.insert("properties".to_string(), Value::from(names));
     facts.insert("required".to_string(), Value::from(required.clone()));
+    // A map with typed keys: the source says `propertyNames` (a `$ref` to a pattern type);
+    // schemars says `patternProperties: {<pattern>: values}, additionalProperties: false`.
+    let mut map = map.clone();
+    if let Some(Value::Object(patterns)) = map.remove("patternProperties")
+        && let (1, Some((pattern, values))) = (patterns.len(), patterns.iter().next())
+    {
+        map.insert("additionalProperties".to_string(), values.clone());
+        map.insert(
+            "propertyNames".to_string(),
+            serde_json::json!({ "pattern": pattern }),
+        );
+    }
+    if let Some(names) = map.get("propertyNames") {
+        let names = resolver.resolve(names)?;
+        let pattern = names.get("pattern").cloned().unwrap_or(Value::Null);
+        map.insert(
+            "propertyNames".to_string(),
+            serde_json::json!({ "pattern": pattern }),
+        );
+    }
     match map.get("additionalProperties") {
         Some(Value::Bool(b)) => {
             facts.insert("additionalProperties".to_string(), Value::Bool(*b));
@@ -286,6 +319,22 @@ fn object_facts<R: Resolver>(
         )?;
     }
     Ok(())
+}
+
+/// Rule keywords (conditions between properties), compared verbatim: codegen copies them
+/// onto the generated type's schema.
+const RULES: [&str; 3] = ["if", "then", "else"];
+
+/// For a `oneOf` whose every variant is a `{const, description}`: value → description.
+pub fn described_values(map: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let variants = map.get("oneOf")?.as_array()?;
+    let mut values = Map::new();
+    for variant in variants {
+        let value = variant.get("const")?.as_str()?;
+        let description = variant.get("description").cloned().unwrap_or(Value::Null);
+        values.insert(value.to_string(), description);
+    }
+    (!values.is_empty()).then_some(values)
 }
 
 /// The `const` value of a variant's `type` or `kind` property, if any.

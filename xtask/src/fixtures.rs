@@ -205,3 +205,95 @@ pub fn judge_all(set: &SourceSet, judges: &Judges, fixtures: &[Fixture]) -> (Cou
     }
     (counts, problems)
 }
+
+/// "From the future" fixtures: `fixtures/v1-future/<stem>/*.json`, documents a later v1
+/// minor may send (a new event type, a new optional property, a new error code).
+pub fn load_future(root: &Path) -> Result<Vec<Fixture>, String> {
+    let base = root.join("fixtures").join("v1-future");
+    let mut out = Vec::new();
+    let mut stems: Vec<_> = fs::read_dir(&base)
+        .map_err(|e| format!("cannot read {}: {e}", base.display()))?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    stems.sort();
+    for stem in stems {
+        let mut names: Vec<String> = fs::read_dir(base.join(&stem))
+            .map_err(|e| format!("cannot read fixtures/v1-future/{stem}: {e}"))?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        names.sort();
+        for name in names {
+            let rel_path = format!("fixtures/v1-future/{stem}/{name}");
+            let text = fs::read_to_string(root.join(&rel_path))
+                .map_err(|e| format!("cannot read {rel_path}: {e}"))?;
+            let doc =
+                serde_json::from_str(&text).map_err(|e| format!("{rel_path} is not JSON: {e}"))?;
+            out.push(Fixture {
+                stem: stem.clone(),
+                valid: true,
+                rel_path,
+                doc,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The versioning policy, checked: every future fixture is refused by the closed v1
+/// schema (so it really holds something v1.0 does not define) and accepted by the
+/// consumer bundle's type of the same name (so a v1.0 consumer reads it).
+pub fn judge_future(set: &SourceSet, future: &[Fixture]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let normative = match Judges::new(set, &BTreeMap::new()) {
+        Ok(judges) => judges,
+        Err(e) => return vec![e],
+    };
+    let consumer = match crate::bundle::bundle(set, crate::bundle::Flavor::Consumer) {
+        Ok(doc) => doc,
+        Err(e) => return vec![e],
+    };
+    for fixture in future {
+        let Some(title) = set.get(&fixture.stem).and_then(|s| s.root_title()) else {
+            problems.push(format!("{}: no schema {}", fixture.rel_path, fixture.stem));
+            continue;
+        };
+        match normative.source.get(&fixture.stem) {
+            Some(v) if v.is_valid(&fixture.doc) => problems.push(format!(
+                "{}: the v1 schema already accepts it, so it is not from the future",
+                fixture.rel_path
+            )),
+            Some(_) => {}
+            None => problems.push(format!("{}: no schema {}", fixture.rel_path, fixture.stem)),
+        }
+        let mut root = consumer.clone();
+        if let Some(map) = root.as_object_mut() {
+            map.insert(
+                "$ref".to_string(),
+                Value::String(format!("#/$defs/{title}")),
+            );
+        }
+        match jsonschema::validator_for(&root) {
+            Ok(v) => {
+                if let Some(error) = v.iter_errors(&fixture.doc).next() {
+                    problems.push(format!(
+                        "{}: a v1.0 consumer refuses it: {error} at {}",
+                        fixture.rel_path,
+                        error.instance_path()
+                    ));
+                }
+            }
+            Err(e) => problems.push(format!("the consumer bundle is not a valid schema: {e}")),
+        }
+    }
+    if future.len() < 3 {
+        problems.push(format!(
+            "fixtures/v1-future/ has {} documents; a new event type, a new optional property and a new error code are required",
+            future.len()
+        ));
+    }
+    problems
+}

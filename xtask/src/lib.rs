@@ -3,9 +3,11 @@
 //! run the very same checks in-process.
 
 pub mod bench;
+pub mod bundle;
 pub mod check;
 pub mod codegen;
 pub mod compare;
+pub mod error_table;
 pub mod fixtures;
 pub mod source;
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use serde_json::Value;
-use xtask::check::{check, schema_files, stale_files};
+use xtask::check::{check, error_code_files, schema_files, stale_files};
 use xtask::codegen::{GeneratedFile, generate_rust};
 use xtask::source::SourceSet;
 use xtask::workspace_root;
@@ -39,6 +39,13 @@ fn codegen(root: &Path) -> Result<(), Vec<String>> {
     let set = SourceSet::load(root).map_err(|e| vec![e])?;
     let rust = generate_rust(&set).map_err(|e| vec![e])?;
     write_dir(root, "generated/rust", &rust)?;
+    let bundles = xtask::bundle::bundle_files(&set).map_err(|e| vec![e])?;
+    write_dir(root, "generated/bundle", &bundles)?;
+    let (core, docs) = error_code_files(root, &set).map_err(|e| vec![e])?;
+    write_dir(root, "generated/core", std::slice::from_ref(&core))?;
+    for doc in &docs {
+        write_file(root, doc)?;
+    }
     // The exported schemas come from the freshly generated types, so compile them first.
     let exported = exported_schemas(root)?;
     write_dir(
@@ -57,7 +64,9 @@ fn codegen(root: &Path) -> Result<(), Vec<String>> {
 fn run_check(root: &Path) -> Result<(), Vec<String>> {
     let set = SourceSet::load(root).map_err(|e| vec![e])?;
     // Stale Rust makes the export meaningless: report that first.
-    let stale = stale_files(root, &generate_rust(&set).map_err(|e| vec![e])?);
+    let mut stale = stale_files(root, &generate_rust(&set).map_err(|e| vec![e])?);
+    let (core, _) = error_code_files(root, &set).map_err(|e| vec![e])?;
+    stale.extend(stale_files(root, &[core]));
     if !stale.is_empty() {
         return Err(stale);
     }
@@ -84,12 +93,18 @@ fn write_dir(root: &Path, dir: &str, files: &[GeneratedFile]) -> Result<(), Vec<
         }
     }
     for file in files {
-        let path = root.join(&file.rel_path);
-        let unchanged = fs::read_to_string(&path).is_ok_and(|t| t == file.text);
-        if !unchanged {
-            fs::write(&path, &file.text)
-                .map_err(|e| vec![format!("cannot write {}: {e}", file.rel_path)])?;
-        }
+        write_file(root, file)?;
+    }
+    Ok(())
+}
+
+/// Write one file unless it already holds `file.text`.
+fn write_file(root: &Path, file: &GeneratedFile) -> Result<(), Vec<String>> {
+    let path = root.join(&file.rel_path);
+    let unchanged = fs::read_to_string(&path).is_ok_and(|t| t == file.text);
+    if !unchanged {
+        fs::write(&path, &file.text)
+            .map_err(|e| vec![format!("cannot write {}: {e}", file.rel_path)])?;
     }
     Ok(())
 }

@@ -175,12 +175,65 @@ impl SourceSet {
                 ));
             }
             lint_node(&schema.doc, &schema.rel_path, "#", &mut problems);
+            for (name, def) in schema.defs() {
+                if def.get("title").and_then(Value::as_str) != Some(name.as_str()) {
+                    problems.push(format!(
+                        "{} #/$defs/{name}: title must be \"{name}\" (generators name the type by it)",
+                        schema.rel_path
+                    ));
+                }
+            }
+        }
+        // Generators (json-schema-to-typescript, datamodel-code-generator) name a type by its
+        // title; two types with one title collide when all modules are used together.
+        let mut titles: BTreeMap<String, String> = BTreeMap::new();
+        for schema in &self.schemas {
+            let mut found = Vec::new();
+            collect_titles(&schema.doc, "#", &mut found);
+            for (title, at) in found {
+                let here = format!("{} {at}", schema.rel_path);
+                if let Some(first) = titles.insert(title.clone(), here.clone()) {
+                    problems.push(format!(
+                        "title {title} is used twice ({first} and {here}): titles must be unique across schema-src/v1"
+                    ));
+                }
+            }
         }
         if problems.is_empty() {
             Ok(())
         } else {
             Err(problems.join("\n"))
         }
+    }
+}
+
+/// `#` (a file's root) or `#/$defs/<Name>`: where a rule keyword may stand.
+fn at_type_level(at: &str) -> bool {
+    at == "#"
+        || at
+            .strip_prefix("#/$defs/")
+            .is_some_and(|name| !name.contains('/'))
+}
+
+/// Every `title` in `node` with where it stands.
+fn collect_titles(node: &Value, at: &str, out: &mut Vec<(String, String)>) {
+    match node {
+        Value::Object(map) => {
+            if let Some(title) = map.get("title").and_then(Value::as_str) {
+                out.push((title.to_string(), at.to_string()));
+            }
+            for (key, child) in map {
+                if !matches!(key.as_str(), "const" | "enum" | "examples" | "default") {
+                    collect_titles(child, &format!("{at}/{key}"), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_titles(item, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -195,7 +248,15 @@ fn lint_node(node: &Value, file: &str, at: &str, problems: &mut Vec<String>) {
             "{file} {at}: every object must state additionalProperties"
         ));
     }
-    if let Some(props) = map.get("properties").and_then(Value::as_object) {
+    // A rule's subschemas (`if`/`then`/`else`) only name properties the type describes.
+    let in_rule = at
+        .split('/')
+        .any(|segment| matches!(segment, "if" | "then" | "else"));
+    if let Some(props) = map
+        .get("properties")
+        .and_then(Value::as_object)
+        .filter(|_| !in_rule)
+    {
         for (name, prop) in props {
             if prop
                 .get("description")
@@ -208,13 +269,38 @@ fn lint_node(node: &Value, file: &str, at: &str, problems: &mut Vec<String>) {
             }
         }
     }
+    if map.contains_key("enum") {
+        problems.push(format!(
+            "{file} {at}: write an enumeration as `oneOf` of `{{const, description}}`, one per value, so every value is explained"
+        ));
+    }
     if let Some(variants) = map.get("oneOf").and_then(Value::as_array) {
         for (i, variant) in variants.iter().enumerate() {
-            if variant.get("title").is_none() {
+            if variant.get("const").is_some() {
+                // An enumeration value: explained, and untitled so that generators do not
+                // make a named type of every value.
+                if variant.get("title").is_some()
+                    || variant
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                {
+                    problems.push(format!(
+                        "{file} {at}/oneOf/{i}: an enumeration value needs a description and no title"
+                    ));
+                }
+            } else if variant.get("title").is_none() {
                 problems.push(format!(
                     "{file} {at}/oneOf/{i}: every oneOf variant needs a title"
                 ));
             }
+        }
+    }
+    for key in ["if", "then", "else"] {
+        if map.contains_key(key) && !at_type_level(at) {
+            problems.push(format!(
+                "{file} {at}: `{key}` is supported only on a file's root type or a `$defs` entry"
+            ));
         }
     }
     for (key, child) in map {

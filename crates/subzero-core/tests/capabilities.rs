@@ -23,8 +23,8 @@ const MINT_POINTS: &[(&str, usize)] = &[
     // `hello` → WorkerCapabilities, at the worker's start.
     ("crates/subzero-runtime/src/broker/worker/start.rs", 1),
     // `cancel_confirmed` → StopConfirmed, `leaf_committed` (at the run's completion) →
-    // LeafRecorded, in the worker's driver.
-    ("crates/subzero-runtime/src/broker/worker/driver.rs", 2),
+    // LeafRecorded, from the evidence the driver keeps until the settlement is stored.
+    ("crates/subzero-runtime/src/broker/worker/settle.rs", 2),
     // the transcript leaf read from disk → ObservedLeaf.
     ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
 ];

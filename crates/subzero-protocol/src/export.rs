@@ -15,8 +15,12 @@ use serde_json::Value;
 use crate::Validate;
 use crate::roots::RootVisitor;
 
-/// The `$id` prefix of exported schemas (`urn:subzero:protocol:1:exported:<stem>`).
-pub const EXPORTED_ID_PREFIX: &str = "urn:subzero:protocol:1:exported:";
+/// The `$id` prefix of exported schemas: the normative one (`urn:subzero:protocol:1:<stem>`).
+/// An exported schema is another rendering of the same contract (`cargo xtask check` holds
+/// every fixture to both), so it carries the same identity, and the major version a client
+/// reads from an advertised tool schema's `$id` is the contract's. Register either the
+/// normative files or the exported ones in one validator, never both.
+pub const EXPORTED_ID_PREFIX: &str = "urn:subzero:protocol:1:";
 
 /// The schema of `T` as exported: draft 2020-12 in its standard vocabulary only (see
 /// [`crate::schema_fix::standard_vocabulary`]), with an `$id`.
@@ -106,6 +110,24 @@ mod tests {
             "non-standard keywords or formats:\n{}",
             problems.join("\n")
         );
+    }
+
+    #[test]
+    fn every_exported_schema_carries_the_id_of_its_normative_file() {
+        let normative: std::collections::BTreeMap<String, Value> = schema_files("schema-src/v1")
+            .into_iter()
+            .filter_map(|(name, doc)| {
+                Some((
+                    name.strip_suffix(".schema.json")?.to_string(),
+                    doc["$id"].clone(),
+                ))
+            })
+            .collect();
+        let exported = exported_schemas();
+        assert!(exported.len() > 20);
+        for (stem, schema) in exported {
+            assert_eq!(Some(&schema["$id"]), normative.get(&stem), "{stem}");
+        }
     }
 
     #[test]

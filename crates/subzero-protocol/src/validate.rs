@@ -225,3 +225,117 @@ impl<K: Validate + serde::Serialize, V: Validate> Validate for BTreeMap<K, V> {
         })
     }
 }
+
+/// Checks a rule between the properties of `value` — the `if`/`then`/`else` its schema
+/// states, as the JSON text `rule` (codegen copies it from `schema-src/`). The failing
+/// branch's `description` is the message.
+///
+/// Rules use a small part of JSON Schema, and only that part is evaluated: `properties`,
+/// `required`, `const`, `type`, `not`, `anyOf`, `allOf` and boolean schemas. Anything
+/// else in a rule fails closed, so a rule this code cannot read is noticed by the
+/// fixtures rather than silently passed.
+pub fn check_rule<T: serde::Serialize>(
+    path: &str,
+    value: &T,
+    rule: &str,
+) -> Result<(), InvalidRequest> {
+    let broken = |why: &str| InvalidRequest::new(path, why.to_string());
+    let rule: serde_json::Value =
+        serde_json::from_str(rule).map_err(|e| broken(&format!("has an unreadable rule: {e}")))?;
+    let value = serde_json::to_value(value).map_err(|e| broken(&e.to_string()))?;
+    let branch = match rule.get("if") {
+        Some(condition) if holds(condition, &value) => rule.get("then"),
+        Some(_) => rule.get("else"),
+        None => None,
+    };
+    match branch {
+        Some(schema) if !holds(schema, &value) => Err(broken(
+            schema
+                .get("description")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("breaks a rule between its properties"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `value` satisfies the rule subschema `schema` (see [`check_rule`]).
+fn holds(schema: &serde_json::Value, value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let map = match schema {
+        Value::Bool(b) => return *b,
+        Value::Object(map) => map,
+        _ => return false,
+    };
+    map.iter().all(|(key, expected)| match key.as_str() {
+        "description" | "$comment" => true,
+        "const" => value == expected,
+        "type" => expected.as_str().is_some_and(|t| type_is(t, value)),
+        "not" => !holds(expected, value),
+        "anyOf" => expected
+            .as_array()
+            .is_some_and(|all| all.iter().any(|s| holds(s, value))),
+        "allOf" => expected
+            .as_array()
+            .is_some_and(|all| all.iter().all(|s| holds(s, value))),
+        "required" => expected.as_array().is_some_and(|names| {
+            names.iter().all(|name| {
+                name.as_str()
+                    .is_some_and(|n| value.as_object().is_some_and(|o| o.contains_key(n)))
+            })
+        }),
+        "properties" => expected.as_object().is_some_and(|props| {
+            props.iter().all(|(name, sub)| {
+                value
+                    .as_object()
+                    .and_then(|o| o.get(name))
+                    .is_none_or(|v| holds(sub, v))
+            })
+        }),
+        _ => false,
+    })
+}
+
+fn type_is(name: &str, value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (name, value) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("string", Value::String(_))
+        | ("array", Value::Array(_))
+        | ("object", Value::Object(_)) => true,
+        ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use serde_json::json;
+
+    use super::check_rule;
+
+    const EXACTLY_ONE: &str = r#"{"if":{"properties":{"env":true},"required":["env"]},
+        "then":{"description":"not both","not":{"properties":{"file":true},"required":["file"]}},
+        "else":{"description":"one of env and file","properties":{"file":true},"required":["file"]}}"#;
+
+    #[test]
+    fn a_rule_names_its_failing_branch() {
+        assert!(check_rule("", &json!({"env": "K"}), EXACTLY_ONE).is_ok());
+        assert!(check_rule("", &json!({"file": "/k"}), EXACTLY_ONE).is_ok());
+        let both = check_rule("c", &json!({"env": "K", "file": "/k"}), EXACTLY_ONE);
+        assert_eq!(
+            both.map_err(|e| e.to_string()),
+            Err("invalid_request: c not both; fix the argument and call again".into())
+        );
+        let neither = check_rule("c", &json!({}), EXACTLY_ONE).expect_err("neither");
+        assert_eq!(neither.message(), "one of env and file");
+    }
+
+    #[test]
+    fn a_keyword_the_evaluator_does_not_know_fails_closed() {
+        let rule = r#"{"if":true,"then":{"description":"?","pattern":"^a"}}"#;
+        assert!(check_rule("", &json!("a"), rule).is_err());
+    }
+}

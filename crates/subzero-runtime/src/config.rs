@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use subzero_core::template::{Template, TemplateError, TemplateId};
 
 use crate::credentials::Origin;
 use crate::error::{RuntimeError, RuntimeResult};
@@ -97,6 +98,9 @@ impl Config {
             message,
         };
         let mut config: Config = toml::from_str(text).map_err(|e| fail(e.to_string()))?;
+        for name in config.templates.keys() {
+            check_template_id(name).map_err(|e| fail(format!("[templates.{name}]: {e}")))?;
+        }
         let base = path.parent().unwrap_or(Path::new("/"));
         for (name, entry) in &mut config.credentials {
             match (&entry.env, &entry.file) {
@@ -136,6 +140,16 @@ impl Config {
         check_contract(text).map_err(fail)?;
         Ok(config)
     }
+}
+
+/// A `[templates.<id>]` key must be a wire `TemplateId` (so `subzero_info`, `subzero_get`
+/// and the grant snapshot can carry it) and not a built-in's id.
+fn check_template_id(name: &str) -> Result<(), TemplateError> {
+    let id = TemplateId::parse(name)?;
+    if Template::BUILTIN_IDS.contains(&name) {
+        return Err(TemplateError::ShadowsBuiltin { id });
+    }
+    Ok(())
 }
 
 /// Check the file against the contract (`schema-src/v1/config.schema.json`, through its

@@ -3,6 +3,8 @@
 //! state, status, phase or ownership value (they are bound from the typed enums).
 //! The schema's CHECK constraints (`store/schema.rs`) are the one place that lists them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -4,9 +4,15 @@ use std::path::Path;
 
 use tracing_subscriber::EnvFilter;
 
-/// Install the global subscriber. `SUBZERO_LOG` sets the filter (default `info`).
+/// The filter when `SUBZERO_LOG` is unset: quiet. Hosts show a server's stderr to the
+/// user (Claude Code records every line as `[ERROR] … Server stderr`), so only what needs
+/// attention is written.
+pub const DEFAULT_FILTER: &str = "warn";
+
+/// Install the global subscriber. `SUBZERO_LOG` sets the filter (default [`DEFAULT_FILTER`]).
 pub fn init(file: Option<&Path>) -> Result<(), String> {
-    let filter = EnvFilter::try_from_env("SUBZERO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_env("SUBZERO_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     // A log line that cannot be written (the host closed our stderr) is dropped: tracing
     // would otherwise report it with eprintln!, which panics on a closed stderr.
     let builder = tracing_subscriber::fmt()

@@ -328,7 +328,9 @@ impl Ownership {
                 "SELECT child_id, owner_token FROM children WHERE ownership = ?1 AND owner_token IS NOT NULL",
             )?;
             let rows = stmt
-                .query_map([subzero_core::Ownership::Owned.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .query_map([subzero_core::Ownership::Owned.as_str()], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })?
                 .collect::<Result<HashMap<_, _>, _>>()?;
             Ok(rows)
         };

@@ -6,20 +6,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use subzero_core::lifecycle::{Activity, Supervisor};
+use subzero_core::lifecycle::{Activity, LeafRef};
 use subzero_core::{ChildId, ErrorCode, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
-use crate::artifacts;
 use crate::broker::live::ToWorker;
-use crate::broker::{Broker, BrokerError, events, lock};
+use crate::broker::{Broker, events, lock};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::store::{PartialResult, Settled, Settlement};
 use crate::supervisor::{WorkerConn, reap};
 
-use super::PREVIEW_BYTES;
+use super::settle::Ended;
 use super::start::StartFrom;
 
 pub(super) struct Driver {
@@ -100,10 +98,11 @@ impl Driver {
                     Err(err) => {
                         self.settle(
                             run,
-                            Settlement::Failed {
+                            Ended::Failed {
                                 code: err.code(),
                                 message: err.message().to_owned(),
                                 partial: None,
+                                artifact: None,
                             },
                         )
                         .await;
@@ -151,10 +150,8 @@ impl Driver {
                 let Some(run) = self.our_run(run_id.as_str()) else {
                     return Next::Continue;
                 };
-                let settlement = match status {
-                    RunSettledStatus::Completed => {
-                        self.completed(run, result.unwrap_or_default()).await
-                    }
+                let ended = match status {
+                    RunSettledStatus::Completed => self.completed(result.unwrap_or_default()),
                     RunSettledStatus::Failed => {
                         let (code, message) = match error {
                             Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
@@ -163,14 +160,11 @@ impl Driver {
                                 "the worker reported a failure without a reason".to_owned(),
                             ),
                         };
-                        let partial = match result {
-                            Some(text) if !text.is_empty() => self.partial(run, text).await,
-                            _ => None,
-                        };
-                        Settlement::Failed {
+                        Ended::Failed {
                             code,
                             message,
-                            partial,
+                            partial: result,
+                            artifact: None,
                         }
                     }
                     RunSettledStatus::Stopped => {
@@ -179,7 +173,7 @@ impl Driver {
                         return Next::Continue;
                     }
                 };
-                self.settle_and_dispatch(run, settlement).await
+                self.settle_and_dispatch(run, ended).await
             }
             WorkerMessage::CancelConfirmed { run_id, reaped } => {
                 let Ok(run) = RunId::parse(run_id.as_str()) else {
@@ -188,13 +182,8 @@ impl Driver {
                 if self.stopped == Some(run) {
                     self.stopped = None;
                     let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
-                    // SAFETY: the worker just sent `cancel_confirmed` for `run`, the run it
-                    // reported `stopped`; it sends that line only once its tool tree is gone.
-                    #[allow(unsafe_code, reason = "mint point: the worker's cancel_confirmed")]
-                    let confirmed =
-                        unsafe { Supervisor::designate() }.confirm_stop(self.child, run, reaped);
                     return self
-                        .settle_and_dispatch(run, Settlement::Stopped { confirmed })
+                        .settle_and_dispatch(run, Ended::Stopped { reaped })
                         .await;
                 }
                 Next::Continue
@@ -260,112 +249,40 @@ impl Driver {
         }
     }
 
-    async fn completed(&mut self, run: RunId, result: String) -> Settlement {
+    /// The worker's completion, with the leaf it committed for the run; a completion
+    /// without a (well-formed) leaf cannot be recorded as one and fails.
+    fn completed(&mut self, result: String) -> Ended {
+        let failed = |message: String| Ended::Failed {
+            code: ErrorCode::Internal,
+            message,
+            partial: None,
+            artifact: None,
+        };
         let Some((leaf_id, leaf_digest)) = self.leaf.take() else {
-            return Settlement::Failed {
-                code: ErrorCode::Internal,
-                message: "the worker reported completion without committing a transcript leaf"
-                    .into(),
-                partial: None,
-            };
+            return failed(
+                "the worker reported completion without committing a transcript leaf".into(),
+            );
         };
         let leaf = subzero_core::Sha256Digest::parse(&leaf_digest)
             .ok()
-            .and_then(|digest| subzero_core::lifecycle::LeafRef::new(&leaf_id, digest).ok());
-        let Some(leaf) = leaf else {
-            return Settlement::Failed {
-                code: ErrorCode::Internal,
-                message: format!(
-                    "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
-                ),
-                partial: None,
-            };
-        };
-        // SAFETY: `leaf` is the worker's `leaf_committed` line for the active run `run`,
-        // parsed above and taken from `self.leaf` (spent once); the settlement carrying
-        // this token records it as the child's last leaf in the same transaction.
-        #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
-        let leaf = unsafe { Supervisor::designate() }.leaf_recorded(self.child, run, leaf);
-        let files = self.broker.artifacts.clone();
-        let child = self.child;
-        let text = result.clone();
-        let written = tokio::task::spawn_blocking(move || files.write(child, &text)).await;
-        let artifact = match written {
-            Ok(Ok(artifact)) => artifact,
-            Ok(Err(e)) => {
-                return Settlement::Failed {
-                    code: ErrorCode::ArtifactUnavailable,
-                    message: format!(
-                        "the result of run {run} could not be stored: {}",
-                        BrokerError::from(e).message()
-                    ),
-                    partial: None,
-                };
-            }
-            Err(e) => {
-                return Settlement::Failed {
-                    code: ErrorCode::Internal,
-                    message: format!("storing the result panicked: {e}"),
-                    partial: None,
-                };
-            }
-        };
-        let preview = artifacts::preview(&result, PREVIEW_BYTES);
-        Settlement::Completed {
-            preview: preview.text,
-            preview_truncated: preview.truncated,
-            artifact: Some(artifact),
-            leaf,
+            .and_then(|digest| LeafRef::new(&leaf_id, digest).ok());
+        match leaf {
+            Some(leaf) => Ended::Completed {
+                result,
+                leaf,
+                artifact: None,
+            },
+            None => failed(format!(
+                "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
+            )),
         }
     }
 
-    /// A failed run's partial output, stored like a result so the parent can read what was
-    /// produced (e.g. the text up to a response cap). Best effort: a failure to store it is
-    /// logged and the run still fails with its own error.
-    async fn partial(&mut self, run: RunId, text: String) -> Option<PartialResult> {
-        let files = self.broker.artifacts.clone();
-        let child = self.child;
-        let preview = artifacts::preview(&text, PREVIEW_BYTES);
-        let written = tokio::task::spawn_blocking(move || files.write(child, &text)).await;
-        let artifact = match written {
-            Ok(Ok(artifact)) => Some(artifact),
-            Ok(Err(e)) => {
-                tracing::warn!(%child, %run, %e, "could not store a failed run's partial result");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(%child, %run, %e, "storing a failed run's partial result panicked");
-                None
-            }
-        };
-        Some(PartialResult {
-            preview: preview.text,
-            preview_truncated: preview.truncated,
-            artifact,
-        })
-    }
-
-    async fn settle(&mut self, run: RunId, settlement: Settlement) -> Option<Settled> {
-        self.active = None;
-        match self
-            .broker
-            .store
-            .settle_run(self.child, run, self.broker.owner_token(), settlement)
-            .await
-        {
-            Ok(settled) => Some(settled),
-            Err(e) => {
-                tracing::error!(child = %self.child, %run, %e, "could not settle a run");
-                None
-            }
-        }
-    }
-
-    async fn settle_and_dispatch(&mut self, run: RunId, settlement: Settlement) -> Next {
+    async fn settle_and_dispatch(&mut self, run: RunId, ended: Ended) -> Next {
         // A settlement that leaves the child idle is recorded only once this worker is gone
         // with its tree and locks: a caller that reads `ready` may start the next run at once.
         let retired = self.retire_if_idle().await;
-        let Some(settled) = self.settle(run, settlement).await else {
+        let Some(settled) = self.settle(run, ended).await else {
             return Next::Close;
         };
         match settled.next {
@@ -426,7 +343,7 @@ impl Driver {
             self.stopped = None;
             self.settle(
                 run,
-                Settlement::Interrupted {
+                Ended::Interrupted {
                     reason: reason.to_owned(),
                     tree_gone,
                 },

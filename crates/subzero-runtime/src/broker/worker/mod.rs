@@ -9,6 +9,7 @@
 
 mod driver;
 mod retire;
+mod settle;
 mod start;
 
 pub(super) use start::{FirstRun, StartFrom, mcp_env};

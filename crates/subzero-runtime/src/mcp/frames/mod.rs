@@ -15,12 +15,16 @@
 
 mod out;
 mod scan;
+mod window;
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 
 pub(super) use out::ServerOut;
+use window::{Metered, Window};
 
 /// Largest frame read; a longer line is skipped to its end and answered `-32600`.
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -52,8 +56,9 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (server_reader, to_server) = tokio::io::duplex(1 << 20);
-    let (writer, answers, written) = out::stdout_writer(output);
-    let reading = tokio::spawn(read_frames(input, to_server, answers));
+    let window = Arc::new(Window::new());
+    let (writer, answers, written) = out::stdout_writer(output, Arc::clone(&window));
+    let reading = tokio::spawn(read_frames(input, to_server, answers, window));
     let done = tokio::spawn(async move {
         let _ = reading.await;
         let _ = written.await;
@@ -71,6 +76,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
     mut input: R,
     mut to_server: DuplexStream,
     answers: mpsc::UnboundedSender<Vec<u8>>,
+    window: Arc<Window>,
 ) {
     let mut lines = Lines::default();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -80,19 +86,30 @@ async fn read_frames<R: AsyncRead + Unpin>(
             Ok(n) => n,
         };
         for frame in lines.feed(&chunk[..n]) {
-            if let Some(line) = check(&frame, &answers)
-                && to_server.write_all(&line).await.is_err()
-            {
-                return;
+            if let Some((line, metered)) = check(&frame, &answers) {
+                meter(&window, &metered).await;
+                if to_server.write_all(&line).await.is_err() {
+                    return;
+                }
             }
         }
     }
     if let Some(frame) = lines.finish()
-        && let Some(line) = check(&frame, &answers)
+        && let Some((line, metered)) = check(&frame, &answers)
     {
+        meter(&window, &metered).await;
         let _ = to_server.write_all(&line).await;
     }
     let _ = to_server.shutdown().await;
+}
+
+/// A request waits for its place in the window; a cancellation gives one back.
+async fn meter(window: &Window, metered: &Metered) {
+    match metered {
+        Metered::Request(id) => window.admit(id).await,
+        Metered::Cancels(id) => window.release(id),
+        Metered::Free => {}
+    }
 }
 
 /// One line of input, or a line that was too long (only its head kept).
@@ -155,10 +172,11 @@ impl Lines {
     }
 }
 
-/// The line to pass on (newline-terminated), or `None` when it was answered here.
-fn check(frame: &Frame, answers: &mpsc::UnboundedSender<Vec<u8>>) -> Option<Vec<u8>> {
+/// The line to pass on (newline-terminated) and how it is metered, or `None` when it was
+/// answered here.
+fn check(frame: &Frame, answers: &mpsc::UnboundedSender<Vec<u8>>) -> Option<(Vec<u8>, Metered)> {
     match verdict(frame) {
-        Verdict::Pass(line) => Some(line),
+        Verdict::Pass(line, metered) => Some((line, metered)),
         Verdict::Skip => None,
         Verdict::Answer(answer) => {
             let _ = answers.send(answer);
@@ -168,7 +186,7 @@ fn check(frame: &Frame, answers: &mpsc::UnboundedSender<Vec<u8>>) -> Option<Vec<
 }
 
 enum Verdict {
-    Pass(Vec<u8>),
+    Pass(Vec<u8>, Metered),
     Skip,
     Answer(Vec<u8>),
 }
@@ -227,7 +245,7 @@ fn verdict(frame: &Frame) -> Verdict {
     }
     let mut line = text.as_bytes().to_vec();
     line.push(b'\n');
-    Verdict::Pass(line)
+    Verdict::Pass(line, window::metered(&value))
 }
 
 /// Why a parsed frame cannot go to the server, if it cannot.
@@ -310,7 +328,7 @@ mod tests {
             Verdict::Answer(line) => serde_json::from_slice::<Value>(&line)
                 .ok()
                 .and_then(|v| v["error"]["code"].as_i64()),
-            Verdict::Pass(_) | Verdict::Skip => None,
+            Verdict::Pass(..) | Verdict::Skip => None,
         }
     }
 

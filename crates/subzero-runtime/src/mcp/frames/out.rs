@@ -4,10 +4,13 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+use super::window::Window;
 
 /// What the MCP server writes: handed to the stdout task as it comes.
 pub(crate) struct ServerOut {
@@ -39,6 +42,7 @@ impl AsyncWrite for ServerOut {
 /// are gone and everything was written.
 pub(super) fn stdout_writer<W: AsyncWrite + Unpin + Send + 'static>(
     out: W,
+    window: Arc<Window>,
 ) -> (
     ServerOut,
     mpsc::UnboundedSender<Vec<u8>>,
@@ -46,7 +50,7 @@ pub(super) fn stdout_writer<W: AsyncWrite + Unpin + Send + 'static>(
 ) {
     let (server_tx, server_rx) = mpsc::unbounded_channel();
     let (answer_tx, answer_rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(write_lines(out, server_rx, answer_rx));
+    let task = tokio::spawn(write_lines(out, server_rx, answer_rx, window));
     (ServerOut { tx: server_tx }, answer_tx, task)
 }
 
@@ -54,6 +58,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     mut out: W,
     mut server: mpsc::UnboundedReceiver<Vec<u8>>,
     mut answers: mpsc::UnboundedReceiver<Vec<u8>>,
+    window: Arc<Window>,
 ) {
     let mut partial: Vec<u8> = Vec::new();
     let mut waiting: VecDeque<Vec<u8>> = VecDeque::new();
@@ -68,6 +73,10 @@ async fn write_lines<W: AsyncWrite + Unpin>(
                         let lines = std::mem::replace(&mut partial, rest);
                         if out.write_all(&lines).await.is_err() {
                             return;
+                        }
+                        // Each answer written gives its request's place back.
+                        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                            window.written(line);
                         }
                     }
                 }
@@ -104,7 +113,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_waits_for_the_servers_line_to_end() {
         let (reader, writer) = tokio::io::duplex(1 << 16);
-        let (mut server, answers, task) = stdout_writer(writer);
+        let (mut server, answers, task) = stdout_writer(writer, Arc::new(Window::new()));
         server.write_all(b"{\"server\":").await.unwrap();
         // Let the writer take the half line first: the answer then has to wait for its end.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -1,0 +1,261 @@
+//! The immutable grant snapshot frozen from a template at spawn, and the per-run limits,
+//! skills and MCP server grants it carries.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId};
+use crate::digest::{Sha256Digest, canonical_json};
+use crate::limits::Limits;
+
+/// Per-run limits frozen into the snapshot.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunLimits {
+    /// Model turns per run (48).
+    pub max_turns: u32,
+    /// Wall-clock deadline per run in ms (30 min).
+    pub deadline_ms: u64,
+    /// Per tool call timeout in ms (3 min).
+    pub tool_timeout_ms: u64,
+    /// Output tokens per model call (8192).
+    pub max_output_tokens: u32,
+    /// Optional total token budget per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self {
+            max_turns: 48,
+            deadline_ms: 1_800_000,
+            tool_timeout_ms: 180_000,
+            max_output_tokens: 8192,
+            token_budget: None,
+        }
+    }
+}
+
+/// A loaded skill: its name and the file's content at spawn.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Skill {
+    /// The skill's name.
+    pub name: String,
+    /// The content, loaded once.
+    pub content: String,
+}
+
+/// An MCP server as frozen in a snapshot.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerGrant {
+    /// The server's name.
+    pub name: String,
+    /// The command that starts it.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment references, `NAME → env:VAR`.
+    pub env_refs: BTreeMap<String, String>,
+    /// The only tools of this server the child may call.
+    pub allowed_tools: Vec<String>,
+}
+
+/// Everything in a snapshot but its digest; what the digest covers.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SnapshotBody {
+    template_id: TemplateId,
+    description: String,
+    instructions: String,
+    tools: Vec<String>,
+    skills: Vec<Skill>,
+    mcp_servers: Vec<McpServerGrant>,
+    write_capable: bool,
+    limits: RunLimits,
+}
+
+/// The immutable template/grant snapshot of one child.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    try_from = "SnapshotWire",
+    into = "SnapshotWire"
+)]
+pub struct GrantSnapshot {
+    body: SnapshotBody,
+    digest: Sha256Digest,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapshotWire {
+    #[serde(flatten)]
+    body: SnapshotBody,
+    digest: Sha256Digest,
+}
+
+impl TryFrom<SnapshotWire> for GrantSnapshot {
+    type Error = TemplateError;
+    fn try_from(wire: SnapshotWire) -> Result<Self, Self::Error> {
+        let computed = digest_of(&wire.body)?;
+        if computed != wire.digest {
+            return Err(TemplateError::DigestMismatch {
+                stored: wire.digest,
+                computed,
+            });
+        }
+        Ok(GrantSnapshot {
+            body: wire.body,
+            digest: wire.digest,
+        })
+    }
+}
+
+impl From<GrantSnapshot> for SnapshotWire {
+    fn from(s: GrantSnapshot) -> Self {
+        SnapshotWire {
+            body: s.body,
+            digest: s.digest,
+        }
+    }
+}
+
+fn digest_of(body: &SnapshotBody) -> Result<Sha256Digest, TemplateError> {
+    let value = serde_json::to_value(body).map_err(|e| TemplateError::Encoding {
+        reason: e.to_string(),
+    })?;
+    Ok(Sha256Digest::of(canonical_json(&value).as_bytes()))
+}
+
+impl GrantSnapshot {
+    /// Freeze `template` (resolved as `id`) with its skills loaded as `skills` (same
+    /// names, same order as declared). Refuses grants the worker cannot enforce
+    /// exactly (`unsupported_grant`) and sizes over policy (`limit_exceeded`).
+    pub fn freeze(
+        id: TemplateId,
+        template: &Template,
+        skills: Vec<Skill>,
+        run_limits: RunLimits,
+        limits: &Limits,
+    ) -> Result<Self, TemplateError> {
+        limits.check_instructions(&template.instructions)?;
+        let mut write_capable = template.write_capable;
+        let mut seen = Vec::new();
+        for name in &template.tools {
+            let tool = BuiltinTool::parse(name).ok_or_else(|| TemplateError::UnsupportedGrant {
+                what: format!("tool `{name}` is not a built-in tool (read, grep, find, ls, write, edit, bash); grant MCP tools through mcp_servers"),
+            })?;
+            if seen.contains(&tool) {
+                return Err(TemplateError::UnsupportedGrant {
+                    what: format!("tool `{name}` is granted twice"),
+                });
+            }
+            seen.push(tool);
+            write_capable |= tool.writes();
+        }
+        let mcp_tools: usize = template
+            .mcp_servers
+            .iter()
+            .map(|s| s.allowed_tools.len())
+            .sum();
+        limits.check_granted_tools(template.tools.len() + mcp_tools)?;
+        let declared: Vec<&str> = template.skills.iter().map(|s| s.name.as_str()).collect();
+        let loaded: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+        if declared != loaded {
+            return Err(TemplateError::UnsupportedGrant {
+                what: format!("skills declared {declared:?} but loaded {loaded:?}"),
+            });
+        }
+        let mcp_servers = template
+            .mcp_servers
+            .iter()
+            .map(freeze_server)
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = SnapshotBody {
+            template_id: id,
+            description: template.description.clone(),
+            instructions: template.instructions.clone(),
+            tools: template.tools.clone(),
+            skills,
+            mcp_servers,
+            write_capable,
+            limits: run_limits,
+        };
+        let digest = digest_of(&body)?;
+        Ok(Self { body, digest })
+    }
+
+    /// The template it was frozen from.
+    pub fn template_id(&self) -> &TemplateId {
+        &self.body.template_id
+    }
+    /// The description.
+    pub fn description(&self) -> &str {
+        &self.body.description
+    }
+    /// The child's instructions.
+    pub fn instructions(&self) -> &str {
+        &self.body.instructions
+    }
+    /// Exact built-in tool names.
+    pub fn tools(&self) -> &[String] {
+        &self.body.tools
+    }
+    /// Loaded skills.
+    pub fn skills(&self) -> &[Skill] {
+        &self.body.skills
+    }
+    /// MCP servers and their allowed tools.
+    pub fn mcp_servers(&self) -> &[McpServerGrant] {
+        &self.body.mcp_servers
+    }
+    /// Whether runs count against the one-writer-per-workspace limit.
+    pub fn write_capable(&self) -> bool {
+        self.body.write_capable
+    }
+    /// Per-run limits.
+    pub fn limits(&self) -> &RunLimits {
+        &self.body.limits
+    }
+    /// The digest of the canonical JSON of every other field.
+    pub fn digest(&self) -> Sha256Digest {
+        self.digest
+    }
+}
+
+fn freeze_server(s: &McpServerTemplate) -> Result<McpServerGrant, TemplateError> {
+    if let Some((name, value)) = s.env.iter().find(|(_, v)| !is_env_ref(v)) {
+        let _ = value;
+        return Err(TemplateError::UnsupportedGrant {
+            what: format!(
+                "MCP server `{}` env `{name}` must be a reference `env:VAR`, not a literal value",
+                s.name
+            ),
+        });
+    }
+    if s.allowed_tools.is_empty() {
+        return Err(TemplateError::UnsupportedGrant {
+            what: format!(
+                "MCP server `{}` allows no tools; list them in allowed_tools",
+                s.name
+            ),
+        });
+    }
+    Ok(McpServerGrant {
+        name: s.name.clone(),
+        command: s.command.clone(),
+        args: s.args.clone(),
+        env_refs: s.env.clone(),
+        allowed_tools: s.allowed_tools.clone(),
+    })
+}
+
+fn is_env_ref(value: &str) -> bool {
+    value
+        .strip_prefix("env:")
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+}

@@ -1,0 +1,56 @@
+//! Quiet by default: with `SUBZERO_LOG` unset, a broker that starts, runs a child to
+//! completion and exits on EOF writes nothing to stderr below `WARN` (hosts show a
+//! server's stderr to the user as errors). With `SUBZERO_LOG=info` the same session does
+//! log, so the check is not vacuous.
+
+mod faults_support;
+mod mcp_support;
+
+use std::time::Duration;
+
+use faults_support::{RawBroker, Reaper};
+use mcp_support::Env;
+use serde_json::json;
+use subzero_testkit::Reply;
+
+/// Run one session (spawn, wait for the result, EOF) and return the broker's stderr.
+fn session(log: Option<&str>, name: &str) -> String {
+    let env = Env::new(vec![Reply::text("Quiet result.")]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let mut cmd = env.command(name);
+    cmd.env.retain(|(k, _)| k.as_os_str() != "SUBZERO_LOG");
+    if let Some(filter) = log {
+        cmd.env.push(("SUBZERO_LOG".into(), filter.into()));
+    }
+    let mut broker = RawBroker::start(&cmd);
+    reaper.broker(Some(broker.pid()));
+    let out = broker.ok(
+        "subzero_spawn",
+        json!({"prompt": "go", "templateId": "researcher", "model": env.model()}),
+    );
+    let child = out["childId"].as_str().expect("childId").to_owned();
+    let snap = broker.ok("subzero_get", json!({"childId": child, "waitMs": 20000}));
+    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    broker.close_stdin();
+    assert!(
+        broker.wait_exit(Duration::from_secs(10)).is_some(),
+        "the broker exits at EOF"
+    );
+    std::fs::read_to_string(env.log(name)).expect("stderr file")
+}
+
+#[test]
+fn without_subzero_log_the_broker_writes_nothing_below_warn_to_stderr() {
+    let quiet = session(None, "quiet");
+    let chatty: Vec<&str> = quiet
+        .lines()
+        .filter(|l| [" INFO ", " DEBUG ", " TRACE "].iter().any(|lvl| l.contains(lvl)))
+        .collect();
+    assert!(chatty.is_empty(), "stderr below warn: {chatty:#?}");
+
+    let loud = session(Some("info"), "loud");
+    assert!(
+        loud.lines().any(|l| l.contains(" INFO ")),
+        "SUBZERO_LOG=info logs at info: {loud}"
+    );
+}
