@@ -25,6 +25,8 @@ fn start_with(config: &str) -> (Option<i32>, String) {
         .arg(dir.path().join("state"))
         .arg("--config")
         .arg(&path)
+        // The control case below reads the startup line, logged at `info`.
+        .env("SUBZERO_LOG", "info")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -101,6 +101,18 @@ pub(super) fn child(
     expect_one(changed, &format!("write child {}", before.child_id))
 }
 
+/// [`child`] with the phase the core gives a child that reports no work of its own:
+/// `starting`, `stopping`, `idle` or `recovery_required` (`Custody::phase_of`).
+pub(super) fn child_at_rest(
+    conn: &Connection,
+    before: &ChildRow,
+    after: &AnyChild,
+    custody: &Custody,
+    at: &str,
+) -> RuntimeResult<()> {
+    child(conn, before, after, custody, custody.phase_of(after), at)
+}
+
 /// Insert a new child as the core spawned it, with its custody and phase.
 pub(super) fn new_child(
     conn: &Connection,

@@ -25,8 +25,7 @@ pub(super) fn claim_tx(
     let claimed = row.custody().claim(owner_token)?;
     let decided = lifecycle::load(conn, options, &row)?;
     let at = now(conn)?;
-    let phase = claimed.phase_of(&decided);
-    write::child(conn, &row, &decided, &claimed, phase, &at)?;
+    write::child_at_rest(conn, &row, &decided, &claimed, &at)?;
     Ok(Claim {
         child_id: child,
         owner_generation: claimed.generation,
@@ -45,8 +44,7 @@ pub(super) fn release_tx(
     let released = row.custody().release(owner_token)?;
     let decided = lifecycle::load(conn, options, &row)?;
     let at = now(conn)?;
-    let phase = released.phase_of(&decided);
-    write::child(conn, &row, &decided, &released, phase, &at)
+    write::child_at_rest(conn, &row, &decided, &released, &at)
 }
 
 impl Store {

@@ -34,11 +34,11 @@ pub(super) fn recover_tx(
     let custody = match row.custody().recover(observed_generation, lock) {
         Recovery::Unchanged => return Ok(RecoveryOutcome::Changed),
         Recovery::Hold(held) => {
-            write::child(conn, &row, &decided, &held, held.phase_of(&decided), &at)?;
+            write::child_at_rest(conn, &row, &decided, &held, &at)?;
             return Ok(RecoveryOutcome::MarkedRecoveryRequired);
         }
         Recovery::Release(freed) => {
-            write::child(conn, &row, &decided, &freed, freed.phase_of(&decided), &at)?;
+            write::child_at_rest(conn, &row, &decided, &freed, &at)?;
             return Ok(RecoveryOutcome::Released);
         }
         Recovery::LoseWorker(custody) => custody,
@@ -61,14 +61,7 @@ pub(super) fn recover_tx(
         "cancelled: the active run was interrupted",
         &at,
     )?;
-    write::child(
-        conn,
-        &row,
-        &decided,
-        &custody,
-        custody.phase_of(&decided),
-        &at,
-    )?;
+    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
     events::append(
         conn,
         options,

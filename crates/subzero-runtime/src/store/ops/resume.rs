@@ -60,8 +60,7 @@ pub(super) fn resume_tx(
     let at = now(conn)?;
     let state = resumed.state;
     let custody = custody.resumed(state);
-    let phase = custody.phase_of(&decided);
-    write::child(conn, &row, &decided, &custody, phase, &at)?;
+    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
     conn.execute(
         "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5 \
          WHERE child_id = ?1",

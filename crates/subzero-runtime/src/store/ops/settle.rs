@@ -312,14 +312,7 @@ pub(super) fn settle_tx(
         (None, Written::Interrupted { tree_gone, .. }) => custody.at_rest(child_state, *tree_gone),
         (None, _) => custody.at_rest(child_state, true),
     };
-    write::child(
-        conn,
-        &row,
-        &decided,
-        &custody,
-        custody.phase_of(&decided),
-        &at,
-    )?;
+    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
 
     let (kind, payload) = match &written {
         Written::Completed {

@@ -60,14 +60,7 @@ pub(super) fn begin_stop_tx(
         .map(|run| (*run, RunStatus::Stopped))
         .collect();
     let cleared = write::withdraw(conn, child, &withdrawn, "cleared by stop", &at)?;
-    write::child(
-        conn,
-        &row,
-        &decided,
-        &custody,
-        custody.phase_of(&decided),
-        &at,
-    )?;
+    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
     events::append(
         conn,
         options,
