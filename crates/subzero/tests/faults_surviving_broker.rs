@@ -78,3 +78,32 @@ async fn a_surviving_broker_recovers_and_resumes_the_children_of_a_killed_one() 
     assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
     b.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listing_is_a_first_access_too_and_shows_a_dead_brokers_child_interrupted() {
+    let env = Env::new(vec![Reply::Hang]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let a = env.broker("broker-a").await;
+    let a_pid = reaper.broker(a.pid());
+    let b = env.broker("broker-b").await;
+    reaper.broker(b.pid());
+
+    let (child, _run) = spawn(&a, &env, "researcher", "Work on it").await;
+    assert!(env.server.wait_for_requests(1, Duration::from_secs(20)));
+    let tree = descendants(a_pid);
+    sigkill(a_pid);
+    assert!(
+        eventually(Duration::from_secs(5), || tree
+            .iter()
+            .all(|p| !alive(p.pid))
+            && !alive(a_pid)),
+        "the killed broker or its workers survived"
+    );
+
+    // The first thing B does with the child is list it: it is shown as it now is.
+    let listed = ok(&b, "subzero_list", json!({})).await;
+    let entry = &listed["children"][0];
+    assert_eq!(entry["childId"], child.as_str(), "{listed:#}");
+    assert_eq!(entry["state"], "interrupted", "{listed:#}");
+    b.close().await.expect("close");
+}

@@ -309,8 +309,17 @@ impl Broker {
         let more = rows.len() > limit as usize;
         let mut children = Vec::with_capacity(rows.len());
         for row in rows.iter().take(limit as usize) {
+            // Listing is an access too: a child whose broker is gone is recovered here
+            // (startup recovery may have seen that broker's locks a moment before they
+            // were released) and shown as it now is.
+            let row = if self.maybe_orphaned(row) {
+                self.recover_if_orphaned(&scope, row).await?;
+                self.store.child(&scope, row.child_id).await?
+            } else {
+                row.clone()
+            };
             let runs = self.store.runs(&scope, row.child_id).await?;
-            children.push(snapshot::summary(row, &runs)?);
+            children.push(snapshot::summary(&row, &runs)?);
         }
         let next_after = if more {
             rows.get(limit as usize - 1).map(|r| r.child_id.into())

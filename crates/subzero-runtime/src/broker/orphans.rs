@@ -2,7 +2,7 @@
 //!
 //! A broker that dies leaves its children `running` and owned by it. Startup recovery
 //! settles them for a broker that starts later; this does the same for the brokers that
-//! were alive all along: the first access to such a child (get, stop, send, resume)
+//! were alive all along: the first access to such a child (get, list, stop, send, resume)
 //! checks the owner's liveness lock, and when it is free and nothing holds the child's
 //! lock any more, the active run becomes `interrupted` (`broker_lost`) and the child is
 //! usable here at once. A live owner, or a child lock still held by its processes, is left
@@ -15,7 +15,7 @@ use crate::store::{ChildRow, Ownership};
 impl Broker {
     /// Whether `row` may be an orphan: owned by another broker, marked
     /// `recovery_required`, or running with no owner at all.
-    fn maybe_orphaned(&self, row: &ChildRow) -> bool {
+    pub(super) fn maybe_orphaned(&self, row: &ChildRow) -> bool {
         match row.ownership {
             Ownership::RecoveryRequired => true,
             Ownership::Owned => row.owner_token.as_deref() != Some(self.owner_token()),
