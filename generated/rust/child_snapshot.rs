@@ -32,6 +32,9 @@ pub struct ChildSnapshot {
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///What the kernel enforces for this child's tool processes on this broker's machine.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub containment: ::std::option::Option<super::info::ChildContainment>,
     ///When the child was spawned.
     #[serde(rename = "createdAt")]
     pub created_at: super::common::Timestamp,
@@ -312,6 +315,10 @@ impl crate::validate::Validate for ChildSnapshot {
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.containment,
+            &crate::validate::join(path, "containment"),
         )?;
         crate::validate::Validate::validate_at(
             &self.created_at,

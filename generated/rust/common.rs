@@ -672,7 +672,7 @@ impl<'de> ::serde::Deserialize<'de> for Preview {
             })
     }
 }
-///Prompt or message text: 1..65536 UTF-8 bytes (the byte bound is a policy limit checked with `limit_exceeded`; the schema bounds characters).
+///Prompt or message text, at least one character. Its size is a policy limit: at most `limits.promptBytes` UTF-8 bytes as `subzero_info` reports it (65536 unless the configuration's `[limits] prompt_bytes` raises it, up to 1048576); a longer text is refused with `limit_exceeded` naming the limit. The schema's `maxLength` is only the ceiling no configuration can pass.
 #[derive(
     ::serde::Serialize,
     Clone,
@@ -684,7 +684,7 @@ impl<'de> ::serde::Deserialize<'de> for Preview {
     PartialOrd,
     schemars::JsonSchema
 )]
-#[schemars(extend("minLength" = 1, "maxLength" = 65536))]
+#[schemars(extend("minLength" = 1, "maxLength" = 1048576))]
 #[serde(transparent)]
 pub struct PromptText(::std::string::String);
 impl ::std::ops::Deref for PromptText {
@@ -703,8 +703,8 @@ impl ::std::str::FromStr for PromptText {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 65536usize {
-            return Err("longer than 65536 characters".into());
+        if value.chars().count() > 1048576usize {
+            return Err("longer than 1048576 characters".into());
         }
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());

@@ -64,6 +64,9 @@ impl ::std::convert::TryFrom<String> for ActiveWorkers {
 )]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    ///Kernel containment of workers (`[containment]`); absent keys keep the defaults.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub containment: ::std::option::Option<ContainmentConfig>,
     ///Credential references by name (`[credentials.<name>]`; names match `[A-Za-z0-9_.-]{1,64}`).
     #[serde(
         default,
@@ -85,6 +88,25 @@ pub struct Config {
         super::common::TemplateId,
         super::template::UserTemplate,
     >,
+}
+///How workers and their tool processes are contained.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ContainmentConfig {
+    ///Filesystem enforcement of tool processes (default `auto`).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub filesystem: ::std::option::Option<FilesystemContainmentConfig>,
+    ///Process-tree containment (default `auto`).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub process: ::std::option::Option<ProcessContainmentConfig>,
 }
 ///A credential reference.
 #[derive(
@@ -463,6 +485,64 @@ impl ::std::convert::TryFrom<String> for EventRetentionBytes {
         value.parse()
     }
 }
+///Whether workers apply Landlock to their tool processes.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum FilesystemContainmentConfig {
+    ///Apply Landlock where the kernel has it: read-only templates get a read-only filesystem, write-capable ones write only the workspace, the scratch space and their `writable_paths`; `subzero_info`, `subzero_get` and `subzero doctor` say what is in force and why.
+    #[serde(rename = "auto")]
+    Auto,
+    ///Never apply Landlock, as on a kernel without it (for testing that path and for setups where Landlock breaks a tool): templates with `require_enforcement` then fail with `unsupported_grant`.
+    #[serde(rename = "off")]
+    Off,
+}
+impl ::std::fmt::Display for FilesystemContainmentConfig {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Auto => f.write_str("auto"),
+            Self::Off => f.write_str("off"),
+        }
+    }
+}
+impl ::std::str::FromStr for FilesystemContainmentConfig {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for FilesystemContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for FilesystemContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Policy limits.
 #[derive(
     ::serde::Deserialize,
@@ -599,6 +679,64 @@ impl ::std::convert::TryFrom<&str> for ModelResponseBytes {
 impl ::std::convert::TryFrom<String> for ModelResponseBytes {
     type Error = <i64 as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Which process-tree containment workers ask for.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum ProcessContainmentConfig {
+    ///Each worker starts as init of its own PID namespace (inside a user namespace mapping your uid and gid 1:1 when not root) where the kernel allows it, else falls back to the subreaper; `subzero_info` and `subzero doctor` say which is in force and why.
+    #[serde(rename = "auto")]
+    Auto,
+    ///Never use namespaces: the worker is a child subreaper that kills its tree through `/proc` (the fallback, forced).
+    #[serde(rename = "subreaper")]
+    Subreaper,
+}
+impl ::std::fmt::Display for ProcessContainmentConfig {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Auto => f.write_str("auto"),
+            Self::Subreaper => f.write_str("subreaper"),
+        }
+    }
+}
+impl ::std::str::FromStr for ProcessContainmentConfig {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "auto" => Ok(Self::Auto),
+            "subreaper" => Ok(Self::Subreaper),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ProcessContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ProcessContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -805,6 +943,10 @@ impl crate::validate::Validate for Config {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(
+            &self.containment,
+            &crate::validate::join(path, "containment"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.credentials,
             &crate::validate::join(path, "credentials"),
         )?;
@@ -815,6 +957,23 @@ impl crate::validate::Validate for Config {
         crate::validate::Validate::validate_at(
             &self.templates,
             &crate::validate::join(path, "templates"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ContainmentConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.filesystem,
+            &crate::validate::join(path, "filesystem"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.process,
+            &crate::validate::join(path, "process"),
         )?;
         Ok(())
     }
@@ -908,6 +1067,18 @@ impl crate::validate::Validate for EventRetentionBytes {
         Ok(())
     }
 }
+impl crate::validate::Validate for FilesystemContainmentConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Auto => Ok(()),
+            Self::Off => Ok(()),
+        }
+    }
+}
 impl crate::validate::Validate for LimitsConfig {
     #[allow(unused_variables)]
     fn validate_at(
@@ -969,6 +1140,18 @@ impl crate::validate::Validate for ModelResponseBytes {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 65536, 1073741824)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for ProcessContainmentConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Auto => Ok(()),
+            Self::Subreaper => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for PromptBytes {

@@ -266,6 +266,9 @@ pub enum WorkerMessage {
 First line, before any input is read.*/
     #[serde(rename = "hello")]
     Hello {
+        ///What the kernel lets this worker enforce, probed at its start. Absent from workers older than it: then nothing is enforced.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        containment: ::std::option::Option<super::info::ContainmentSupport>,
         ///Control protocol version (1).
         #[serde(rename = "controlVersion")]
         control_version: ::std::num::NonZeroU64,
@@ -494,6 +497,7 @@ impl crate::validate::Validate for WorkerMessage {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::Hello {
+                containment,
                 control_version,
                 name,
                 protocols,
@@ -501,6 +505,10 @@ impl crate::validate::Validate for WorkerMessage {
                 transcript_version,
                 version,
             } => {
+                crate::validate::Validate::validate_at(
+                    containment,
+                    &crate::validate::join(path, "containment"),
+                )?;
                 crate::validate::Validate::validate_at(
                     control_version,
                     &crate::validate::join(path, "controlVersion"),

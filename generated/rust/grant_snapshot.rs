@@ -76,6 +76,58 @@ impl<'de> ::serde::Deserialize<'de> for Digest {
             })
     }
 }
+///Filesystem access of a child's tool processes, enforced by the kernel (Landlock) where it can.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemGrant {
+    ///What tool processes may write.
+    pub access: super::template::FilesystemAccess,
+    ///True when the child must not run unless the kernel enforces the access.
+    #[serde(rename = "requireEnforcement")]
+    pub require_enforcement: bool,
+    ///Paths writable besides the workspace and the scratch space (`workspace` access only).
+    #[serde(rename = "writablePaths")]
+    pub writable_paths: FilesystemGrantWritablePaths,
+}
+///Paths writable besides the workspace and the scratch space (`workspace` access only).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 16))]
+#[serde(transparent)]
+pub struct FilesystemGrantWritablePaths(
+    pub ::std::vec::Vec<super::template::WritablePath>,
+);
+impl ::std::ops::Deref for FilesystemGrantWritablePaths {
+    type Target = ::std::vec::Vec<super::template::WritablePath>;
+    fn deref(&self) -> &::std::vec::Vec<super::template::WritablePath> {
+        &self.0
+    }
+}
+impl ::std::convert::From<FilesystemGrantWritablePaths>
+for ::std::vec::Vec<super::template::WritablePath> {
+    fn from(value: FilesystemGrantWritablePaths) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<super::template::WritablePath>>
+for FilesystemGrantWritablePaths {
+    fn from(value: ::std::vec::Vec<super::template::WritablePath>) -> Self {
+        Self(value)
+    }
+}
 ///The immutable template/grant snapshot frozen at spawn and reused by every resume.
 #[derive(
     ::serde::Deserialize,
@@ -91,6 +143,9 @@ pub struct GrantSnapshot {
     pub description: super::template::TemplateDescription,
     ///SHA-256 of the canonical JSON of every other field.
     pub digest: Digest,
+    ///The filesystem grant of the child's tool processes. Absent in snapshots frozen before it existed: then `read-only` when not write-capable, `workspace` otherwise, no writable paths, enforcement not required.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub filesystem: ::std::option::Option<FilesystemGrant>,
     ///System instructions.
     pub instructions: super::common::PromptText,
     ///Per-run limits.
@@ -570,6 +625,38 @@ impl crate::validate::Validate for Digest {
         Ok(())
     }
 }
+impl crate::validate::Validate for FilesystemGrant {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.access,
+            &crate::validate::join(path, "access"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.require_enforcement,
+            &crate::validate::join(path, "requireEnforcement"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.writable_paths,
+            &crate::validate::join(path, "writablePaths"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for FilesystemGrantWritablePaths {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 16)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for GrantSnapshot {
     #[allow(unused_variables)]
     fn validate_at(
@@ -583,6 +670,10 @@ impl crate::validate::Validate for GrantSnapshot {
         crate::validate::Validate::validate_at(
             &self.digest,
             &crate::validate::join(path, "digest"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.filesystem,
+            &crate::validate::join(path, "filesystem"),
         )?;
         crate::validate::Validate::validate_at(
             &self.instructions,

@@ -80,6 +80,64 @@ impl<'de> ::serde::Deserialize<'de> for EnvRef {
             })
     }
 }
+///What the tool processes of a child may write.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum FilesystemAccess {
+    ///Nothing: every write fails with EACCES (reads unrestricted).
+    #[serde(rename = "read-only")]
+    ReadOnly,
+    ///The workspace, the worker's scratch space and the template's writable paths only (reads unrestricted).
+    #[serde(rename = "workspace")]
+    Workspace,
+}
+impl ::std::fmt::Display for FilesystemAccess {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::ReadOnly => f.write_str("read-only"),
+            Self::Workspace => f.write_str("workspace"),
+        }
+    }
+}
+impl ::std::str::FromStr for FilesystemAccess {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "read-only" => Ok(Self::ReadOnly),
+            "workspace" => Ok(Self::Workspace),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for FilesystemAccess {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for FilesystemAccess {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Built-in tool a template may grant.
 #[derive(
     ::serde::Deserialize,
@@ -703,11 +761,20 @@ pub struct UserTemplate {
     ///Explicit MCP servers and the tools allowed from each.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub mcp_servers: ::std::option::Option<UserTemplateMcpServers>,
+    ///True when the child's tool processes (bash, MCP servers and their children) get a kernel-enforced read-only filesystem (Landlock). `write` and `edit` cannot be granted with it; `bash` can, and then does not make runs write-capable. A template that grants none of `write`, `edit`, `bash` and is not `write_capable` is read-only without it. Default: false.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub read_only: ::std::option::Option<bool>,
+    ///True when the filesystem restriction must be kernel-enforced: where the kernel cannot (no Landlock), spawn and resume fail with `unsupported_grant` before any model call. Default: false (then the child runs unrestricted and `subzero_get` says why).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub require_enforcement: ::std::option::Option<bool>,
     ///Explicit skills, loaded once at spawn.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub skills: ::std::option::Option<UserTemplateSkills>,
     ///Exact built-in tool names granted.
     pub tools: UserTemplateTools,
+    ///Absolute paths (directories or files) that the tool processes of a write-capable child may write besides the workspace and the worker's scratch space, e.g. a tool cache. Not allowed with `read_only`. Default: none.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub writable_paths: ::std::option::Option<UserTemplateWritablePaths>,
     ///True when runs may write; counts against the per-workspace writer limit. Default: true when `write`, `edit` or `bash` is granted.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub write_capable: ::std::option::Option<bool>,
@@ -796,6 +863,107 @@ impl ::std::convert::From<::std::vec::Vec<GrantedToolName>> for UserTemplateTool
         Self(value)
     }
 }
+///Absolute paths (directories or files) that the tool processes of a write-capable child may write besides the workspace and the worker's scratch space, e.g. a tool cache. Not allowed with `read_only`. Default: none.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 16))]
+#[serde(transparent)]
+pub struct UserTemplateWritablePaths(pub ::std::vec::Vec<WritablePath>);
+impl ::std::ops::Deref for UserTemplateWritablePaths {
+    type Target = ::std::vec::Vec<WritablePath>;
+    fn deref(&self) -> &::std::vec::Vec<WritablePath> {
+        &self.0
+    }
+}
+impl ::std::convert::From<UserTemplateWritablePaths> for ::std::vec::Vec<WritablePath> {
+    fn from(value: UserTemplateWritablePaths) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<WritablePath>> for UserTemplateWritablePaths {
+    fn from(value: ::std::vec::Vec<WritablePath>) -> Self {
+        Self(value)
+    }
+}
+///An absolute path a write-capable template may write besides the workspace.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("pattern" = "^/", "minLength" = 1, "maxLength" = 4096))]
+#[serde(transparent)]
+pub struct WritablePath(::std::string::String);
+impl ::std::ops::Deref for WritablePath {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WritablePath> for ::std::string::String {
+    fn from(value: WritablePath) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WritablePath {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^/").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^/\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WritablePath {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WritablePath {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WritablePath {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 /// Error types.
 pub mod error {
     /// Error from a `TryFrom` or `FromStr` implementation.
@@ -836,6 +1004,18 @@ impl crate::validate::Validate for EnvRef {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for FilesystemAccess {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::ReadOnly => Ok(()),
+            Self::Workspace => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for GrantedToolName {
@@ -1002,12 +1182,24 @@ impl crate::validate::Validate for UserTemplate {
             &crate::validate::join(path, "mcp_servers"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.read_only,
+            &crate::validate::join(path, "read_only"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.require_enforcement,
+            &crate::validate::join(path, "require_enforcement"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.skills,
             &crate::validate::join(path, "skills"),
         )?;
         crate::validate::Validate::validate_at(
             &self.tools,
             &crate::validate::join(path, "tools"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.writable_paths,
+            &crate::validate::join(path, "writable_paths"),
         )?;
         crate::validate::Validate::validate_at(
             &self.write_capable,
@@ -1046,6 +1238,27 @@ impl crate::validate::Validate for UserTemplateTools {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_items(path, self.0.len(), 0, 64)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for UserTemplateWritablePaths {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 16)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WritablePath {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }

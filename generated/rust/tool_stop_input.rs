@@ -15,7 +15,7 @@ pub struct StopInput {
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
-    ///Must be the active run, else `stale_run` without effect.
+    ///The run to stop; it must be the child's active run. A run of this child that already ended answers `not_running` (read its result with `subzero_get`); any other run id answers `stale_run`. Either way nothing changes.
     #[serde(rename = "expectedRunId")]
     pub expected_run_id: super::common::RunId,
     ///Wait up to this many ms (0..30000, default 0) for the confirmation.

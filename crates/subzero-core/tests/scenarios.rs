@@ -23,7 +23,7 @@ use subzero_core::lifecycle::any::{
     ActiveRunRecord, QueuedRunRecord, RunReport, Settlement, WorkerLost,
 };
 use subzero_core::lifecycle::{
-    AnyChild, AnyRun, Checkpoint, ChildRecord, Failure, LeafRef, Supervisor,
+    AnyChild, AnyRun, Checkpoint, ChildRecord, Failure, LeafRef, LifecycleError, Supervisor,
 };
 use subzero_core::limits::{LimitName, Limits};
 use subzero_core::template::{GrantSnapshot, RunLimits, Template, TemplateId, Templates};
@@ -33,6 +33,14 @@ use subzero_core::{
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios")
+}
+
+/// The configuration file's contract, as exported (self-contained).
+fn config_contract() -> jsonschema::Validator {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../generated/schemas/config.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::draft202012::new(&schema).unwrap()
 }
 
 /// Symbolic names ↔ real ids for one trace.
@@ -196,8 +204,18 @@ impl Replay {
                 Ok(json!({ "delivery": "steered", "run": self.names.run_name(run) }))
             }
             "stop" => {
-                let expected = self.names.run(str_field(input, "expectedRun"));
-                let receipt = self.child_mut().stop(expected).map_err(|e| code(&e))?;
+                let name = str_field(input, "expectedRun");
+                let known = self.names.runs.contains_key(name);
+                let expected = self.names.run(name);
+                let receipt = match self.child_mut().stop(expected) {
+                    Ok(receipt) => receipt,
+                    // The store knows a child's ended runs, the core only its active one:
+                    // a stop naming a run of this child that already ended is not_running.
+                    Err(LifecycleError::StaleRun(e)) if e.active.is_none() && known => {
+                        return Err(ErrorCode::NotRunning);
+                    }
+                    Err(e) => return Err(code(&e)),
+                };
                 Ok(json!({
                     "run": self.names.run_name(receipt.run),
                     "newlyRequested": receipt.newly_requested,
@@ -315,7 +333,14 @@ impl Replay {
             }
             "freeze_template" => {
                 let user: BTreeMap<TemplateId, Template> = match input.get("userTemplates") {
-                    Some(v) => serde_json::from_value(v.clone()).unwrap(),
+                    Some(v) => {
+                        // Loading the configuration file checks it against its contract.
+                        let file = json!({ "templates": v });
+                        if !config_contract().is_valid(&file) {
+                            return Err(ErrorCode::InvalidRequest);
+                        }
+                        serde_json::from_value(v.clone()).unwrap()
+                    }
                     None => BTreeMap::new(),
                 };
                 let templates = Templates::new(user).map_err(|e| code(&e))?;
@@ -342,12 +367,16 @@ impl Replay {
                     LimitName::InstructionsBytes => l.check_instructions(&"x".repeat(size)),
                     LimitName::GrantedTools => l.check_granted_tools(size),
                     LimitName::EventPayloadBytes => l.check_event_payload(size),
-                    LimitName::GetWaitMs => l.check_get_wait(value),
-                    LimitName::OutputChunkBytes => l.check_output_chunk(value),
-                    LimitName::ActiveWorkersPerWorkspace => l.check_worker_admission(size),
-                    LimitName::WriteRunsPerWorkspace => l.check_writer_admission(size),
                     LimitName::QueuedFollowups => l.check_queue(size),
-                    LimitName::EventRetention => panic!("event_retention is not a request check"),
+                    // Protocol bounds the schemas declare (invalid_request), and the
+                    // workspace slots (workspace_busy): not policy checks of a trace.
+                    LimitName::GetWaitMs
+                    | LimitName::OutputChunkBytes
+                    | LimitName::ActiveWorkersPerWorkspace
+                    | LimitName::WriteRunsPerWorkspace
+                    | LimitName::EventRetention => {
+                        panic!("{limit} is not a check_limit of the trace format")
+                    }
                     LimitName::ModelResponseBytes
                     | LimitName::ToolArgumentBytes
                     | LimitName::ModelIdleTimeoutMs => {

@@ -339,8 +339,31 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
             template_id: wire(snapshot.template_id().as_str(), || "templateId".into())?,
             tools: grant_snapshot::GrantSnapshotTools(tools),
             write_capable: snapshot.write_capable(),
+            filesystem: snapshot
+                .has_filesystem_grant()
+                .then(|| filesystem_grant(&snapshot.filesystem()))
+                .transpose()?,
         })
     }
+}
+
+fn filesystem_grant(
+    grant: &core_template::FilesystemGrant,
+) -> Result<grant_snapshot::FilesystemGrant, OutOfContract> {
+    let writable_paths = grant
+        .writable_paths
+        .iter()
+        .enumerate()
+        .map(|(i, path)| wire(path.as_str(), || format!("filesystem.writablePaths[{i}]")))
+        .collect::<Result<_, _>>()?;
+    Ok(grant_snapshot::FilesystemGrant {
+        access: match grant.access {
+            core_template::FilesystemAccess::ReadOnly => template::FilesystemAccess::ReadOnly,
+            core_template::FilesystemAccess::Workspace => template::FilesystemAccess::Workspace,
+        },
+        require_enforcement: grant.require_enforcement,
+        writable_paths: grant_snapshot::FilesystemGrantWritablePaths(writable_paths),
+    })
 }
 
 #[cfg(test)]

@@ -26,6 +26,43 @@ pub struct Config {
     /// `[limits]`.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// `[containment]`.
+    #[serde(default)]
+    pub containment: ContainmentConfig,
+}
+
+/// `[containment]`: how workers and their tool processes are contained.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainmentConfig {
+    /// Process-tree containment.
+    pub process: ProcessContainmentConfig,
+    /// Filesystem enforcement (Landlock) of tool processes.
+    pub filesystem: FilesystemContainmentConfig,
+}
+
+/// `[containment] filesystem`: Landlock where the kernel has it, or never (as on a kernel
+/// without it — for testing that path, and for a setup where Landlock breaks a tool).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilesystemContainmentConfig {
+    /// Apply Landlock where the kernel has it.
+    #[default]
+    Auto,
+    /// Never apply Landlock.
+    Off,
+}
+
+/// `[containment] process`: PID namespaces where the kernel allows them, or the forced
+/// subreaper fallback.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessContainmentConfig {
+    /// Each worker as init of its own PID namespace where the kernel allows it.
+    #[default]
+    Auto,
+    /// Never use namespaces.
+    Subreaper,
 }
 
 /// Where one credential's key comes from and which model origins may use it.

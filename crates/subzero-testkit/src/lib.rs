@@ -14,8 +14,12 @@
 //! let url = server.base_url(); // http://127.0.0.1:PORT/v1
 //! ```
 
+pub mod chat;
 pub mod mcp_client;
+pub mod messages;
+pub mod parent;
 pub mod procs;
+pub mod responses;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -262,12 +262,18 @@ pub fn start_run_rejection(
     )
 }
 
-/// The first line: who this worker is and what it speaks.
+/// The first line: who this worker is, what it speaks, and which containment the kernel
+/// gave it (`containment.process`).
 pub fn hello(
     version: &str,
     transcript_version: u32,
     protocols: &[&str],
+    process: &crate::containment::ProcessReport,
 ) -> Result<Outbound, serde_json::Error> {
+    let mut containment = serde_json::json!({ "mode": process.mode });
+    if let Some(reason) = &process.reason {
+        containment["reason"] = Value::String(short_text(reason));
+    }
     serde_json::from_value(serde_json::json!({
         "type": "hello",
         "name": "subzero-worker",
@@ -276,7 +282,30 @@ pub fn hello(
         "controlVersion": CONTROL_VERSION,
         "protocols": protocols,
         "steering": true,
+        "containment": { "process": containment, "filesystem": filesystem_support() },
     }))
+}
+
+/// `containment.filesystem` of the hello: what [`crate::containment::landlock::probe`] found.
+fn filesystem_support() -> Value {
+    let support = crate::containment::landlock::support();
+    serde_json::json!({
+        "landlockAbi": support.abi(),
+        "summary": short_text(&support.summary()),
+    })
+}
+
+/// `text` cut to the contract's `ShortText` (512 bytes) at a character boundary.
+fn short_text(text: &str) -> String {
+    const MAX: usize = 512;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX - 3;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 /// Parses a run id for a reply to a line that did not parse.

@@ -50,19 +50,38 @@ use steering::SteerQueue;
 /// Command-line options of `subzero worker`.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerOptions {
-    /// An inherited descriptor (the child's flock-held lock file) that tool processes inherit.
-    pub lock_fd: Option<RawFd>,
+    /// Inherited descriptors (the child's flock-held lock file, then its workspace slots)
+    /// that every tool process inherits, so the kernel holds them while any of the tree lives.
+    pub lock_fds: Vec<RawFd>,
     /// Where to make the private scratch directory (the broker's `<state>/scratch`); the
     /// system temp directory without it.
     pub scratch_parent: Option<PathBuf>,
+    /// Why this worker is not init of a PID namespace (from the keeper or the broker).
+    pub process_containment_reason: Option<String>,
+    /// `--landlock off`: apply no Landlock ruleset, as on a kernel without it (the broker's
+    /// `[containment] filesystem = "off"`).
+    pub landlock_off: bool,
 }
+
+/// Runs `subzero worker-ns`: `subzero worker <worker_args>` as init of its own PID
+/// namespace, or in place with the reason when the kernel refuses one
+/// (see `containment::pidns`). Must be called before any thread is started.
+pub fn run_in_pid_namespace(worker_args: Vec<std::ffi::OsString>) -> i32 {
+    containment::pidns::keep(worker_args)
+}
+
+/// The argument that tells `subzero worker` why it has no PID namespace.
+pub const PROCESS_CONTAINMENT_REASON_ARG: &str = containment::pidns::REASON_ARG;
+
+/// How to get PID namespaces where the kernel refuses them (for `subzero doctor`).
+pub const PID_NAMESPACE_HINT: &str = containment::pidns::ENABLE_HINT;
 
 /// Runs the worker until stdin closes or it is told to terminate; returns the exit code.
 pub fn run(options: WorkerOptions) -> i32 {
     init_tracing();
     // Installing fails only when a provider is already installed, which is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Err(err) = containment::fds::prepare(options.lock_fd) {
+    if let Err(err) = containment::fds::prepare(&options.lock_fds) {
         tracing::error!(%err, "the lock descriptor is unusable");
         return 2;
     }
@@ -77,10 +96,15 @@ pub fn run(options: WorkerOptions) -> i32 {
             return 2;
         }
     };
+    let process = containment::ProcessReport::observe(options.process_containment_reason);
+    tracing::info!(mode = process.mode, reason = ?process.reason, "process containment");
+    let filesystem = containment::landlock::probe(options.landlock_off);
+    tracing::info!(filesystem = %filesystem.summary(), "filesystem containment");
     match control::hello(
         env!("CARGO_PKG_VERSION"),
         transcript::TRANSCRIPT_VERSION,
         model::PROTOCOLS,
+        &process,
     ) {
         Ok(hello) => emit::emit(&hello),
         Err(err) => {
@@ -491,10 +515,18 @@ async fn run_task(
         }
     };
     let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms.get());
+    // Before any tool process exists: every one of them enforces this ruleset on itself.
+    let filesystem = match containment::landlock::prepare(&start.snapshot, &root, scratch.path()) {
+        Ok(ruleset) => ruleset.map(Arc::new),
+        Err(message) => {
+            return Outcome::Failed(ErrorBody::new(ErrorCode::UnsupportedGrant, message));
+        }
+    };
     let tools = tools::ToolContext {
         root,
         containment,
         scratch,
+        filesystem,
     };
     let work = async {
         // Servers first: a grant they cannot satisfy fails before the transcript is touched.

@@ -74,11 +74,15 @@ pub fn check_grant(start: &StartRun) -> Result<(), ErrorBody> {
             format!("unsupported_grant: this worker has no tool named {unknown:?}"),
         ));
     }
+    // A template marked read-only may grant `bash` without being write-capable: its
+    // filesystem is then read-only by the kernel (`containment::landlock::prepare` refuses
+    // the run where the kernel cannot), never by the absence of write tools alone.
+    let read_only_bash = crate::containment::landlock::Grant::of(snapshot).marked_read_only;
     if !snapshot.write_capable
-        && let Some(writer) = snapshot
-            .tools
-            .iter()
-            .find(|t| tools::WRITING.contains(&t.to_string().as_str()))
+        && let Some(writer) = snapshot.tools.iter().find(|t| {
+            let name = t.to_string();
+            tools::WRITING.contains(&name.as_str()) && !(read_only_bash && name == "bash")
+        })
     {
         return Err(ErrorBody::new(
             ErrorCode::UnsupportedGrant,

@@ -11,8 +11,8 @@ pub const DEFAULT_FILTER: &str = "warn";
 
 /// Install the global subscriber. `SUBZERO_LOG` sets the filter (default [`DEFAULT_FILTER`]).
 pub fn init(file: Option<&Path>) -> Result<(), String> {
-    let filter = EnvFilter::try_from_env("SUBZERO_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter =
+        EnvFilter::try_from_env("SUBZERO_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     // A log line that cannot be written (the host closed our stderr) is dropped: tracing
     // would otherwise report it with eprintln!, which panics on a closed stderr.
     let builder = tracing_subscriber::fmt()

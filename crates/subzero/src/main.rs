@@ -41,13 +41,27 @@ enum Command {
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
     #[command(hide = true)]
     Worker {
-        /// An inherited descriptor (the child's lock file) kept open for tool processes.
+        /// An inherited descriptor (the child's lock file, then its workspace slots) kept
+        /// open for tool processes; repeat it for each.
         #[arg(long)]
-        lock_fd: Option<i32>,
+        lock_fd: Vec<i32>,
         /// Where to make the worker's private scratch directory (the broker passes its state
         /// directory's `scratch/`); without it, a fresh one in the system temp directory.
         #[arg(long)]
         scratch_parent: Option<std::path::PathBuf>,
+        /// Why the worker is not init of a PID namespace (reported in its hello).
+        #[arg(long)]
+        process_containment_reason: Option<String>,
+        /// `off`: apply no Landlock ruleset to tool processes, as on a kernel without it.
+        #[arg(long, value_parser = ["auto", "off"])]
+        landlock: Option<String>,
+    },
+    /// Run `subzero worker ARGS…` as init of its own PID namespace (started by the broker).
+    #[command(hide = true)]
+    WorkerNs {
+        /// The arguments of `subzero worker`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
 }
 
@@ -71,11 +85,19 @@ fn main() -> std::process::ExitCode {
         Command::Worker {
             lock_fd,
             scratch_parent,
+            process_containment_reason,
+            landlock,
         } => u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
-            lock_fd,
+            lock_fds: lock_fd,
             scratch_parent,
+            process_containment_reason,
+            landlock_off: landlock.as_deref() == Some("off"),
         }))
         .unwrap_or(1),
+        // Before anything starts a thread: the keeper clones itself.
+        Command::WorkerNs { args } => {
+            u8::try_from(subzero_worker::run_in_pid_namespace(args)).unwrap_or(1)
+        }
     };
     std::process::ExitCode::from(code)
 }

@@ -112,6 +112,7 @@ fn broker_options(args: &McpArgs) -> Result<BrokerOptions, String> {
         worker_exe,
         worker_log: std::env::var("SUBZERO_LOG").ok(),
         secrets,
+        host_adapters: crate::hosts::host_adapters(),
     })
 }
 

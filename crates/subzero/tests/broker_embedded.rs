@@ -37,6 +37,7 @@ async fn open(env: &Env) -> Arc<Broker> {
         worker_exe: env!("CARGO_BIN_EXE_subzero").into(),
         worker_log: None,
         secrets: SecretEnv::capture(&config),
+        host_adapters: Vec::new(),
     })
     .await
     .expect("broker opens")

@@ -44,7 +44,11 @@ fn without_subzero_log_the_broker_writes_nothing_below_warn_to_stderr() {
     let quiet = session(None, "quiet");
     let chatty: Vec<&str> = quiet
         .lines()
-        .filter(|l| [" INFO ", " DEBUG ", " TRACE "].iter().any(|lvl| l.contains(lvl)))
+        .filter(|l| {
+            [" INFO ", " DEBUG ", " TRACE "]
+                .iter()
+                .any(|lvl| l.contains(lvl))
+        })
         .collect();
     assert!(chatty.is_empty(), "stderr below warn: {chatty:#?}");
 

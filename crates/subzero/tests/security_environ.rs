@@ -305,6 +305,15 @@ async fn a_coders_bash_cannot_read_the_key_in_any_encoding_from_processes_of_its
         .collect();
     script.push(Reply::text("done probing"));
     let env = Env::new(script);
+    // In a PID namespace (the default) the worker's bash cannot even see the broker
+    // (`containment_pidns.rs`); these routes need it visible, so this test runs the
+    // subreaper fallback, where non-dumpability and the scrub are what protect the key.
+    let config = std::fs::read_to_string(env.config()).expect("config");
+    std::fs::write(
+        env.config(),
+        format!("{config}\n[containment]\nprocess = \"subreaper\"\n"),
+    )
+    .expect("config");
     let spare = tempfile::tempdir().expect("spare dir");
     // As root, /proc hides nothing: run the broker as an unprivileged user.
     let user = nix::unistd::geteuid().is_root().then_some(NOBODY);

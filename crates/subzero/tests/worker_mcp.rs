@@ -42,6 +42,14 @@ fn fake_server() -> &'static Path {
 }
 
 fn with_server(mut snapshot: Value, tools: &str, allowed: &[&str], record: &Path) -> Value {
+    // The server records what it saw into `record`: under Landlock a read-only grant would
+    // refuse that (`grants_landlock.rs`), so these tests grant writing exactly there.
+    snapshot["writeCapable"] = json!(true);
+    snapshot["filesystem"] = json!({
+        "access": "workspace",
+        "writablePaths": [record],
+        "requireEnforcement": false,
+    });
     snapshot["mcpServers"] = json!([{
         "name": "fake",
         "command": fake_server(),

@@ -18,7 +18,9 @@ use crate::limits::LimitExceeded;
 
 mod snapshot;
 
-pub use snapshot::{GrantSnapshot, McpServerGrant, RunLimits, Skill};
+pub use snapshot::{
+    FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits, Skill,
+};
 
 /// A template id: the wire's `TemplateId` (`schema-src/v1/common.schema.json`),
 /// `^[a-z0-9][a-z0-9_-]{0,63}$` — lowercase ASCII letters, digits, `_` and `-`, starting
@@ -178,6 +180,20 @@ pub struct Template {
     /// `write`, `edit` or `bash` makes a snapshot write-capable regardless.
     #[serde(default)]
     pub write_capable: bool,
+    /// Whether the child's tool processes get a kernel-enforced read-only filesystem. It
+    /// lets a template grant `bash` without being write-capable; `write` and `edit` cannot be
+    /// granted with it. A template that grants no writing tool and is not write-capable is
+    /// read-only without it.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Absolute paths a write-capable child's tool processes may write besides the
+    /// workspace and the worker's scratch space.
+    #[serde(default)]
+    pub writable_paths: Vec<String>,
+    /// Whether the child must not run unless the kernel enforces its filesystem grant
+    /// (`unsupported_grant` at spawn and resume where it cannot).
+    #[serde(default)]
+    pub require_enforcement: bool,
 }
 
 impl Template {
@@ -192,6 +208,9 @@ impl Template {
             skills: Vec::new(),
             mcp_servers: Vec::new(),
             write_capable: false,
+            read_only: false,
+            writable_paths: Vec::new(),
+            require_enforcement: false,
         }
     }
 
@@ -205,6 +224,9 @@ impl Template {
             skills: Vec::new(),
             mcp_servers: Vec::new(),
             write_capable: true,
+            read_only: false,
+            writable_paths: Vec::new(),
+            require_enforcement: false,
         }
     }
 
@@ -399,6 +421,83 @@ mod tests {
         assert_eq!(
             freeze("x", &t).unwrap_err().code(),
             ErrorCode::UnsupportedGrant
+        );
+    }
+
+    #[test]
+    fn builtins_freeze_a_read_only_researcher_and_a_workspace_coder() {
+        let r = freeze("researcher", &Template::researcher()).unwrap();
+        assert_eq!(r.filesystem().access, FilesystemAccess::ReadOnly);
+        assert!(r.has_filesystem_grant());
+        let c = freeze("coder", &Template::coder()).unwrap();
+        assert_eq!(c.filesystem().access, FilesystemAccess::Workspace);
+        assert!(c.filesystem().writable_paths.is_empty());
+        assert!(!c.filesystem().require_enforcement);
+    }
+
+    #[test]
+    fn a_read_only_template_may_grant_bash_without_becoming_write_capable() {
+        let mut t = Template::researcher();
+        t.tools.push("bash".into());
+        t.read_only = true;
+        t.require_enforcement = true;
+        let s = freeze("reader", &t).unwrap();
+        assert!(!s.write_capable());
+        assert_eq!(s.filesystem().access, FilesystemAccess::ReadOnly);
+        assert!(s.filesystem().require_enforcement);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["filesystem"]["access"], "read-only");
+        assert_eq!(serde_json::from_value::<GrantSnapshot>(json).unwrap(), s);
+
+        let mut writes = t.clone();
+        writes.tools.push("write".into());
+        assert_eq!(
+            freeze("reader", &writes).unwrap_err().code(),
+            ErrorCode::UnsupportedGrant
+        );
+        let mut both = t;
+        both.write_capable = true;
+        assert_eq!(
+            freeze("reader", &both).unwrap_err().code(),
+            ErrorCode::UnsupportedGrant
+        );
+    }
+
+    #[test]
+    fn writable_paths_are_absolute_and_only_for_write_capable_templates() {
+        let mut t = Template::coder();
+        t.writable_paths = vec!["/home/me/.cargo".into()];
+        let s = freeze("builder", &t).unwrap();
+        assert_eq!(s.filesystem().writable_paths, ["/home/me/.cargo"]);
+        t.writable_paths = vec!["relative/cache".into()];
+        assert_eq!(
+            freeze("builder", &t).unwrap_err().code(),
+            ErrorCode::UnsupportedGrant
+        );
+        let mut r = Template::researcher();
+        r.writable_paths = vec!["/tmp/x".into()];
+        assert_eq!(
+            freeze("reader", &r).unwrap_err().code(),
+            ErrorCode::UnsupportedGrant
+        );
+    }
+
+    #[test]
+    fn a_snapshot_frozen_before_filesystem_grants_keeps_its_digest_and_derives_one() {
+        let s = freeze("coder", &Template::coder()).unwrap();
+        let mut json = serde_json::to_value(&s).unwrap();
+        let body = json.as_object_mut().unwrap();
+        body.remove("filesystem");
+        body.remove("digest");
+        let digest = Sha256Digest::of(crate::digest::canonical_json(&json).as_bytes());
+        json["digest"] = digest.to_string().into();
+        let old: GrantSnapshot = serde_json::from_value(json.clone()).unwrap();
+        assert!(!old.has_filesystem_grant());
+        assert_eq!(old.filesystem().access, FilesystemAccess::Workspace);
+        assert_eq!(
+            serde_json::to_value(&old).unwrap(),
+            json,
+            "re-encoded unchanged"
         );
     }
 

@@ -64,6 +64,43 @@ pub struct McpServerGrant {
     pub allowed_tools: Vec<String>,
 }
 
+/// What a child's tool processes may write.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum FilesystemAccess {
+    /// Nothing: every write fails (`EACCES` where the kernel enforces it).
+    #[serde(rename = "read-only")]
+    ReadOnly,
+    /// The workspace, the worker's scratch space and the grant's writable paths only.
+    #[serde(rename = "workspace")]
+    Workspace,
+}
+
+impl FilesystemAccess {
+    /// The name on the wire and in receipts.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FilesystemAccess::ReadOnly => "read-only",
+            FilesystemAccess::Workspace => "workspace",
+        }
+    }
+}
+
+/// The filesystem grant frozen into a snapshot: what the worker asks the kernel (Landlock)
+/// to enforce on every tool process of the child.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FilesystemGrant {
+    /// What tool processes may write.
+    pub access: FilesystemAccess,
+    /// Absolute paths writable besides the workspace and the scratch space.
+    pub writable_paths: Vec<String>,
+    /// The child must not run unless the kernel enforces `access`.
+    pub require_enforcement: bool,
+}
+
+/// Most paths a template may list in `writable_paths`.
+pub const WRITABLE_PATHS_MAX: usize = 16;
+
 /// Everything in a snapshot but its digest; what the digest covers.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -75,6 +112,10 @@ struct SnapshotBody {
     skills: Vec<Skill>,
     mcp_servers: Vec<McpServerGrant>,
     write_capable: bool,
+    /// Absent in snapshots frozen before filesystem grants existed (which keeps their
+    /// digests): then [`GrantSnapshot::filesystem`] derives it from `write_capable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    filesystem: Option<FilesystemGrant>,
     limits: RunLimits,
 }
 
@@ -144,6 +185,11 @@ impl GrantSnapshot {
     ) -> Result<Self, TemplateError> {
         limits.check_instructions(&template.instructions)?;
         let mut write_capable = template.write_capable;
+        if template.read_only && template.write_capable {
+            return Err(TemplateError::UnsupportedGrant {
+                what: "a template cannot be both read_only and write_capable".to_owned(),
+            });
+        }
         let mut seen = Vec::new();
         for name in &template.tools {
             let tool = BuiltinTool::parse(name).ok_or_else(|| TemplateError::UnsupportedGrant {
@@ -155,8 +201,17 @@ impl GrantSnapshot {
                 });
             }
             seen.push(tool);
-            write_capable |= tool.writes();
+            if template.read_only && tool != BuiltinTool::Bash && tool.writes() {
+                return Err(TemplateError::UnsupportedGrant {
+                    what: format!(
+                        "tool `{name}` writes files and the template is read_only; drop one of them"
+                    ),
+                });
+            }
+            // A read-only template's `bash` cannot write: the kernel stops it.
+            write_capable |= tool.writes() && !template.read_only;
         }
+        let filesystem = freeze_filesystem(template, write_capable)?;
         let mcp_tools: usize = template
             .mcp_servers
             .iter()
@@ -183,6 +238,7 @@ impl GrantSnapshot {
             skills,
             mcp_servers,
             write_capable,
+            filesystem: Some(filesystem),
             limits: run_limits,
         };
         let digest = digest_of(&body)?;
@@ -217,6 +273,26 @@ impl GrantSnapshot {
     pub fn write_capable(&self) -> bool {
         self.body.write_capable
     }
+    /// The filesystem grant; for a snapshot frozen before grants had one, `read-only`
+    /// unless write-capable, no writable paths, enforcement not required.
+    pub fn filesystem(&self) -> FilesystemGrant {
+        self.body
+            .filesystem
+            .clone()
+            .unwrap_or_else(|| FilesystemGrant {
+                access: if self.body.write_capable {
+                    FilesystemAccess::Workspace
+                } else {
+                    FilesystemAccess::ReadOnly
+                },
+                writable_paths: Vec::new(),
+                require_enforcement: false,
+            })
+    }
+    /// Whether the snapshot carries its filesystem grant (not derived for an old one).
+    pub fn has_filesystem_grant(&self) -> bool {
+        self.body.filesystem.is_some()
+    }
     /// Per-run limits.
     pub fn limits(&self) -> &RunLimits {
         &self.body.limits
@@ -225,6 +301,47 @@ impl GrantSnapshot {
     pub fn digest(&self) -> Sha256Digest {
         self.digest
     }
+}
+
+/// The filesystem grant of `template`, whose frozen write-capability is `write_capable`.
+fn freeze_filesystem(
+    template: &Template,
+    write_capable: bool,
+) -> Result<FilesystemGrant, TemplateError> {
+    if !template.writable_paths.is_empty() && !write_capable {
+        return Err(TemplateError::UnsupportedGrant {
+            what: "writable_paths needs a write-capable template (grant write, edit or bash, or set write_capable = true; not read_only)".to_owned(),
+        });
+    }
+    if template.writable_paths.len() > WRITABLE_PATHS_MAX {
+        return Err(TemplateError::UnsupportedGrant {
+            what: format!(
+                "writable_paths lists {} paths; at most {WRITABLE_PATHS_MAX}",
+                template.writable_paths.len()
+            ),
+        });
+    }
+    if let Some(path) = template
+        .writable_paths
+        .iter()
+        .find(|p| !p.starts_with('/') || p.len() > 4096)
+    {
+        return Err(TemplateError::UnsupportedGrant {
+            what: format!(
+                "writable path `{}` is not an absolute path",
+                path.chars().take(256).collect::<String>()
+            ),
+        });
+    }
+    Ok(FilesystemGrant {
+        access: if write_capable {
+            FilesystemAccess::Workspace
+        } else {
+            FilesystemAccess::ReadOnly
+        },
+        writable_paths: template.writable_paths.clone(),
+        require_enforcement: template.require_enforcement,
+    })
 }
 
 fn freeze_server(s: &McpServerTemplate) -> Result<McpServerGrant, TemplateError> {

@@ -14,7 +14,6 @@ use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
 use subzero_core::{AnyChild, ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
-use super::checkpoint;
 use super::live::{Live, ModelKey, ToWorker};
 use super::receipts::{Receipt, replayed};
 use super::wire::wire;
@@ -23,8 +22,7 @@ use super::{Broker, BrokerError, lock};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
 use crate::store::{
-    Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild, Ownership,
-    ResumeCommit,
+    Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild,
 };
 
 /// How long a new run waits for the previous worker of the same child to finish
@@ -52,6 +50,7 @@ impl Broker {
         let snapshot = self.freeze(input.template_id.as_str())?;
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
+        self.check_filesystem(&snapshot).await?;
         let child = ChildId::generate();
         let run = RunId::generate();
         let write_capable = snapshot.write_capable();
@@ -363,164 +362,6 @@ impl Broker {
         Ok(output)
     }
 
-    /// `subzero_resume`.
-    pub async fn resume(
-        self: &Arc<Self>,
-        input: p::ResumeInput,
-    ) -> Result<p::ResumeOutput, BrokerError> {
-        self.check_open()?;
-        let child = ChildId::parse(input.child_id.as_str())?;
-        let message = input.message.as_ref().map(|m| m.to_string());
-        if let Some(m) = &message {
-            self.limits.check_prompt(m)?;
-        }
-        let scope = self.child_scope(child).await?;
-        let receipt = Receipt::prepare(
-            "subzero_resume",
-            input.request_id.as_deref().map(String::as_str),
-            &input,
-        )?;
-        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return Ok(replayed);
-        }
-        let model = self.credential(&input.model)?;
-        self.check_api(&model).await?;
-        let mut row = self.store.child(&scope, child).await?;
-        if row.state == ChildState::Running {
-            return Err(BrokerError::new(
-                ErrorCode::Busy,
-                format!(
-                    "child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"
-                ),
-            ));
-        }
-        if row.ownership == Ownership::RecoveryRequired {
-            row = self.recover(&scope, &row).await?;
-        }
-        let hello = self.hello().await?;
-        if let Some(worker) = &row.worker
-            && u64::from(worker.transcript_version) != hello.transcript_version
-        {
-            return Err(BrokerError::new(
-                ErrorCode::WorkerIncompatible,
-                format!(
-                    "child {child}'s transcript is version {} but this worker reads version {}; resume it with a Subzero release that has that worker",
-                    worker.transcript_version, hello.transcript_version
-                ),
-            ));
-        }
-        // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
-        let snapshot: p::GrantSnapshot =
-            serde_json::from_value(row.snapshot.clone()).map_err(|e| {
-                BrokerError::internal(format!(
-                    "child {child}'s stored grant snapshot breaks the contract: {e}"
-                ))
-            })?;
-        let verified = checkpoint::verify(
-            child,
-            &self.transcript_path(child),
-            row.last_leaf.as_ref(),
-            hello.transcript_version,
-        )?;
-        let run = message.as_ref().map(|_| RunId::generate());
-        let (slots, child_lock) = match run {
-            Some(_) => (
-                self.take_slots(&scope, row.write_capable)?,
-                Some(self.acquire_child_lock(child).await?),
-            ),
-            None => (Vec::new(), None),
-        };
-        self.store.claim(&scope, child, self.owner_token()).await?;
-        let output = p::ResumeOutput {
-            child_id: child.into(),
-            run_id: run.map(Into::into),
-            state: match run {
-                Some(_) => p::ResumeOutputState::Running,
-                None => p::ResumeOutputState::Ready,
-            },
-        };
-        let first = run.zip(message.clone());
-        let admitted = self
-            .store
-            .commit_resume(
-                &scope,
-                child,
-                self.owner_token(),
-                ResumeCommit {
-                    model: model_row(&model),
-                    observed: verified.observed,
-                    first: first.clone(),
-                    receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
-                },
-            )
-            .await;
-        let admitted = match admitted {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = self.store.release(child, self.owner_token()).await;
-                return Err(e.into());
-            }
-        };
-        if let Admit::Replayed(stored) = admitted {
-            return replayed("subzero_resume", stored);
-        }
-        lock(&self.live).insert(child, Live::new(model, snapshot));
-        if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
-            let notice = (row.state == ChildState::Interrupted)
-                .then(|| recovery_notice(row.interrupt_reason.as_deref()));
-            let from = StartFrom {
-                leaf: verified.start,
-                recovery_notice: notice,
-            };
-            self.start_worker(
-                child,
-                &scope,
-                child_lock,
-                slots,
-                FirstRun { run, prompt, from },
-            )
-            .await?;
-        }
-        Ok(output)
-    }
-
-    /// Retry recovery of a child whose previous owner may still be alive.
-    async fn recover(
-        &self,
-        scope: &WorkspaceScope,
-        row: &ChildRow,
-    ) -> Result<ChildRow, BrokerError> {
-        let (store, paths, token, observed) = (
-            self.store.clone(),
-            self.paths.clone(),
-            self.owner_token().to_owned(),
-            row.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            crate::recovery::recover_child(&store, &paths, &observed, &token)
-        })
-        .await
-        .map_err(|e| BrokerError::internal(format!("recovery panicked: {e}")))??;
-        let fresh = self.store.child(scope, row.child_id).await?;
-        if fresh.ownership == Ownership::RecoveryRequired {
-            let holders = crate::locks::holders(&self.paths.child_lock(row.child_id));
-            let names: Vec<String> = holders
-                .iter()
-                .map(|h| format!("pid {} ({})", h.pid, h.command))
-                .collect();
-            return Err(BrokerError::new(
-                ErrorCode::RecoveryRequired,
-                format!(
-                    "child {} may still have live processes from its previous owner ({}); they must exit before it can be resumed — stop them or run `subzero doctor`",
-                    row.child_id,
-                    if names.is_empty() { "unknown".to_owned() } else { names.join(", ") }
-                ),
-            )
-            .with_detail("holders", holders.iter().map(|h| h.pid).collect::<Vec<_>>()));
-        }
-        Ok(fresh)
-    }
-
     /// Take a worker slot and, for a write-capable child, the writer slot.
     pub(super) fn take_slots(
         &self,
@@ -565,7 +406,7 @@ impl Broker {
     }
 
     /// Resolve and freeze a template into the immutable grant snapshot.
-    fn freeze(&self, template_id: &str) -> Result<GrantSnapshot, BrokerError> {
+    pub(super) fn freeze(&self, template_id: &str) -> Result<GrantSnapshot, BrokerError> {
         let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
         let base = self
             .config_path()
@@ -586,7 +427,7 @@ impl Broker {
         )?)
     }
 
-    async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
+    pub(super) async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
         let hello = self.hello().await?;
         if hello.protocols.iter().any(|p| *p == model.api.to_string()) {
             return Ok(());
@@ -620,7 +461,7 @@ fn load_skill(base: &Path, name: &str, path: &Path) -> Result<Skill, BrokerError
     })
 }
 
-fn model_row(model: &ModelKey) -> ModelRow {
+pub(super) fn model_row(model: &ModelKey) -> ModelRow {
     ModelRow {
         url: model.url.clone(),
         model: model.model.clone(),
@@ -647,12 +488,5 @@ fn interrupted(child: ChildId) -> BrokerError {
         format!(
             "child {child} is interrupted; call subzero_resume with a model (and optionally a message) before sending more work"
         ),
-    )
-}
-
-fn recovery_notice(reason: Option<&str>) -> String {
-    format!(
-        "Recovery notice: the previous run of this conversation was interrupted ({}) and was not completed or retried. The working tree may contain changes from that interrupted run; check the files you rely on before continuing.",
-        reason.unwrap_or("reason unknown")
     )
 }

@@ -26,7 +26,31 @@ const SCAN_PAGE: u32 = 500;
 /// `notifications/progress`).
 pub type ProgressSink = mpsc::UnboundedSender<String>;
 
+/// A cursor past the child's last event names events that do not exist: this child
+/// never returned it (another child's cursor, or a made-up one). Answering `events: []`
+/// would hide every event up to that number once it is written, so it is refused.
+fn beyond_the_log(row: &crate::store::ChildRow, cursor: EventSeq) -> Result<(), BrokerError> {
+    let last = row.next_event_seq.get().saturating_sub(1);
+    if cursor.get() <= last {
+        return Ok(());
+    }
+    Err(BrokerError::invalid(
+        "cursor",
+        format!(
+            "cursor {} is past the last event of child {} (seq {last}); pass 0 or a nextCursor this child returned",
+            cursor.get(),
+            row.child_id
+        ),
+    ))
+}
+
 impl Broker {
+    /// The process-tree containment the child's live worker reported, if one runs it.
+    fn live_process(&self, child: ChildId) -> Option<p::ProcessContainment> {
+        let live = super::lock(&self.live);
+        live.get(&child)?.worker.as_ref()?.process.clone()
+    }
+
     /// `subzero_get`.
     pub async fn get(
         &self,
@@ -52,6 +76,9 @@ impl Broker {
         loop {
             commits.borrow_and_update();
             let row = self.store.child(&scope, child).await?;
+            if first {
+                beyond_the_log(&row, cursor)?;
+            }
             if first && !until_event {
                 scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
             }
@@ -89,7 +116,26 @@ impl Broker {
                     ms: p::WaitMs(ms),
                     reason,
                 };
-                return snapshot::snapshot(&row, &runs, &page, preview_limit.min(2048), waited);
+                let events = usize::try_from(limit).unwrap_or(50);
+                let mut snap = snapshot::snapshot(
+                    &row,
+                    &runs,
+                    &page,
+                    events,
+                    preview_limit.min(2048),
+                    waited,
+                )?;
+                if let Some(process) = self.live_process(child) {
+                    snap.containment
+                        .get_or_insert_with(Default::default)
+                        .process = Some(process);
+                }
+                if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
+                    snap.containment
+                        .get_or_insert_with(Default::default)
+                        .filesystem = Some(filesystem);
+                }
+                return Ok(snap);
             }
             first = false;
             if let Some(sink) = &progress {

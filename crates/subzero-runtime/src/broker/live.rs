@@ -44,6 +44,8 @@ pub(super) struct WorkerLink {
     pub tx: mpsc::UnboundedSender<ToWorker>,
     /// What the worker advertised in its `hello`.
     pub capabilities: WorkerCapabilities,
+    /// The process-tree containment the worker reported in its `hello`.
+    pub process: Option<p::ProcessContainment>,
 }
 
 /// In-memory state of one child this broker has touched.

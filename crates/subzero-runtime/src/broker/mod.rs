@@ -10,10 +10,12 @@ mod admit;
 mod checkpoint;
 mod error;
 mod events;
+mod filesystem;
 mod get;
 mod live;
 mod orphans;
 mod receipts;
+mod resume;
 mod snapshot;
 mod stop;
 mod wire;
@@ -39,7 +41,7 @@ use crate::paths::StatePaths;
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
-use crate::supervisor::{Hello, Spawner, WorkerConn, WorkerLaunch};
+use crate::supervisor::{FilesystemMode, Hello, ProcessMode, Spawner, WorkerConn, WorkerLaunch};
 use wire::{positive, wire};
 
 pub use error::BrokerError;
@@ -67,6 +69,16 @@ pub struct BrokerOptions {
     /// `subzero mcp` scrubs them from its environment; an embedder can use
     /// [`SecretEnv::capture`], which leaves the process environment as it is.
     pub secrets: SecretEnv,
+    /// The host versions this build was tested with, reported as `subzero_info.hostAdapters`
+    /// (the `subzero` binary passes the table its real-host suite keeps true).
+    pub host_adapters: Vec<TestedHost>,
+}
+
+/// A host and the exact version of it that was tested (`codex`, `0.171.0`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestedHost {
+    pub host: String,
+    pub version: String,
 }
 
 /// The broker. Cheap to share behind an `Arc`.
@@ -86,6 +98,7 @@ pub struct Broker {
     spawner: Spawner,
     worker_exe: PathBuf,
     worker_log: Option<String>,
+    host_adapters: Vec<TestedHost>,
     limits: Limits,
     worker_slots: u32,
     writer_slots: u32,
@@ -115,8 +128,8 @@ impl Broker {
                 secrets.get(name).map(|v| v.expose_secret().into())
             })?
         };
-        let templates = user_templates(&config)?;
         let limits = limits_from(&config);
+        let templates = user_templates(&config, &limits)?;
         let store = Store::open(
             &paths.database(),
             StoreOptions {
@@ -138,7 +151,15 @@ impl Broker {
             .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??
         };
         tracing::info!(?report, "startup recovery finished");
-        let spawner = Spawner::with_scratch_parent(paths.scratch_dir())
+        let process = match config.containment.process {
+            crate::config::ProcessContainmentConfig::Auto => ProcessMode::PidNamespace,
+            crate::config::ProcessContainmentConfig::Subreaper => ProcessMode::Subreaper,
+        };
+        let filesystem = match config.containment.filesystem {
+            crate::config::FilesystemContainmentConfig::Auto => FilesystemMode::Landlock,
+            crate::config::FilesystemContainmentConfig::Off => FilesystemMode::Off,
+        };
+        let spawner = Spawner::configured(paths.scratch_dir(), process, filesystem)
             .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
         let artifacts = ArtifactFiles::new(&paths);
         Ok(Arc::new(Broker {
@@ -156,6 +177,7 @@ impl Broker {
             spawner,
             worker_exe: options.worker_exe,
             worker_log: options.worker_log,
+            host_adapters: options.host_adapters,
             limits,
             worker_slots: config.limits.active_workers_per_workspace,
             writer_slots: config.limits.write_runs_per_workspace,
@@ -220,8 +242,35 @@ impl Broker {
             )?),
             core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
             credential_refs: p::InfoCredentialRefs(credentials),
-            enforcement: enforcement()?,
-            host_adapters: p::InfoHostAdapters(Vec::new()),
+            enforcement: {
+                let mut enforcement = enforcement()?;
+                enforcement
+                    .containment
+                    .get_or_insert_with(Default::default)
+                    .process = hello.process.clone();
+                let (filesystem, landlock) = Self::filesystem_support(&hello)?;
+                enforcement.landlock = landlock;
+                enforcement
+                    .containment
+                    .get_or_insert_with(Default::default)
+                    .filesystem = Some(filesystem);
+                enforcement
+            },
+            host_adapters: p::InfoHostAdapters(
+                self.host_adapters
+                    .iter()
+                    .map(|h| {
+                        Ok(p::HostAdapter {
+                            host: wire(h.host.as_str(), INFO, "hostAdapters.host")?,
+                            tested_version: wire(
+                                h.version.as_str(),
+                                INFO,
+                                "hostAdapters.testedVersion",
+                            )?,
+                        })
+                    })
+                    .collect::<Result<_, BrokerError>>()?,
+            ),
             limits: self.info_limits()?,
             protocol_version: wire("1", INFO, "protocolVersion")?,
             templates: p::InfoTemplates(templates),
@@ -481,11 +530,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn user_templates(config: &Config) -> Result<Templates, BrokerError> {
+/// The configured templates, checked at load: a template whose instructions are over
+/// the policy is refused now (`limit_exceeded`), not at every spawn of it.
+fn user_templates(config: &Config, limits: &Limits) -> Result<Templates, BrokerError> {
     let mut user = std::collections::BTreeMap::new();
     for (name, raw) in &config.templates {
         let id = TemplateId::parse(name).map_err(|e| {
             BrokerError::invalid("templates", format!("configuration template `{name}`: {e}"))
+        })?;
+        limits.check_instructions(&raw.instructions).map_err(|e| {
+            let e = BrokerError::from(e);
+            BrokerError::new(
+                e.code(),
+                format!("configuration template `{name}`: {}", e.message()),
+            )
         })?;
         user.insert(id, raw.clone());
     }
@@ -588,7 +646,7 @@ fn template_info(id: &TemplateId, t: &Template) -> Result<p::TemplateInfo, Broke
 /// What Subzero enforces and what it does not, as `info` states it.
 const ENFORCEMENT_NOTES: [&str; 4] = [
     "The workspace is not a sandbox: tools run with the launching user's OS authority.",
-    "bash can reach paths outside the workspace; read/write/edit refuse paths outside it.",
+    "bash and MCP servers read anything the user can and reach the network; their writes are confined only where containment.filesystem names a Landlock ABI (read-only children: none; write-capable: workspace, scratch, writable_paths).",
     "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
     "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
 ];
@@ -599,6 +657,8 @@ fn enforcement() -> Result<p::Enforcement, BrokerError> {
         .map(|note| wire(note, INFO, "enforcement.notes"))
         .collect::<Result<_, _>>()?;
     Ok(p::Enforcement {
+        // Filled by `info` from the worker's hello.
+        containment: None,
         landlock: None,
         notes: p::EnforcementNotes(notes),
         process_tree_containment: true,

@@ -105,23 +105,22 @@ fn workspace_root(row: &ChildRow, what: &str) -> Result<p::WorkspaceRoot, Broker
     )
 }
 
-/// The `subzero_get` document of `row`, its `runs` and one `page` of its events, waited
-/// as `waited` says.
+/// The `subzero_get` document of `row`, its `runs` and one `page` of at most
+/// `event_limit` of its events, waited as `waited` says.
 pub(super) fn snapshot(
     row: &ChildRow,
     runs: &[RunRow],
     page: &EventPage,
+    event_limit: usize,
     preview_limit: usize,
     waited: p::Waited,
 ) -> Result<p::ChildSnapshot, BrokerError> {
-    let events = page
-        .events
-        .iter()
-        .map(p::ChildEvent::try_from)
-        .collect::<Result<_, _>>()?;
+    let (events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
     Ok(p::ChildSnapshot {
         active_run_id: row.active_run_id.map(Into::into),
         child_id: row.child_id.into(),
+        // Filled by the caller from the child's live worker (`Broker::get`).
+        containment: None,
         created_at: timestamp(&row.created_at, GET, "createdAt")?,
         events: p::ChildSnapshotEvents(events),
         gap: page.gap.map(|g| p::CursorGap {
@@ -139,7 +138,7 @@ pub(super) fn snapshot(
             model: wire(row.model.model.as_str(), GET, "model.model")?,
             url: wire(row.model.url.as_str(), GET, "model.url")?,
         },
-        next_cursor: page.next_cursor.get(),
+        next_cursor,
         oldest_cursor: page.oldest_cursor.get(),
         phase: phase(row).into(),
         queued_runs: p::ChildSnapshotQueuedRuns(queued(runs).into_iter().map(Into::into).collect()),
@@ -150,6 +149,40 @@ pub(super) fn snapshot(
         workspace_root: workspace_root(row, GET)?,
     })
 }
+
+/// The snapshot's events: when the cursor was older than retained history, a `gap`
+/// event first (seq = the oldest cursor, the last pruned seq), so a reader of `events`
+/// alone sees the loss in-band as a `subscribe` reader does. The marker takes a place of
+/// the batch, which stays within `event_limit`; the cursor then ends at the last event
+/// returned.
+fn events_with_gap(
+    child: ChildId,
+    page: &EventPage,
+    event_limit: usize,
+) -> Result<(Vec<p::ChildEvent>, u64), BrokerError> {
+    let mut rows: &[EventRow] = &page.events;
+    let mut events = Vec::with_capacity(rows.len() + 1);
+    let mut next_cursor = page.next_cursor.get();
+    if let Some(gap) = page.gap {
+        let at = rows
+            .first()
+            .map_or_else(super::events::timestamp_now, |e| e.at.clone());
+        let marker = super::events::gap_marker(child, gap, &at);
+        events.push(serde_json::from_value(marker).map_err(|e| broken(GET, "events", e))?);
+        let room = event_limit.clamp(1, GET_EVENT_LIMIT) - 1;
+        if rows.len() > room {
+            rows = &rows[..room];
+            next_cursor = rows.last().map_or(gap.oldest.get(), |e| e.seq.get());
+        }
+    }
+    for row in rows {
+        events.push(p::ChildEvent::try_from(row)?);
+    }
+    Ok((events, next_cursor))
+}
+
+/// Most events one snapshot carries (`ChildSnapshot.events` maxItems, `eventLimit` max).
+const GET_EVENT_LIMIT: usize = 50;
 
 /// One `subzero_list` item.
 pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary, BrokerError> {
@@ -188,7 +221,14 @@ pub fn child_snapshot(
         ms: p::WaitMs(0),
         reason: p::WaitedReason::Immediate,
     };
-    document(snapshot(row, runs, page, preview_limit, waited))
+    document(snapshot(
+        row,
+        runs,
+        page,
+        GET_EVENT_LIMIT,
+        preview_limit,
+        waited,
+    ))
 }
 
 /// One `subzero_list` item as JSON, for readers outside the broker (`subzero ls`); like

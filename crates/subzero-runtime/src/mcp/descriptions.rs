@@ -42,8 +42,9 @@ requestId makes a retry safe: the same requestId and arguments return the same r
 
 /// `subzero_stop`.
 pub const STOP: &str = "Stop a child's active run. expectedRunId must be the active run \
-(activeRunId from subzero_get), otherwise stale_run and nothing changes. Stopping also clears \
-the child's queued followups. confirmed is true only once the worker has cancelled and every \
+(activeRunId from subzero_get), otherwise stale_run and nothing changes; if that run already \
+ended it is not_running (read its result with subzero_get). Stopping also clears the child's \
+queued followups. confirmed is true only once the worker has cancelled and every \
 process it started is gone; pass waitMs (up to 30000) to wait for that confirmation.";
 
 /// `subzero_resume`.

@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use super::spawn::{Spawner, WorkerLaunch};
 
 /// What a worker says about itself before anything else.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Hello {
     /// Implementation name.
     pub name: String,
@@ -29,6 +29,12 @@ pub struct Hello {
     pub steering: bool,
     /// The control protocol version it speaks.
     pub control_version: u64,
+    /// The process-tree containment the kernel gave it (`containment.process`); `None`
+    /// from a worker older than the field.
+    pub process: Option<subzero_protocol::ProcessContainment>,
+    /// The filesystem enforcement (Landlock) it can give (`containment.filesystem`); `None`
+    /// from a worker older than the field, which enforces nothing.
+    pub filesystem: Option<subzero_protocol::FilesystemSupport>,
 }
 
 /// A running worker and its pipes.
@@ -70,9 +76,12 @@ impl WorkerConn {
                 protocols,
                 steering,
                 control_version,
+                containment,
                 ..
             })) => {
                 let protocols = protocols.0.iter().map(ToString::to_string).collect();
+                let (process, filesystem) =
+                    containment.map_or((None, None), |c| (c.process, c.filesystem));
                 let hello = Hello {
                     name: name.to_string(),
                     version: version.to_string(),
@@ -80,6 +89,8 @@ impl WorkerConn {
                     protocols,
                     steering,
                     control_version: control_version.get(),
+                    process,
+                    filesystem,
                 };
                 Ok((conn, hello))
             }

@@ -9,4 +9,6 @@ pub mod reap;
 pub mod spawn;
 
 pub use conn::{Hello, WorkerConn};
-pub use spawn::{SpawnedWorker, Spawner, WORKER_LOCK_FD, WorkerLaunch};
+pub use spawn::{
+    FilesystemMode, ProcessMode, SpawnedWorker, Spawner, WORKER_LOCK_FD, WorkerLaunch,
+};

@@ -1,12 +1,15 @@
 //! Starting worker processes: the only place in the broker that creates a process.
 //!
 //! A worker is the broker's own executable re-run as
-//! `subzero worker --lock-fd 3 --scratch-parent <state>/scratch`:
+//! `subzero worker-ns --lock-fd 3 [--lock-fd 4 …] --scratch-parent <state>/scratch`, a
+//! keeper that starts `subzero worker …` as init of its own PID namespace (or becomes it
+//! in place, saying why, where the kernel refuses namespaces; `subzero worker …` directly
+//! when the config forces the subreaper fallback):
 //! - in a new process group, so one signal reaches the worker and nothing of the host;
 //! - with a cleared environment (no ambient secret can leak into a child agent);
-//! - with the child's flock-held lock file as fd 3, the first inherited descriptor, which
-//!   the worker passes on to its tool processes so the kernel holds the lock while any
-//!   member of the tree lives;
+//! - with the child's flock-held lock file as fd 3 and its workspace slots as fd 4, 5,
+//!   which the worker passes on to every tool process, so the kernel holds the lock and
+//!   the slots while any member of the tree lives;
 //! - with the state directory's `scratch/` as the parent of the private, flock-held
 //!   directory it makes for raw tool output (a spawner started without one, such as
 //!   doctor's, leaves the worker to make it in the system temp directory);
@@ -28,12 +31,38 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 
 /// The descriptor number at which a worker finds the child's lock file; the slot
-/// locks, when any, follow it (4, 5, …). The worker only needs to know the first: it
-/// keeps every inherited descriptor open for its tool processes.
+/// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`,
+/// and the worker keeps exactly those open for its tool processes.
 pub const WORKER_LOCK_FD: RawFd = 3;
 
 /// At most this many descriptors are passed (child lock, worker slot, writer slot).
 const MAX_INHERITED: usize = 3;
+
+/// Which process-tree containment the spawner asks its workers for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessMode {
+    /// Each worker as init of its own PID namespace (`subzero worker-ns`), falling back to
+    /// the subreaper, with the reason, where the kernel refuses.
+    #[default]
+    PidNamespace,
+    /// `subzero worker` directly: the subreaper and `/proc` sweep only (forced by the
+    /// config's `[containment] process = "subreaper"`).
+    Subreaper,
+}
+
+/// Whether the spawner's workers apply Landlock to their tool processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilesystemMode {
+    /// Where the kernel has it (the worker probes and reports it in its hello).
+    #[default]
+    Landlock,
+    /// Never: `subzero worker --landlock off`, as on a kernel without it (the config's
+    /// `[containment] filesystem = "off"`).
+    Off,
+}
+
+/// What a worker started with [`ProcessMode::Subreaper`] reports as its reason.
+const FORCED_SUBREAPER: &str = "disabled by the configuration ([containment] process = \"subreaper\"); remove it to use PID namespaces";
 
 /// Everything needed to start one worker.
 #[derive(Debug)]
@@ -77,15 +106,33 @@ impl Spawner {
     /// Start the spawner thread. Must be called inside a Tokio runtime: the thread enters
     /// that runtime so the process handles it creates are driven by it.
     pub fn start() -> io::Result<Self> {
-        Self::start_with(None)
+        Self::start_with(None, ProcessMode::default(), FilesystemMode::default())
     }
 
     /// [`Spawner::start`], passing `--scratch-parent dir` to every worker it starts.
     pub fn with_scratch_parent(dir: PathBuf) -> io::Result<Self> {
-        Self::start_with(Some(dir))
+        Self::start_with(Some(dir), ProcessMode::default(), FilesystemMode::default())
     }
 
-    fn start_with(scratch_parent: Option<PathBuf>) -> io::Result<Self> {
+    /// The broker's spawner: `--scratch-parent dir` and the configured containment.
+    pub fn for_broker(dir: PathBuf, process: ProcessMode) -> io::Result<Self> {
+        Self::start_with(Some(dir), process, FilesystemMode::default())
+    }
+
+    /// [`Spawner::for_broker`] with the configured filesystem enforcement too.
+    pub fn configured(
+        dir: PathBuf,
+        process: ProcessMode,
+        filesystem: FilesystemMode,
+    ) -> io::Result<Self> {
+        Self::start_with(Some(dir), process, filesystem)
+    }
+
+    fn start_with(
+        scratch_parent: Option<PathBuf>,
+        process: ProcessMode,
+        filesystem: FilesystemMode,
+    ) -> io::Result<Self> {
         let handle = tokio::runtime::Handle::current();
         let (requests, inbox) = mpsc::channel::<(WorkerLaunch, Reply)>();
         thread::Builder::new()
@@ -94,7 +141,12 @@ impl Spawner {
                 let _runtime = handle.enter();
                 for (launch, reply) in inbox {
                     // The receiver may have given up; the worker then sees its stdin close.
-                    let _ = reply.send(spawn_now(launch, scratch_parent.as_deref()));
+                    let _ = reply.send(spawn_now(
+                        launch,
+                        scratch_parent.as_deref(),
+                        process,
+                        filesystem,
+                    ));
                 }
             })?;
         Ok(Self { requests })
@@ -112,17 +164,33 @@ impl Spawner {
     }
 }
 
-fn spawn_now(launch: WorkerLaunch, scratch_parent: Option<&Path>) -> io::Result<SpawnedWorker> {
+fn spawn_now(
+    launch: WorkerLaunch,
+    scratch_parent: Option<&Path>,
+    process: ProcessMode,
+    filesystem: FilesystemMode,
+) -> io::Result<SpawnedWorker> {
     if launch.inherit.len() > MAX_INHERITED {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
     let mut cmd = Command::new(&launch.exe);
-    cmd.arg("worker");
-    if !launch.inherit.is_empty() {
-        cmd.arg("--lock-fd").arg(WORKER_LOCK_FD.to_string());
+    cmd.arg(match process {
+        ProcessMode::PidNamespace => "worker-ns",
+        ProcessMode::Subreaper => "worker",
+    });
+    for i in 0..launch.inherit.len() {
+        cmd.arg("--lock-fd")
+            .arg((WORKER_LOCK_FD + i as RawFd).to_string());
     }
     if let Some(dir) = scratch_parent {
         cmd.arg("--scratch-parent").arg(dir);
+    }
+    if process == ProcessMode::Subreaper {
+        cmd.arg("--process-containment-reason")
+            .arg(FORCED_SUBREAPER);
+    }
+    if filesystem == FilesystemMode::Off {
+        cmd.arg("--landlock").arg("off");
     }
     cmd.env_clear()
         .current_dir(&launch.cwd)

@@ -1,14 +1,14 @@
-//! Descriptor hygiene: every descriptor the worker holds is close-on-exec except the child's
-//! lock descriptor, which tool processes must inherit so the kernel-held lock lives as long as
-//! any member of the tree.
+//! Descriptor hygiene: every descriptor the worker holds is close-on-exec except the
+//! inherited lock descriptors (the child's lock and its workspace slots), which tool
+//! processes must inherit so the kernel-held locks live as long as any member of the tree.
 #![allow(unsafe_code)]
 
 use std::os::fd::RawFd;
 
-/// Marks the lock descriptor inheritable and every other descriptor above stderr close-on-exec.
-/// Fails when `lock_fd` is not an open descriptor.
-pub fn prepare(lock_fd: Option<RawFd>) -> std::io::Result<()> {
-    if let Some(fd) = lock_fd {
+/// Marks the lock descriptors inheritable and every other descriptor above stderr
+/// close-on-exec. Fails when one of `lock_fds` is not an open descriptor above 2.
+pub fn prepare(lock_fds: &[RawFd]) -> std::io::Result<()> {
+    for &fd in lock_fds {
         if fd <= 2 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -23,7 +23,7 @@ pub fn prepare(lock_fd: Option<RawFd>) -> std::io::Result<()> {
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
         .collect();
     for fd in fds {
-        if fd > 2 && Some(fd) != lock_fd {
+        if fd > 2 && !lock_fds.contains(&fd) {
             // The read_dir descriptor itself is already closed (EBADF): ignore failures.
             let _ = set_cloexec(fd, true);
         }

@@ -6,6 +6,8 @@
 //! tools read their exit status from here rather than from `std::process::Child`.
 
 pub mod fds;
+pub mod landlock;
+pub mod pidns;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -33,11 +35,50 @@ const SWEEP_POLL: Duration = Duration::from_millis(5);
 /// the same user — its own tool processes included. Those are exec'd, which makes them
 /// dumpable again; they never hold the key. The worker still reads its own `/proc/self`
 /// and every process's `stat`, which stay readable.
+///
+/// As init of its own PID namespace (started by the keeper, [`pidns`]) the worker keeps
+/// the SIGKILL parent-death signal the keeper's child set before `execve`: the kernel
+/// then ends the whole namespace with the keeper.
 pub fn init_process() -> nix::Result<()> {
     nix::sys::prctl::set_dumpable(false)?;
     nix::sys::prctl::set_child_subreaper(true)?;
-    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    if !is_namespace_init() {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    }
     Ok(())
+}
+
+/// Whether this process is init (PID 1) of its PID namespace.
+pub fn is_namespace_init() -> bool {
+    std::process::id() == 1
+}
+
+/// The process-tree containment in force for this worker, as its hello reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessReport {
+    /// `pid-namespace` or `subreaper`.
+    pub mode: &'static str,
+    /// Why `pid-namespace` is not in force, and how to get it.
+    pub reason: Option<String>,
+}
+
+impl ProcessReport {
+    /// What this process is: init of a PID namespace, or a subreaper for `reason` (from
+    /// the keeper or the broker; a worker started by hand has none).
+    pub fn observe(reason: Option<String>) -> Self {
+        if is_namespace_init() {
+            return Self {
+                mode: "pid-namespace",
+                reason: None,
+            };
+        }
+        Self {
+            mode: "subreaper",
+            reason: Some(reason.unwrap_or_else(|| {
+                "the worker was started without `subzero worker-ns`, so it is not init of a PID namespace".to_owned()
+            })),
+        }
+    }
 }
 
 /// Tracks tool process groups and exit statuses of reaped children.

@@ -32,6 +32,9 @@ pub struct ToolContext {
     pub containment: Arc<Containment>,
     /// Private scratch directory for command output.
     pub scratch: Arc<Scratch>,
+    /// The run's Landlock ruleset, enforced by every tool process it forks; `None` when the
+    /// kernel cannot enforce the grant (and the grant does not require it).
+    pub filesystem: Option<Arc<crate::containment::landlock::Ruleset>>,
 }
 
 /// A tool's answer to the model.

@@ -2,6 +2,7 @@
 //! model on loopback.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -126,6 +127,47 @@ pub fn worker_idle_rss(exe: &Path, runs: usize) -> Result<Samples, Fail> {
         let _ = child.wait();
     }
     Ok(rss)
+}
+
+/// Start → hello line of a bare worker, started as the broker starts it: `subzero
+/// worker-ns` (the keeper, which puts the worker in its own PID namespace) or `subzero
+/// worker` (no namespace, the `[containment] process = "subreaper"` path). Also returns
+/// the containment mode the namespaced worker's hello reported.
+pub fn worker_start(exe: &Path, runs: usize, namespace: bool) -> Result<(Samples, String), Fail> {
+    let mut ms = Samples::default();
+    let mut mode = String::new();
+    for _ in 0..runs {
+        let started = Instant::now();
+        let mut child = Command::new(exe)
+            .arg(if namespace { "worker-ns" } else { "worker" })
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut hello = String::new();
+        BufReader::new(stdout).read_line(&mut hello)?;
+        ms.push(ms_since(started));
+        let parsed: Value = serde_json::from_str(&hello)
+            .map_err(|e| format!("the worker's first line was not JSON ({e}): {hello}"))?;
+        if parsed["type"] != "hello" {
+            return Err(format!("the worker's first line was not a hello: {hello}").into());
+        }
+        mode = parsed["containment"]["process"]["mode"]
+            .as_str()
+            .unwrap_or("none reported")
+            .to_owned();
+        drop(child.stdin.take());
+        if !eventually(Duration::from_secs(5), Duration::from_millis(5), || {
+            child.try_wait().ok().flatten().is_some()
+        }) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    Ok((ms, mode))
 }
 
 /// spawn → `run_started` and followup on a ready child → `run_started`.

@@ -209,6 +209,26 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
         Err(e) => sink.failed("worker idle RSS", &e),
     }
 
+    eprintln!("worker start with and without a PID namespace…");
+    for namespace in [true, false] {
+        match broker::worker_start(exe, n, namespace) {
+            Ok((ms, mode)) => {
+                let (label, how) = if namespace {
+                    (
+                        "worker start → hello, in its own PID namespace",
+                        format!(
+                            "`subzero worker-ns` (the keeper clones the worker into new PID + mount namespaces, a user namespace too when not root, mounts its /proc, execs it); the hello reported `{mode}`"
+                        ),
+                    )
+                } else {
+                    ("worker start → hello, without a namespace", "`subzero worker` directly (the `[containment] process = \"subreaper\"` path)".to_owned())
+                };
+                sink.add(LATENCY, label, "ms", ms, None, &how);
+            }
+            Err(e) => sink.failed("worker start", &e),
+        }
+    }
+
     eprintln!("broker cold start…");
     match broker::cold_start(exe, n) {
         Ok(cold) => {
@@ -326,7 +346,7 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
     match broker::stop_with_tree(exe, n).await {
         Ok(stop) => {
             sink.add(LATENCY, "stop → confirmed, bash tool tree with a `setsid` escapee", "ms", stop.confirmed_ms, Some(Target::P95AtMost(250.0)),
-                "coder child running `sleep 1000 & setsid sleep 1000 & sleep 1000`; `subzero_stop` waitMs=10000 round trip, `confirmed: true`");
+                "coder child running `sleep 1000 & setsid sleep 1000 & sleep 1000`; `subzero_stop` waitMs=10000 round trip, `confirmed: true`; default config, so on the PID-namespace path where the kernel allows it (see the worker-start rows)");
             sink.notes.push(format!(
                 "stop: {} `sleep` process(es) left in the workspace after confirmed stops (should be 0).",
                 stop.leftovers
@@ -340,7 +360,7 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
         Ok(kill) => {
             let tree = kill.tree_size.median();
             sink.add(LATENCY, "broker SIGKILL → every worker descendant gone", "ms", kill.gone_ms, Some(Target::P95AtMost(1000.0)),
-                &format!("2 workers (one in a bash tree with a `setsid` escapee, one waiting on the model), median {tree:.0} processes under the broker; /proc polled every 1 ms, zombies count as gone"));
+                &format!("2 workers (one in a bash tree with a `setsid` escapee, one waiting on the model), median {tree:.0} processes under the broker; /proc polled every 1 ms, zombies count as gone; default config, so on the PID-namespace path where the kernel allows it"));
             sink.notes.push(format!(
                 "broker SIGKILL: {} survivor(s) over all runs (should be 0){}.",
                 kill.survivors,

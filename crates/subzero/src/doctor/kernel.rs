@@ -1,5 +1,5 @@
 //! Kernel features the supervisor relies on (subreaper, parent-death signal) and the
-//! Landlock ABI, which is reported only: the workspace is not a sandbox.
+//! Landlock ABI, which the workers use to enforce filesystem grants on tool processes.
 #![allow(unsafe_code)]
 
 use nix::sys::signal::Signal;
@@ -52,7 +52,7 @@ fn check_landlock() -> Check {
         Ok(abi) => Check::pass(
             "landlock",
             format!(
-                "ABI {abi} available (Subzero does not apply it yet, so subzero_info reports landlock: null; the workspace is not a sandbox)"
+                "ABI {abi}: every bash and MCP server process of a read-only child (researcher, read_only = true) gets a read-only filesystem, and a write-capable child's write only its workspace, scratch space and writable_paths (reads and network are not restricted; `[containment] filesystem = \"off\"` turns it off)"
             ),
         ),
         Err(errno) => {
@@ -63,8 +63,10 @@ fn check_landlock() -> Check {
             };
             Check::warn(
                 "landlock",
-                format!("Landlock is {why} ({errno})"),
-                "informational only (Subzero works without it): enable it with `lsm=…,landlock` on the kernel command line if you want it reported",
+                format!(
+                    "Landlock is {why} ({errno}): filesystem grants are not enforced, so tool processes write wherever you can, and templates with require_enforcement = true or a read-only bash fail with unsupported_grant"
+                ),
+                "enable it: on Linux 5.13 or later built with CONFIG_SECURITY_LANDLOCK=y, add `landlock` to the `lsm=` kernel parameter (keep the modules listed in /sys/kernel/security/lsm) and reboot",
             )
         }
     }

@@ -10,6 +10,7 @@
 //! - `--json` prints `{"ok": bool, "checks": [{name, status, detail, fix?}]}`.
 
 mod config;
+mod containment;
 mod kernel;
 mod model;
 mod report;
@@ -117,10 +118,25 @@ fn diagnose(args: &DoctorArgs) -> Report {
         }
     };
     report.add(runtime.block_on(check_worker(args)));
+    if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
+        report.add(runtime.block_on(containment::check_process_containment(
+            &exe,
+            &workspace,
+            config.as_ref(),
+        )));
+    }
     if let (Some(url), Some(credential), Ok(path)) = (&args.model, &args.credential, &config_path) {
         report.add(runtime.block_on(model::check_model(url, credential, config.as_ref(), path)));
     }
     report
+}
+
+/// The directory a doctor's test worker starts in, when it is one.
+fn doctor_workspace(args: &DoctorArgs) -> Option<PathBuf> {
+    args.workspace
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .filter(|dir| dir.is_dir())
 }
 
 async fn check_worker(args: &DoctorArgs) -> Check {

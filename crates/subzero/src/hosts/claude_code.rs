@@ -9,10 +9,89 @@
 use std::path::{Path, PathBuf};
 
 use super::json::{Change, JsonDoc};
-use super::{Field, HostEnv, HostsError, Launch, SERVER_NAME, Scope};
+use super::{ExtraEdit, Field, HostEnv, HostsError, Launch, SERVER_NAME, Scope, edit};
 
-pub(super) const VERIFY: &str = "verify: run `claude mcp get subzero`, or `/mcp` inside Claude \
-     Code; a project `.mcp.json` server is used after you approve it once at startup.";
+/// The permission rule that allows every tool of the `subzero` server.
+pub(super) const ALLOW_RULE: &str = "mcp__subzero";
+
+/// How to check the entry, and the two steps Claude Code still asks for: approving a project
+/// `.mcp.json` server (interactive start only) and allowing its tools.
+pub(super) fn next_steps(scope: Scope) -> String {
+    let trust = match scope {
+        Scope::Project => {
+            " (Claude Code ignores a project's permissions until the workspace is trusted: \
+             accept the trust dialog of an interactive `claude` there once, or add --trust)"
+        }
+        Scope::User => "",
+    };
+    let (verify, settings) = match scope {
+        Scope::Project => (
+            "verify: run `claude mcp list` in the workspace: a project `.mcp.json` server shows \
+             `Pending approval` until you start `claude` there once and approve it (headless \
+             `claude -p` uses it without asking); then it shows `Connected`.",
+            "<workspace>/.claude/settings.json",
+        ),
+        Scope::User => (
+            "verify: run `claude mcp list` in any directory: `subzero` should show `Connected`.",
+            "~/.claude/settings.json",
+        ),
+    };
+    format!(
+        "{verify}\ntools: Claude Code names them `mcp__subzero__subzero_spawn` … \
+         `mcp__subzero__subzero_info` and asks before each call; headless runs (`claude -p`) \
+         need `--allowedTools {ALLOW_RULE}`, or run install again with --allow-tools to add \
+         `{ALLOW_RULE}` to `permissions.allow` in {settings}{trust}."
+    )
+}
+
+/// `--trust`: `projects["<dir>"].hasTrustDialogAccepted = true` in `~/.claude.json`, what
+/// accepting Claude Code's trust dialog in that directory records.
+pub(super) fn trust_edit(project_dir: &Path, env: &HostEnv) -> Result<ExtraEdit, HostsError> {
+    let path = edit::resolve_symlink(&env.home()?.join(".claude.json"));
+    let original = edit::read_optional(&path)?;
+    let mut doc = JsonDoc::parse(&path, original.as_deref(), "claude-code")?;
+    let dir = super::utf8(project_dir)?;
+    let trusted = [("hasTrustDialogAccepted", Field::Bool(true))];
+    let updated = match doc.upsert(&path, &["projects"], &dir, &trusted, true)? {
+        Change::Unchanged => original.clone().unwrap_or_default(),
+        Change::Changed => doc.render(),
+    };
+    Ok(ExtraEdit {
+        path,
+        original,
+        updated,
+        what: format!(
+            "{dir} is trusted, so Claude Code applies its .claude/settings.json (quit Claude \
+             Code first: it rewrites this file while it runs)"
+        ),
+    })
+}
+
+/// `--allow-tools`: `"mcp__subzero"` in `permissions.allow` of the scope's settings file.
+pub(super) fn allow_edit(
+    scope: Scope,
+    project_dir: &Path,
+    env: &HostEnv,
+) -> Result<ExtraEdit, HostsError> {
+    let path = edit::resolve_symlink(&match scope {
+        Scope::Project => project_dir.join(".claude").join("settings.json"),
+        Scope::User => env.home()?.join(".claude").join("settings.json"),
+    });
+    let original = edit::read_optional(&path)?;
+    let mut doc = JsonDoc::parse(&path, original.as_deref(), "claude-code")?;
+    let updated = match doc.append_unique(&path, &["permissions"], "allow", ALLOW_RULE)? {
+        Change::Unchanged => original.clone().unwrap_or_default(),
+        Change::Changed => doc.render(),
+    };
+    Ok(ExtraEdit {
+        path,
+        original,
+        updated,
+        what: format!(
+            "`{ALLOW_RULE}` in permissions.allow lets Claude Code call the Subzero tools without asking"
+        ),
+    })
+}
 
 pub(super) fn config_path(
     scope: Scope,
@@ -243,6 +322,8 @@ mod tests {
             dry_run: false,
             force: false,
             config_path: Some("elsewhere/servers.json".into()),
+            trust: false,
+            allow_tools: false,
         })
         .expect("installs");
         assert!(
@@ -262,6 +343,102 @@ mod tests {
             .expect_err("refused");
         assert_eq!(err.code(), "hosts_invalid_json");
         assert_eq!(kit.read(&path), "{\"mcpServers\": ");
+    }
+
+    #[test]
+    fn allow_tools_adds_the_rule_once_and_keeps_the_other_permissions() {
+        let kit = Kit::new();
+        let settings = r#"{
+  "permissions": {
+    "allow": [
+      "Bash(ls:*)"
+    ],
+    "deny": [
+      "Read(./.env)"
+    ]
+  },
+  "model": "sonnet"
+}
+"#;
+        let path = kit.write(".claude/settings.json", settings);
+        let out = kit
+            .install(Host::ClaudeCode, Scope::Project, &["--allow-tools"])
+            .expect("installs");
+        let doc = parse(&kit.read(&path));
+        assert_eq!(
+            doc["permissions"],
+            json!({"allow": ["Bash(ls:*)", "mcp__subzero"], "deny": ["Read(./.env)"]})
+        );
+        assert_eq!(doc["model"], json!("sonnet"));
+        assert!(out.contains("mcp__subzero"), "{out}");
+
+        let out = kit
+            .install(Host::ClaudeCode, Scope::Project, &["--allow-tools"])
+            .expect("again");
+        assert!(out.contains("already has it"), "{out}");
+        assert_eq!(backups(&path).len(), 1);
+    }
+
+    #[test]
+    fn allow_tools_with_user_scope_writes_the_user_settings() {
+        let kit = Kit::new();
+        kit.install(Host::ClaudeCode, Scope::User, &["--allow-tools"])
+            .expect("installs");
+        let doc = parse(&kit.read(&kit.home.join(".claude/settings.json")));
+        assert_eq!(doc["permissions"]["allow"], json!(["mcp__subzero"]));
+        assert!(!kit.workspace.join(".claude").exists());
+    }
+
+    #[test]
+    fn trust_marks_only_this_workspace_in_claude_json() {
+        let kit = Kit::new();
+        let path = kit.home.join(".claude.json");
+        std::fs::write(&path, USER_STATE).expect("fixture");
+        kit.install(Host::ClaudeCode, Scope::Project, &["--trust"])
+            .expect("installs");
+        let doc = parse(&kit.read(&path));
+        let ws = kit.workspace_str();
+        assert_eq!(
+            doc["projects"][ws.as_str()],
+            json!({"hasTrustDialogAccepted": true})
+        );
+        assert_eq!(
+            doc["projects"]["/home/me/src/app"],
+            parse(USER_STATE)["projects"]["/home/me/src/app"]
+        );
+        assert!(
+            doc.get("mcpServers").is_none(),
+            "project scope: no user entry"
+        );
+    }
+
+    #[test]
+    fn allow_tools_is_refused_for_other_hosts_before_anything_is_written() {
+        let kit = Kit::new();
+        let err = kit
+            .install(Host::Codex, Scope::Project, &["--allow-tools"])
+            .expect_err("refused");
+        assert_eq!(err.code(), "hosts_flag_not_for_host");
+        assert!(!kit.workspace.join(".codex").exists());
+    }
+
+    #[test]
+    fn the_printed_steps_name_the_headless_permission_and_the_scope_files() {
+        let kit = Kit::new();
+        let project = kit
+            .install(Host::ClaudeCode, Scope::Project, &[])
+            .expect("installs");
+        assert!(project.contains("--allowedTools mcp__subzero"), "{project}");
+        assert!(project.contains("Pending approval"), "{project}");
+        assert!(
+            project.contains("<workspace>/.claude/settings.json"),
+            "{project}"
+        );
+        let user = kit
+            .install(Host::ClaudeCode, Scope::User, &[])
+            .expect("installs");
+        assert!(user.contains("~/.claude/settings.json"), "{user}");
+        assert!(!user.contains("Pending approval"), "{user}");
     }
 
     #[test]

@@ -163,6 +163,49 @@ impl JsonDoc {
         Ok(Change::Changed)
     }
 
+    /// Makes the array at `container.name` hold `item` (appended when absent), creating the
+    /// objects on the way and the array itself. Other items are kept as they are.
+    pub(super) fn append_unique(
+        &mut self,
+        path: &Path,
+        container: &[&str],
+        name: &str,
+        item: &str,
+    ) -> Result<Change, HostsError> {
+        let mut map = &mut self.root;
+        for (depth, key) in container.iter().enumerate() {
+            let slot = map
+                .entry((*key).to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            let found = type_name(slot);
+            map = slot
+                .as_object_mut()
+                .ok_or_else(|| HostsError::UnexpectedShape {
+                    path: path.to_path_buf(),
+                    key: container[..=depth].join("."),
+                    found,
+                    expected: "an object",
+                })?;
+        }
+        let slot = map
+            .entry(name.to_owned())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let found = type_name(slot);
+        let Some(items) = slot.as_array_mut() else {
+            return Err(HostsError::UnexpectedShape {
+                path: path.to_path_buf(),
+                key: [container, &[name]].concat().join("."),
+                found,
+                expected: "an array",
+            });
+        };
+        if items.iter().any(|v| v.as_str() == Some(item)) {
+            return Ok(Change::Unchanged);
+        }
+        items.push(Value::String(item.to_owned()));
+        Ok(Change::Changed)
+    }
+
     /// The document as text, indented like the original.
     pub(super) fn render(&self) -> String {
         let mut bytes = Vec::new();

@@ -17,6 +17,7 @@ mod edit;
 mod json;
 mod opencode;
 mod pi;
+mod tested;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use edit::Outcome;
+pub use tested::host_adapters;
 
 /// Name of the server entry in every host file.
 const SERVER_NAME: &str = "subzero";
@@ -127,6 +129,18 @@ pub struct InstallArgs {
     /// The host file to edit, instead of the scope's default location.
     #[arg(long, value_name = "PATH")]
     pub config_path: Option<PathBuf>,
+    /// Codex and Claude Code: also mark the project trusted in the host's own user file, as
+    /// its trust prompt would. Codex: `[projects."<dir>"] trust_level = "trusted"` in
+    /// `~/.codex/config.toml` (it ignores a project `.codex/config.toml` until then). Claude
+    /// Code: `projects["<dir>"].hasTrustDialogAccepted` in `~/.claude.json` (it ignores the
+    /// project's `.claude/settings.json` permissions until then).
+    #[arg(long)]
+    pub trust: bool,
+    /// Claude Code only: also allow the Subzero tools without a prompt (`"mcp__subzero"` in
+    /// `permissions.allow` of `<workspace>/.claude/settings.json`, or of
+    /// `~/.claude/settings.json` with `--scope user`); headless runs (`claude -p`) need it.
+    #[arg(long)]
+    pub allow_tools: bool,
 }
 
 /// Everything `subzero hosts` can fail with. Each message says what to do next.
@@ -148,6 +162,12 @@ pub enum HostsError {
     NonUtf8Path { path: PathBuf },
     #[error("--extension is only for `pi`; `{host}` has no extension file")]
     ExtensionNotForHost { host: &'static str },
+    #[error("--{flag} is only for `{for_host}`; leave it out for `{host}`")]
+    FlagNotForHost {
+        flag: &'static str,
+        for_host: &'static str,
+        host: &'static str,
+    },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -218,6 +238,7 @@ impl HostsError {
             HostsError::WorkspaceNotADirectory { .. } => "hosts_workspace_missing",
             HostsError::NonUtf8Path { .. } => "hosts_non_utf8_path",
             HostsError::ExtensionNotForHost { .. } => "hosts_extension_not_for_host",
+            HostsError::FlagNotForHost { .. } => "hosts_flag_not_for_host",
             HostsError::Read { .. } => "hosts_read_failed",
             HostsError::Backup { .. } => "hosts_backup_failed",
             HostsError::Write { .. } => "hosts_write_failed",
@@ -243,6 +264,12 @@ pub struct HostEnv {
     pub xdg_config_home: Option<PathBuf>,
     /// `$PI_CODING_AGENT_DIR` (Pi's agent directory, default `~/.pi/agent`).
     pub pi_agent_dir: Option<PathBuf>,
+    /// `$PATH`, to find which host is installed (Pi 0.x has no MCP support).
+    pub path: Option<OsString>,
+    /// `$XDG_STATE_HOME` (where the broker's state lives unless `SUBZERO_STATE_DIR` says).
+    pub xdg_state_home: Option<PathBuf>,
+    /// Every `SUBZERO_*` variable set (Codex passes none of them to the broker).
+    pub subzero_vars: Vec<(String, OsString)>,
     /// Used for backup file names.
     pub now: SystemTime,
 }
@@ -258,6 +285,12 @@ impl HostEnv {
             codex_home: var("CODEX_HOME"),
             xdg_config_home: var("XDG_CONFIG_HOME"),
             pi_agent_dir: var("PI_CODING_AGENT_DIR"),
+            path: std::env::var_os("PATH"),
+            xdg_state_home: var("XDG_STATE_HOME"),
+            subzero_vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+                .filter(|(k, v)| k.starts_with("SUBZERO_") && !v.is_empty())
+                .collect(),
             now: SystemTime::now(),
         })
     }
@@ -413,21 +446,30 @@ fn merge(
     original: Option<&str>,
     launch: &Launch,
     force: bool,
+    env: &HostEnv,
 ) -> Result<String, HostsError> {
     match host {
-        Host::Codex => codex::merge(path, original, launch, force),
+        Host::Codex => codex::merge(path, original, launch, force, env),
         Host::ClaudeCode => claude_code::merge(path, original, launch, force),
         Host::OpenCode => opencode::merge(path, original, launch, force),
         Host::Pi => pi::merge(path, original, launch, force),
     }
 }
 
-fn verify_hint(host: Host) -> &'static str {
+/// What to do once the entry is written: how to check it for this scope, and any step the host
+/// still needs before it starts the server (Pi's project trust, a Pi 0.x install found on PATH).
+fn next_steps(
+    host: Host,
+    scope: Scope,
+    project_dir: &Path,
+    launch: &Launch,
+    env: &HostEnv,
+) -> String {
     match host {
-        Host::Codex => codex::VERIFY,
-        Host::ClaudeCode => claude_code::VERIFY,
-        Host::OpenCode => opencode::VERIFY,
-        Host::Pi => pi::VERIFY,
+        Host::Codex => codex::next_steps(scope, project_dir, launch, env),
+        Host::ClaudeCode => claude_code::next_steps(scope),
+        Host::OpenCode => opencode::next_steps(scope),
+        Host::Pi => pi::next_steps(scope, project_dir, env),
     }
 }
 
@@ -444,13 +486,80 @@ fn print(env: &HostEnv, args: &PrintArgs, out: &mut dyn Write) -> Result<(), Hos
         // The snippet is exactly what `install` would write into an empty file.
         let path = default_config_path(args.host, args.entry.scope, &resolved.project_dir, env)
             .unwrap_or_else(|_| PathBuf::from(args.host.name()));
-        merge(args.host, &path, None, &resolved.launch, false)?
+        merge(args.host, &path, None, &resolved.launch, false, env)?
     };
     out.write_all(text.as_bytes()).map_err(HostsError::Output)
 }
 
+/// A second file an opt-in flag edits: Codex's project trust (`--trust`), Claude Code's
+/// allow rule (`--allow-tools`).
+struct ExtraEdit {
+    path: PathBuf,
+    original: Option<String>,
+    updated: String,
+    /// What the change does, for the message ("marked … trusted").
+    what: String,
+}
+
+/// The extra edits the flags ask for; a flag given for the wrong host is refused before
+/// anything is written.
+fn extra_edits(
+    env: &HostEnv,
+    args: &InstallArgs,
+    project_dir: &Path,
+) -> Result<Vec<ExtraEdit>, HostsError> {
+    let refuse = |flag, for_host: &'static str| HostsError::FlagNotForHost {
+        flag,
+        for_host,
+        host: args.host.name(),
+    };
+    let mut edits = Vec::new();
+    if args.trust {
+        edits.push(match args.host {
+            Host::Codex => codex::trust_edit(project_dir, env)?,
+            Host::ClaudeCode => claude_code::trust_edit(project_dir, env)?,
+            _ => return Err(refuse("trust", "codex` or `claude-code")),
+        });
+    }
+    if args.allow_tools {
+        if args.host != Host::ClaudeCode {
+            return Err(refuse("allow-tools", "claude-code"));
+        }
+        edits.push(claude_code::allow_edit(args.entry.scope, project_dir, env)?);
+    }
+    Ok(edits)
+}
+
+fn apply_extra(
+    edit: ExtraEdit,
+    dry_run: bool,
+    env: &HostEnv,
+    out: &mut dyn Write,
+) -> Result<String, HostsError> {
+    let shown = edit.path.display();
+    let what = &edit.what;
+    Ok(
+        match edit::apply(
+            &edit.path,
+            edit.original.as_deref(),
+            &edit.updated,
+            dry_run,
+            env.now,
+            out,
+        )? {
+            Outcome::Unchanged => format!("{shown} already has it: {what}; nothing changed.\n"),
+            Outcome::DryRun => format!("dry run: {shown} would change as shown ({what}).\n"),
+            Outcome::Created => format!("created {shown}: {what}.\n"),
+            Outcome::Updated { backup } => {
+                format!("updated {shown} (backup: {}): {what}.\n", backup.display())
+            }
+        },
+    )
+}
+
 fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(), HostsError> {
     let resolved = resolve(env, &args.entry)?;
+    let extra = extra_edits(env, args, &resolved.project_dir)?;
     let path = match &args.config_path {
         Some(path) => env.cwd.join(path),
         None => default_config_path(args.host, args.entry.scope, &resolved.project_dir, env)?,
@@ -463,6 +572,7 @@ fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(),
         original.as_deref(),
         &resolved.launch,
         args.force,
+        env,
     )?;
     let outcome = edit::apply(
         &path,
@@ -472,8 +582,22 @@ fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(),
         env.now,
         out,
     )?;
+    // Applied before the message is made so that the next steps see it (e.g. Codex's trust).
+    let extra = extra
+        .into_iter()
+        .map(|edit| apply_extra(edit, args.dry_run, env, out))
+        .collect::<Result<String, _>>()?;
     let host = args.host.name();
     let shown = path.display();
+    let next = || {
+        next_steps(
+            args.host,
+            args.entry.scope,
+            &resolved.project_dir,
+            &resolved.launch,
+            env,
+        )
+    };
     let message = match outcome {
         Outcome::Unchanged => {
             format!("subzero is already installed for {host} in {shown}; nothing changed.\n")
@@ -481,16 +605,17 @@ fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(),
         Outcome::DryRun => format!("dry run: {shown} would change as shown; nothing written.\n"),
         Outcome::Created => format!(
             "created {shown} with the subzero entry for {host}.\n{}\n",
-            verify_hint(args.host)
+            next()
         ),
         Outcome::Updated { backup } => format!(
             "updated {shown} (backup: {}).\n{}\n",
             backup.display(),
-            verify_hint(args.host)
+            next()
         ),
     };
     out.write_all(message.as_bytes())
-        .map_err(HostsError::Output)
+        .map_err(HostsError::Output)?;
+    out.write_all(extra.as_bytes()).map_err(HostsError::Output)
 }
 
 #[cfg(test)]

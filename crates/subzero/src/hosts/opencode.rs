@@ -16,12 +16,36 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::json::{Change, JsonDoc};
-use super::{Field, HostEnv, HostsError, Launch, SERVER_NAME, Scope};
+use super::tested::tested_with;
+use super::{Field, Host, HostEnv, HostsError, Launch, SERVER_NAME, Scope};
 
 pub(super) const SCHEMA_URL: &str = "https://opencode.ai/config.json";
 
-pub(super) const VERIFY: &str = "verify: run `opencode mcp list` in the workspace (`subzero` \
-     should show as connected), or ask OpenCode to list the subzero tools.";
+/// OpenCode names an MCP tool `<server>_<tool>`, so the model sees `subzero_subzero_spawn`, ….
+pub(super) const TOOL_PREFIX: &str = "subzero_";
+
+/// How to check the entry. OpenCode reads the project file in that project (or a directory
+/// below it) and the user file everywhere; it starts a local server in the directory it runs in,
+/// which is the workspace a user-scope broker without `--workspace` serves.
+pub(super) fn next_steps(scope: Scope) -> String {
+    let tools = format!(
+        "the model sees the tools as `{TOOL_PREFIX}subzero_spawn`, `{TOOL_PREFIX}subzero_get`, …"
+    );
+    let verify = match scope {
+        Scope::Project => format!(
+            "verify: run `opencode mcp list` in the workspace: `subzero` should show as \
+             connected; {tools}."
+        ),
+        Scope::User => format!(
+            "verify: run `opencode mcp list` in any project: `subzero` should show as connected; \
+             {tools}. With no --workspace, the broker serves the directory OpenCode runs in."
+        ),
+    };
+    match tested_with(Host::OpenCode) {
+        Some(tested) => format!("{verify}\n{tested}"),
+        None => verify,
+    }
+}
 
 pub(super) fn config_path(
     scope: Scope,
@@ -234,6 +258,31 @@ mod tests {
             .expect("installs");
         let doc = parse(&kit.read(&xdg.join("opencode/opencode.json")));
         assert_eq!(doc["mcp"]["subzero"]["command"], json!([BINARY, "mcp"]));
+    }
+
+    #[test]
+    fn install_says_how_to_check_and_the_tool_names_the_model_sees() {
+        let kit = Kit::new();
+        let out = kit
+            .install(Host::OpenCode, Scope::Project, &[])
+            .expect("installs");
+        assert!(
+            out.contains("`opencode mcp list` in the workspace"),
+            "{out}"
+        );
+        assert!(out.contains("subzero_subzero_spawn"), "{out}");
+        assert!(out.contains("tested with: opencode-ai"), "{out}");
+    }
+
+    #[test]
+    fn user_scope_hint_says_which_directory_the_broker_serves() {
+        let kit = Kit::new();
+        let out = kit
+            .install(Host::OpenCode, Scope::User, &[])
+            .expect("installs");
+        assert!(out.contains("in any project"), "{out}");
+        assert!(out.contains("the directory OpenCode runs in"), "{out}");
+        assert!(!out.contains("in the workspace"), "{out}");
     }
 
     #[test]

@@ -35,6 +35,9 @@ impl Kit {
             codex_home: None,
             xdg_config_home: None,
             pi_agent_dir: None,
+            path: None,
+            xdg_state_home: None,
+            subzero_vars: Vec::new(),
             now: UNIX_EPOCH + Duration::from_secs(1_795_983_083),
         };
         Kit {
@@ -85,6 +88,8 @@ impl Kit {
             dry_run: flags.contains(&"--dry-run"),
             force: flags.contains(&"--force"),
             config_path: None,
+            trust: flags.contains(&"--trust"),
+            allow_tools: flags.contains(&"--allow-tools"),
         })
     }
 

@@ -23,8 +23,13 @@ pub struct WorkerProc {
 
 impl WorkerProc {
     pub fn spawn() -> Self {
+        Self::spawn_with_args(&[])
+    }
+
+    /// `subzero worker ARGS…`.
+    pub fn spawn_with_args(args: &[&str]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero"));
-        cmd.arg("worker");
+        cmd.arg("worker").args(args);
         Self::spawn_command(cmd)
     }
 

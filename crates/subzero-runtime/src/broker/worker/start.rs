@@ -140,6 +140,7 @@ impl Broker {
             entry.worker = Some(WorkerLink {
                 tx: tx.clone(),
                 capabilities,
+                process: hello.process.clone(),
             });
         }
         let driver = Driver {

@@ -1,0 +1,458 @@
+//! A real host (Claude Code, Codex) from `tests/hosts/<host>/node_modules`, set up with
+//! `subzero hosts install` and run headless against a scripted parent model on loopback;
+//! its children run against the Chat Completions `ScriptedServer`.
+//!
+//! Everything a host run touches lives in one temporary directory: `home/` (HOME), the
+//! workspace, the state directory and the Subzero config. Outside origins go to a proxy on
+//! loopback that refuses at once, so a host that tries one fails fast instead of hanging.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use subzero_testkit::parent::{Act, Exchange};
+use subzero_testkit::{Reply, ScriptedServer};
+use tempfile::TempDir;
+
+/// The key the children's scripted model is called with.
+pub const KEY: &str = "sk-subzero-host-test-5b1e0c";
+/// The credential reference the parent names in `subzero_spawn`.
+pub const CRED: &str = "scripted";
+/// The variable the Subzero config reads that key from (`[credentials.scripted] env = …`).
+pub const KEY_VAR: &str = "SUBZERO_HOST_TEST_KEY";
+
+/// The 8 Subzero tools, by their MCP names.
+pub const TOOLS: [&str; 8] = [
+    "subzero_spawn",
+    "subzero_get",
+    "subzero_send",
+    "subzero_stop",
+    "subzero_resume",
+    "subzero_output",
+    "subzero_list",
+    "subzero_info",
+];
+
+/// The host's executable from its npm project (`tests/hosts/<dir>`), or `None` after saying
+/// loudly why the test is skipped. Under CI a missing host fails the test.
+pub fn host_binary(dir: &str, name: &str) -> Option<PathBuf> {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/hosts")
+        .join(dir);
+    let bin = project.join("node_modules/.bin").join(name);
+    if bin.exists() {
+        return Some(bin);
+    }
+    let how = format!("(cd {} && npm ci)", project.display());
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install the host: {} is missing; .ci/run runs {how}",
+        bin.display()
+    );
+    eprintln!(
+        "\n*** SKIPPED: {} is not installed; run {how} ***\n",
+        bin.display()
+    );
+    None
+}
+
+/// A loopback port that refuses every connection at once (nothing listens there): the
+/// proxy for every origin that is not loopback.
+pub struct Refuser {
+    port: u16,
+}
+
+impl Refuser {
+    pub fn new() -> Refuser {
+        // Bind, note the port, close: connections to it are refused, not left hanging.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        Refuser { port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// One test's directory, children's model, and Subzero setup.
+pub struct HostEnv {
+    pub dir: TempDir,
+    pub children: ScriptedServer,
+    pub refuser: Refuser,
+}
+
+impl HostEnv {
+    pub fn new(children: Vec<Reply>) -> HostEnv {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for sub in ["home", "workspace"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
+        }
+        std::fs::write(
+            dir.path().join("workspace/README.md"),
+            "# Demo project\n\nA small project for Subzero's host tests.\n",
+        )
+        .expect("readme");
+        let children = ScriptedServer::start(children).expect("children's model");
+        let env = HostEnv {
+            dir,
+            children,
+            refuser: Refuser::new(),
+        };
+        let origin = env.children.base_url().trim_end_matches("/v1").to_owned();
+        std::fs::write(
+            env.subzero_config(),
+            format!("[credentials.{CRED}]\nenv = \"{KEY_VAR}\"\norigins = [\"{origin}\"]\n"),
+        )
+        .expect("config");
+        env
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join("workspace")
+            .canonicalize()
+            .expect("workspace")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Not at the default place: `hosts install` must pass it to the broker.
+    pub fn subzero_config(&self) -> PathBuf {
+        self.dir.path().join("subzero.toml")
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.state_dir().join("subzero.db")
+    }
+
+    /// The `model` argument of `subzero_spawn`.
+    pub fn child_model(&self) -> Value {
+        json!({"url": self.children.base_url(), "model": "scripted", "credentialRef": CRED})
+    }
+
+    /// A command with nothing of the test runner's environment: HOME, PATH, the state
+    /// directory, the children's key, and every outside origin sent to the refusing proxy.
+    pub fn command(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .current_dir(self.workspace())
+            .env("HOME", self.home())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "dumb")
+            .env("SUBZERO_STATE_DIR", self.state_dir())
+            .env(KEY_VAR, KEY)
+            .env("HTTPS_PROXY", self.refuser.url())
+            .env("HTTP_PROXY", self.refuser.url())
+            .env("https_proxy", self.refuser.url())
+            .env("http_proxy", self.refuser.url())
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `subzero hosts install <host> <extra…>` as a user would run it in the workspace;
+    /// returns what it printed.
+    pub fn install(&self, host: &str, extra: &[&str]) -> String {
+        let out = self
+            .command(Path::new(env!("CARGO_BIN_EXE_subzero")))
+            .args(["hosts", "install", host, "--subzero-config"])
+            .arg(self.subzero_config())
+            .args(extra)
+            .output()
+            .expect("subzero runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "hosts install {host} failed:\n{text}");
+        text
+    }
+
+    /// `subzero ls` (the runner's view of the state directory), as JSON.
+    pub fn subzero_ls(&self) -> String {
+        let out = self
+            .command(Path::new(env!("CARGO_BIN_EXE_subzero")))
+            .args(["ls"])
+            .output()
+            .expect("subzero runs");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// (child id, child state, run status) of every run, from the database.
+    pub fn runs(&self) -> Vec<(String, String, String)> {
+        let conn = rusqlite::Connection::open_with_flags(
+            self.database(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open the database");
+        let mut stmt = conn
+            .prepare(
+                "SELECT c.child_id, c.state, r.status FROM runs r \
+                 JOIN children c ON c.child_id = r.child_id ORDER BY r.rowid",
+            )
+            .expect("query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+}
+
+/// Runs `cmd` to its end, killed after `limit`; stdout, stderr and how it ended.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.process_group(0);
+    let child = cmd.spawn().expect("host starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("host output"),
+        Err(_) => {
+            kill_group(pid);
+            let output = rx.recv().ok().and_then(Result::ok);
+            panic!(
+                "the host did not finish within {limit:?}:\nstdout:\n{}\nstderr:\n{}",
+                output
+                    .as_ref()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default(),
+                output
+                    .as_ref()
+                    .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                    .unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// SIGKILL a whole process group (the host and everything it started in it).
+pub fn kill_group(pgid: u32) {
+    if let Ok(pgid) = i32::try_from(pgid) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A started host that the test ends itself.
+pub struct Running {
+    pub child: Child,
+}
+
+impl Running {
+    pub fn start(mut cmd: Command) -> Running {
+        use std::os::unix::process::CommandExt;
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.process_group(0);
+        Running {
+            child: cmd.spawn().expect("host starts"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        if let Ok(pid) = i32::try_from(self.pid()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    }
+
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            kill_group(self.child.id());
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The words the child answers with, and the scripted parent repeats.
+pub const CHILD_ANSWER: &str = "The README describes a small demo project (marker 7c41).";
+/// The child's answer to the followup.
+pub const FOLLOWUP_ANSWER: &str = "Followup answered: it has one file (marker 93d2).";
+
+/// What each plan does, told to the parent by a word in the user's prompt.
+pub const DELEGATE: &str = "PLAN-DELEGATE";
+pub const FOLLOW_UP: &str = "PLAN-FOLLOWUP";
+pub const HANG: &str = "PLAN-HANG";
+
+/// The parent's moves after the tools are loaded, as `(tool suffix, arguments)` built from
+/// the conversation so far; `None` once the plan is done (the parent then answers).
+pub fn next_call(seen: &Exchange, child_model: &Value) -> Option<(&'static str, Value)> {
+    let child = || {
+        seen.results
+            .iter()
+            .find_map(|r| r.id("ch_"))
+            .unwrap_or_default()
+    };
+    let done = |suffix: &str| seen.count_of(suffix);
+    if seen.prompt.contains(DELEGATE) || seen.prompt.contains(HANG) {
+        let template = if seen.prompt.contains(HANG) {
+            "coder"
+        } else {
+            "researcher"
+        };
+        if done("subzero_spawn") == 0 {
+            return Some((
+                "subzero_spawn",
+                json!({"prompt": "Summarise README.md in one sentence.",
+                       "templateId": template, "model": child_model}),
+            ));
+        }
+        if done("subzero_get") == 0 {
+            return Some(("subzero_get", json!({"childId": child(), "waitMs": 30000})));
+        }
+        return None;
+    }
+    if seen.prompt.contains(FOLLOW_UP) {
+        if done("subzero_info") == 0 {
+            return Some(("subzero_info", json!({})));
+        }
+        if done("subzero_list") == 0 {
+            return Some(("subzero_list", json!({})));
+        }
+        // This broker never saw the child's credential: resume re-arms it (no new run).
+        if done("subzero_resume") == 0 {
+            return Some((
+                "subzero_resume",
+                json!({"childId": child(), "model": child_model}),
+            ));
+        }
+        if done("subzero_send") == 0 {
+            return Some((
+                "subzero_send",
+                json!({"childId": child(), "mode": "followup",
+                       "message": "How many files does it have?"}),
+            ));
+        }
+        if done("subzero_get") == 0 {
+            return Some(("subzero_get", json!({"childId": child(), "waitMs": 30000})));
+        }
+        if done("subzero_output") == 0 {
+            let artifact = seen
+                .last_of("subzero_get")
+                .and_then(|r| json_in(&r.text))
+                .and_then(|snap| snap.pointer("/lastRun/artifactId").cloned())
+                .unwrap_or_default();
+            return Some(("subzero_output", json!({"artifactId": artifact})));
+        }
+        return None;
+    }
+    None
+}
+
+/// Whether the broker's `subzero_info` (as the host passed it on) reports `host` at `version`
+/// in `hostAdapters` — the row of `crates/subzero/src/hosts/tested.rs` this suite keeps true.
+pub fn reports_tested(seen: &Exchange, host: &str, version: &str) -> bool {
+    seen.last_of("subzero_info")
+        .and_then(|r| json_in(&r.text))
+        .and_then(|info| info.get("hostAdapters").cloned())
+        .and_then(|a| a.as_array().cloned())
+        .is_some_and(|rows| {
+            rows.iter()
+                .any(|r| r["host"] == json!(host) && r["testedVersion"] == json!(version))
+        })
+}
+
+/// The JSON object in a tool result's text: hosts may wrap it (Codex prefixes
+/// `Wall time: … Output:`).
+pub fn json_in(text: &str) -> Option<Value> {
+    let start = text.find('{')?;
+    let end = text.rfind('}')?;
+    serde_json::from_str(text.get(start..=end)?).ok()
+}
+
+/// The parent's final answer: what the last Subzero tools said, word for word.
+pub fn final_answer(seen: &Exchange) -> String {
+    let said = |suffix: &str| {
+        seen.last_of(suffix)
+            .map(|r| r.text.clone())
+            .unwrap_or_default()
+    };
+    if seen.prompt.contains(FOLLOW_UP) {
+        let listed = if said("subzero_list").contains("ch_") {
+            "listed"
+        } else {
+            "not listed"
+        };
+        return format!(
+            "Child {listed}. Output: {}",
+            said("subzero_output").replace('\n', " ")
+        );
+    }
+    let get = said("subzero_get");
+    if get.contains(CHILD_ANSWER) {
+        format!("The child answered: {CHILD_ANSWER}")
+    } else {
+        format!("The child gave no answer: {get}")
+    }
+}
+
+/// A brain around a host-specific prelude (e.g. Claude Code's `ToolSearch`) and naming.
+pub fn brain(
+    child_model: Value,
+    name: impl Fn(&Exchange, &str) -> String + Send + Sync + 'static,
+    prelude: impl Fn(&Exchange) -> Option<Act> + Send + Sync + 'static,
+    turns: Arc<AtomicUsize>,
+) -> subzero_testkit::parent::Brain {
+    Arc::new(move |seen: &Exchange| {
+        turns.fetch_add(1, Ordering::Relaxed);
+        if let Some(act) = prelude(seen) {
+            return act;
+        }
+        match next_call(seen, &child_model) {
+            Some((tool, arguments)) => Act::call(&name(seen, tool), arguments),
+            None => Act::Say(final_answer(seen)),
+        }
+    })
+}
+
+/// Processes whose command line names `needle` (e.g. the test's temp dir): brokers and
+/// workers of this test wherever they were re-parented.
+pub fn processes_naming(needle: &str) -> Vec<subzero_testkit::procs::Proc> {
+    let me = std::process::id();
+    subzero_testkit::procs::processes()
+        .into_iter()
+        .filter(|p| p.pid != me && p.argv.iter().any(|a| a.contains(needle)))
+        .collect()
+}
