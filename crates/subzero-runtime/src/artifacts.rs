@@ -88,7 +88,7 @@ impl ArtifactFiles {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| RuntimeError::io(format!("cannot create {}", dir.display()), e))?;
+            .map_err(|e| RuntimeError::io_at("cannot create", &dir, e))?;
         let artifact_id = ArtifactId::generate();
         let file_name = format!("{artifact_id}.txt");
         let final_path = dir.join(&file_name);
@@ -106,7 +106,7 @@ impl ArtifactFiles {
         };
         write().map_err(|e| {
             let _ = std::fs::remove_file(&tmp_path);
-            RuntimeError::io(format!("cannot write artifact {}", final_path.display()), e)
+            RuntimeError::io_at("cannot write artifact", &final_path, e)
         })?;
         Ok(NewArtifact {
             artifact_id,

@@ -150,6 +150,23 @@ impl RuntimeError {
         }
     }
 
+    /// An I/O error on a file of the state directory: the file system refusing for now
+    /// (full, quota, read-only, I/O error) is `storage_unavailable` naming `path`; anything
+    /// else is [`RuntimeError::io`] with `what` and the path.
+    pub fn io_at(what: &str, path: &std::path::Path, source: std::io::Error) -> Self {
+        let shown = path.display();
+        let hint = match source.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => "free space on that file system",
+            Some(libc::EROFS) => "the file system is read-only: remount it writable (or repair it)",
+            Some(libc::EIO) => "check the disk and the file system (dmesg, fsck)",
+            _ => return RuntimeError::io(format!("{what} {shown}"), source),
+        };
+        RuntimeError::StorageUnavailable {
+            path: path.to_path_buf(),
+            problem: format!("{what} {shown}: {source}; nothing was written — {hint}, then retry"),
+        }
+    }
+
     /// Wrap an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         RuntimeError::Io {

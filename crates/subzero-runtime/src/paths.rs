@@ -134,7 +134,7 @@ impl StatePaths {
         ] {
             builder
                 .create(&dir)
-                .map_err(|e| RuntimeError::io(format!("cannot create {}", dir.display()), e))?;
+                .map_err(|e| RuntimeError::io_at("cannot create", &dir, e))?;
         }
         private_subdir(&paths.root, SCRATCH)?;
         Ok(paths)
@@ -200,7 +200,7 @@ const SCRATCH: &str = "scratch";
 /// Makes `parent/name` a directory of ours with mode 0700 without following a link there.
 fn private_subdir(parent: &Path, name: &str) -> RuntimeResult<()> {
     let path = parent.join(name);
-    let failed = |e: io::Error| RuntimeError::io(format!("cannot create {}", path.display()), e);
+    let failed = |e: io::Error| RuntimeError::io_at("cannot create", &path, e);
     let parent_fd = rustix::fs::open(
         parent,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,

@@ -17,9 +17,8 @@
 
 use serde_json::{Value, json};
 
-use crate::parent::{
-    Act, Brain, Dialect, Exchange, ParentServer, ToolResult, content_text, pieces,
-};
+use crate::parent::{Act, Brain, Dialect, Exchange, ParentServer, pieces};
+use crate::transcript::{Transcript, content_text, encoded_json, list, names, str_at};
 
 /// Starts the stand-in on `127.0.0.1` at a free port.
 pub fn start(brain: Brain) -> std::io::Result<ParentServer> {
@@ -30,51 +29,26 @@ struct Chat;
 
 impl Dialect for Chat {
     fn exchange(&self, body: &Value) -> Exchange {
-        let tools = list(body, "tools")
-            .iter()
-            .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-            .map(str::to_owned)
-            .collect();
-        let mut prompt = Vec::new();
-        let mut calls: Vec<(String, String, Value)> = Vec::new();
-        let mut results = Vec::new();
+        let mut seen = Transcript::default();
         for message in list(body, "messages") {
+            let content = || content_text(message.get("content").unwrap_or(&Value::Null));
             match message.get("role").and_then(Value::as_str) {
-                Some("user") => {
-                    prompt.push(content_text(message.get("content").unwrap_or(&Value::Null)));
-                }
+                Some("user") => seen.user(content()),
                 Some("assistant") => {
                     for call in list(message, "tool_calls") {
-                        let arguments = call
-                            .pointer("/function/arguments")
-                            .and_then(Value::as_str)
-                            .and_then(|a| serde_json::from_str(a).ok())
-                            .unwrap_or(Value::Null);
-                        calls.push((
+                        let arguments = encoded_json(call.pointer("/function/arguments"));
+                        seen.call(
                             str_at(call, "/id"),
                             str_at(call, "/function/name"),
                             arguments,
-                        ));
+                        );
                     }
                 }
-                Some("tool") => {
-                    let id = str_at(message, "/tool_call_id");
-                    if let Some((_, tool, arguments)) = calls.iter().find(|c| c.0 == id) {
-                        results.push(ToolResult {
-                            tool: tool.clone(),
-                            arguments: arguments.clone(),
-                            text: content_text(message.get("content").unwrap_or(&Value::Null)),
-                        });
-                    }
-                }
+                Some("tool") => seen.result(&str_at(message, "/tool_call_id"), content()),
                 _ => {}
             }
         }
-        Exchange {
-            tools,
-            prompt: prompt.join("\n"),
-            results,
-        }
+        seen.exchange(names(list(body, "tools"), "/function/name"))
     }
 
     fn events(&self, _body: &Value, act: &Act, n: u64) -> Vec<(&'static str, Value)> {
@@ -140,22 +114,6 @@ impl Dialect for Chat {
             )
         })
     }
-}
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-fn str_at(value: &Value, pointer: &str) -> String {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]

@@ -15,21 +15,22 @@
 //! ```
 
 pub mod chat;
+mod http;
 pub mod mcp_client;
 pub mod messages;
 pub mod parent;
 pub mod procs;
 pub mod responses;
+mod transcript;
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -253,51 +254,25 @@ struct Shared {
 /// The running server; stops when dropped.
 #[derive(Debug)]
 pub struct ScriptedServer {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    loopback: http::Loopback,
 }
 
 impl ScriptedServer {
     /// Starts serving `script` on `127.0.0.1` at a free port.
     pub fn start(script: Vec<Reply>) -> std::io::Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
             ..Shared::default()
         });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let thread = std::thread::Builder::new()
-            .name("subzero-testkit".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = rx => {}
-                    }
-                });
-            })?;
-        Ok(Self {
-            addr,
-            shared,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+        let loopback = http::Loopback::serve(app, "subzero-testkit")?;
+        Ok(Self { shared, loopback })
     }
 
     /// `http://127.0.0.1:PORT/v1`; the worker appends `/chat/completions`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.loopback.addr())
     }
 
     /// Appends a reply to the script.
@@ -330,68 +305,26 @@ impl ScriptedServer {
     }
 }
 
-impl Drop for ScriptedServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let method = request.method().to_string();
-    let path = request.uri().path().to_owned();
-    let headers = request
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let body = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    lock(&shared.log).push(RecordedRequest {
-        method,
-        path,
-        headers,
-        body,
-    });
+    let recorded = http::record(request).await;
+    lock(&shared.log).push(recorded);
     shared.logged.notify_all();
     let reply = lock(&shared.script).pop_front();
     match reply {
-        None => plain(500, "script exhausted"),
-        Some(Reply::Status { status, body }) => plain(status, &body),
+        None => http::json(500, "script exhausted"),
+        Some(Reply::Status { status, body }) => http::json(status, body),
         Some(Reply::Hang) => std::future::pending().await,
         Some(Reply::Redirect { status, location }) => redirect(status, &location),
         Some(Reply::Sse(steps)) => sse(steps),
     }
 }
 
-fn plain(status: u16, body: &str) -> Response {
-    let mut response = Response::new(Body::from(body.to_owned()));
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 fn redirect(status: u16, location: &str) -> Response {
-    let mut response = plain(status, "");
+    let mut response = http::json(status, "");
     if let Ok(value) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, value);
     }
@@ -443,13 +376,5 @@ fn sse(steps: Vec<Step>) -> Response {
             }
         }
     });
-    let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    http::event_stream(Body::from_stream(stream))
 }

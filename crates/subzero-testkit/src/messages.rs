@@ -15,9 +15,8 @@
 
 use serde_json::{Value, json};
 
-use crate::parent::{
-    Act, Brain, Dialect, Exchange, ParentServer, ToolResult, content_text, pieces,
-};
+use crate::parent::{Act, Brain, Dialect, Exchange, ParentServer, pieces};
+use crate::transcript::{Transcript, content_text, list, names, str_of};
 
 /// Starts the stand-in on `127.0.0.1` at a free port.
 pub fn start(brain: Brain) -> std::io::Result<ParentServer> {
@@ -28,14 +27,7 @@ struct Messages;
 
 impl Dialect for Messages {
     fn exchange(&self, body: &Value) -> Exchange {
-        let tools = list(body, "tools")
-            .iter()
-            .filter_map(|t| t.get("name").and_then(Value::as_str))
-            .map(str::to_owned)
-            .collect();
-        let mut prompt = Vec::new();
-        let mut calls: Vec<(String, String, Value)> = Vec::new();
-        let mut results = Vec::new();
+        let mut seen = Transcript::default();
         for message in list(body, "messages") {
             let role = message.get("role").and_then(Value::as_str);
             let blocks = match message.get("content") {
@@ -45,33 +37,21 @@ impl Dialect for Messages {
             };
             for block in blocks {
                 match (role, block.get("type").and_then(Value::as_str)) {
-                    (Some("user"), Some("text")) => {
-                        prompt.push(str_at(&block, "text"));
-                    }
-                    (Some("assistant"), Some("tool_use")) => calls.push((
-                        str_at(&block, "id"),
-                        str_at(&block, "name"),
+                    (Some("user"), Some("text")) => seen.user(str_of(&block, "text")),
+                    (Some("assistant"), Some("tool_use")) => seen.call(
+                        str_of(&block, "id"),
+                        str_of(&block, "name"),
                         block.get("input").cloned().unwrap_or(Value::Null),
-                    )),
-                    (Some("user"), Some("tool_result")) => {
-                        let id = str_at(&block, "tool_use_id");
-                        if let Some((_, tool, arguments)) = calls.iter().find(|c| c.0 == id) {
-                            results.push(ToolResult {
-                                tool: tool.clone(),
-                                arguments: arguments.clone(),
-                                text: content_text(block.get("content").unwrap_or(&Value::Null)),
-                            });
-                        }
-                    }
+                    ),
+                    (Some("user"), Some("tool_result")) => seen.result(
+                        &str_of(&block, "tool_use_id"),
+                        content_text(block.get("content").unwrap_or(&Value::Null)),
+                    ),
                     _ => {}
                 }
             }
         }
-        Exchange {
-            tools,
-            prompt: prompt.join("\n"),
-            results,
-        }
+        seen.exchange(names(list(body, "tools"), "/name"))
     }
 
     fn events(&self, _body: &Value, act: &Act, n: u64) -> Vec<(&'static str, Value)> {
@@ -139,21 +119,6 @@ impl Dialect for Messages {
                    "message": "not served by the subzero testkit"}}),
         ))
     }
-}
-
-fn list<'a>(body: &'a Value, key: &str) -> &'a [Value] {
-    body.get(key)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-fn str_at(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]

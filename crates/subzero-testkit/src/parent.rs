@@ -11,18 +11,16 @@
 //! The server listens on `127.0.0.1` only, on its own thread and runtime, records every
 //! request ([`ParentServer::requests`]) and stops when dropped.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::RecordedRequest;
+use crate::{RecordedRequest, http, lock};
 
 /// One tool call the host ran and what it answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,69 +127,39 @@ struct Shared {
 
 /// The running stand-in; stops when dropped.
 pub struct ParentServer {
-    addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    loopback: http::Loopback,
 }
 
 impl std::fmt::Debug for ParentServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParentServer")
-            .field("addr", &self.addr)
+            .field("addr", &self.loopback.addr())
             .finish_non_exhaustive()
     }
 }
 
 impl ParentServer {
     pub(crate) fn start(dialect: Box<dyn Dialect>, brain: Brain) -> std::io::Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             dialect,
             brain,
             log: Mutex::new(Vec::new()),
             turns: AtomicU64::new(0),
         });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let thread = std::thread::Builder::new()
-            .name("subzero-testkit-parent".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = rx => {}
-                    }
-                });
-            })?;
-        Ok(Self {
-            addr,
-            shared,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+        let loopback = http::Loopback::serve(app, "subzero-testkit-parent")?;
+        Ok(Self { shared, loopback })
     }
 
     /// `http://127.0.0.1:PORT` (no path: each host appends its own).
     pub fn origin(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.loopback.addr())
     }
 
     /// Every request so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared
-            .log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.shared.log).clone()
     }
 
     /// The conversation of every model turn so far, in order.
@@ -205,50 +173,17 @@ impl ParentServer {
     }
 }
 
-impl Drop for ParentServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let method = request.method().to_string();
-    let path = request.uri().path().to_owned();
-    let headers = request
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let body = axum::body::to_bytes(request.into_body(), 64 * 1024 * 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let recorded = RecordedRequest {
-        method,
-        path,
-        headers,
-        body,
-    };
-    shared
-        .log
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(recorded.clone());
+    let recorded = http::record(request).await;
+    lock(&shared.log).push(recorded.clone());
     if let Some((status, body)) = shared.dialect.aside(&recorded.method, &recorded.path) {
-        return json_response(status, &body);
+        return http::json(status, body.to_string());
     }
     let Some(body) = recorded.json() else {
-        return json_response(400, &serde_json::json!({"error": "body is not JSON"}));
+        return http::json(
+            400,
+            serde_json::json!({"error": "body is not JSON"}).to_string(),
+        );
     };
     let exchange = shared.dialect.exchange(&body);
     let act = (shared.brain)(&exchange);
@@ -256,56 +191,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     sse(&shared.dialect.events(&body, &act, n))
 }
 
-fn json_response(status: u16, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() =
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 fn sse(events: &[(&'static str, Value)]) -> Response {
     let text: String = events
         .iter()
         .map(|(event, data)| format!("event: {event}\ndata: {data}\n\n"))
         .collect();
-    let mut response = Response::new(Body::from(text));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-}
-
-/// The text of a tool result's content: a string, or the `text` of each part of an array.
-pub(crate) fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
+    http::event_stream(Body::from(text))
 }
 
 /// `text` in up to three pieces at char boundaries, for streamed deltas.
 pub(crate) fn pieces(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    if chars.is_empty() {
-        return vec![String::new()];
-    }
-    chars
-        .chunks(chars.len().div_ceil(3))
-        .map(|c| c.iter().collect())
-        .collect()
+    crate::split(text, 3)
 }
 
 #[cfg(test)]

@@ -21,9 +21,8 @@
 
 use serde_json::{Value, json};
 
-use crate::parent::{
-    Act, Brain, Dialect, Exchange, ParentServer, ToolResult, content_text, pieces,
-};
+use crate::parent::{Act, Brain, Dialect, Exchange, ParentServer, pieces};
+use crate::transcript::{Transcript, content_text, encoded_json, list, names, str_of};
 
 /// Starts the stand-in on `127.0.0.1` at a free port.
 pub fn start(brain: Brain) -> std::io::Result<ParentServer> {
@@ -34,47 +33,33 @@ struct Responses;
 
 impl Dialect for Responses {
     fn exchange(&self, body: &Value) -> Exchange {
-        let tools = list(body, "tools").iter().flat_map(tool_names).collect();
-        let mut prompt = Vec::new();
-        let mut calls: Vec<(String, String, Value)> = Vec::new();
-        let mut results = Vec::new();
+        let mut seen = Transcript::default();
         for item in list(body, "input") {
             match item.get("type").and_then(Value::as_str) {
                 Some("message") | None
                     if item.get("role").and_then(Value::as_str) == Some("user") =>
                 {
-                    prompt.push(content_text(item.get("content").unwrap_or(&Value::Null)));
+                    seen.user(content_text(item.get("content").unwrap_or(&Value::Null)));
                 }
                 Some("function_call") => {
-                    let arguments = item
-                        .get("arguments")
-                        .and_then(Value::as_str)
-                        .and_then(|a| serde_json::from_str(a).ok())
-                        .unwrap_or(Value::Null);
                     let name = match item.get("namespace").and_then(Value::as_str) {
-                        Some(namespace) => format!("{namespace}__{}", str_at(item, "name")),
-                        None => str_at(item, "name"),
+                        Some(namespace) => format!("{namespace}__{}", str_of(item, "name")),
+                        None => str_of(item, "name"),
                     };
-                    calls.push((str_at(item, "call_id"), name, arguments));
+                    seen.call(
+                        str_of(item, "call_id"),
+                        name,
+                        encoded_json(item.get("arguments")),
+                    );
                 }
-                Some("function_call_output") => {
-                    let id = str_at(item, "call_id");
-                    if let Some((_, tool, arguments)) = calls.iter().find(|c| c.0 == id) {
-                        results.push(ToolResult {
-                            tool: tool.clone(),
-                            arguments: arguments.clone(),
-                            text: output_text(item.get("output").unwrap_or(&Value::Null)),
-                        });
-                    }
-                }
+                Some("function_call_output") => seen.result(
+                    &str_of(item, "call_id"),
+                    output_text(item.get("output").unwrap_or(&Value::Null)),
+                ),
                 _ => {}
             }
         }
-        Exchange {
-            tools,
-            prompt: prompt.join("\n"),
-            results,
-        }
+        seen.exchange(list(body, "tools").iter().flat_map(tool_names).collect())
     }
 
     fn events(&self, body: &Value, act: &Act, n: u64) -> Vec<(&'static str, Value)> {
@@ -170,9 +155,8 @@ fn tool_names(tool: &Value) -> Vec<String> {
         return Vec::new();
     };
     if tool.get("type").and_then(Value::as_str) == Some("namespace") {
-        return list(tool, "tools")
-            .iter()
-            .filter_map(|t| t.get("name").and_then(Value::as_str))
+        return names(list(tool, "tools"), "/name")
+            .into_iter()
             .map(|inner| format!("{name}__{inner}"))
             .collect();
     }
@@ -204,21 +188,6 @@ fn output_text(output: &Value) -> String {
 
 fn output_item(kind: &'static str, item: &Value) -> (&'static str, Value) {
     (kind, json!({"type": kind, "output_index": 0, "item": item}))
-}
-
-fn list<'a>(body: &'a Value, key: &str) -> &'a [Value] {
-    body.get(key)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-fn str_at(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 mod faults_support;
 mod hosts_support;
+mod real_host_support;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use faults_support::{Reaper, eventually, marked, running_in, unique_mark};
+use faults_support::Reaper;
 use hosts_support::*;
 use serde_json::{Value, json};
 use subzero_testkit::Reply;
@@ -97,13 +98,7 @@ impl Claude {
     }
 
     fn version(&self) -> String {
-        let out = self
-            .env
-            .command(&self.bin)
-            .arg("--version")
-            .output()
-            .expect("runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        self.env.version(&self.bin)
     }
 }
 
@@ -136,23 +131,8 @@ fn claude_code_delegates_follows_up_and_a_second_process_lists_the_child() {
         "{first:#}"
     );
     let turns = claude.parent.exchanges();
-    let loaded = turns
-        .iter()
-        .find(|t| t.declares(&tool("subzero_spawn")))
-        .expect("a turn declares the Subzero tools");
-    for name in TOOLS {
-        assert!(
-            loaded.declares(&tool(name)),
-            "{name} missing: {:?}",
-            loaded.tools
-        );
-    }
-    let spawned = turns
-        .iter()
-        .rev()
-        .find_map(|t| t.last_of("subzero_spawn").cloned())
-        .expect("spawn ran");
-    let child = spawned.id("ch_").expect("spawn answered a child id");
+    assert_tools_loaded(&turns, tool);
+    let child = spawned_child(&turns);
 
     let second = claude.run(&format!("{FOLLOW_UP}: ask the child a followup."));
     let answer = second["result"].as_str().unwrap_or_default();
@@ -160,17 +140,7 @@ fn claude_code_delegates_follows_up_and_a_second_process_lists_the_child() {
         answer.starts_with("Child listed.") && answer.contains(FOLLOWUP_ANSWER),
         "{second:#}"
     );
-    let last = claude.parent.exchanges().pop().expect("turns");
-    let listed = last.last_of("subzero_list").expect("list ran");
-    assert!(listed.text.contains(&child), "{}", listed.text);
-    assert!(
-        reports_tested(&last, "claude-code", VERSION),
-        "subzero_info.hostAdapters lacks claude-code {VERSION}: {:?}",
-        last.last_of("subzero_info")
-    );
-    let sent = last.last_of("subzero_send").expect("send ran");
-    assert_eq!(sent.arguments["childId"], json!(child));
-    assert_eq!(claude.env.children.requests().len(), 2, "two child runs");
+    assert_followed_up(&claude.parent, &claude.env, &child, "claude-code", VERSION);
 }
 
 #[test]
@@ -178,54 +148,12 @@ fn claude_code_quitting_mid_run_leaves_nothing_running_and_records_stopped() {
     let Some(claude) = Claude::new(Vec::new()) else {
         return;
     };
-    let mark = unique_mark(claude.env.dir.path());
-    claude.env.children.push(Reply::tool_call(
-        "call_1",
-        "bash",
-        &json!({"command": format!("export {mark}; sleep 1000")}).to_string(),
-    ));
-    let mut reaper = Reaper::new(claude.env.dir.path());
-    reaper.mark(&mark);
-    claude
-        .env
-        .install("claude-code", &["--allow-tools", "--trust"]);
-
-    let mut host = Running::start(claude.command(&format!("{HANG}: start a coder child.")));
-    let waiting = eventually(Duration::from_secs(60), || {
-        !marked(&mark).is_empty()
-            && claude
-                .parent
-                .exchanges()
-                .iter()
-                .any(|t| t.count_of("subzero_spawn") > 0)
+    quitting_mid_run_leaves_nothing_running_and_records_stopped(&QuitCase {
+        env: &claude.env,
+        parent: &claude.parent,
+        install: ("claude-code", &["--allow-tools", "--trust"]),
+        exe: "claude",
+        product: "Claude Code",
+        command: &|prompt| claude.command(prompt),
     });
-    assert!(waiting, "the child's bash tool never started");
-    // The parent's `subzero_get` (waitMs 30000) is now in flight.
-    std::thread::sleep(Duration::from_millis(500));
-    let dir = claude.env.dir.path().to_string_lossy().into_owned();
-    assert!(!processes_naming(&dir).is_empty(), "no broker is running");
-
-    host.signal(nix::sys::signal::Signal::SIGINT);
-    let exit = host.wait(Duration::from_secs(30));
-    assert!(exit.is_some(), "claude did not exit after SIGINT");
-    let clean = eventually(Duration::from_secs(10), || {
-        processes_naming(&dir).is_empty()
-            && marked(&mark).is_empty()
-            && running_in(claude.env.dir.path()).is_empty()
-    });
-    assert!(
-        clean,
-        "left running after Claude Code quit: brokers/workers {:?}, tools {:?}, in the workspace {:?}",
-        processes_naming(&dir),
-        marked(&mark),
-        running_in(claude.env.dir.path())
-    );
-    let runs = claude.env.runs();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!(
-        runs[0].2,
-        "stopped",
-        "{runs:?}\n{}",
-        claude.env.subzero_ls()
-    );
 }

@@ -16,6 +16,7 @@
 
 mod faults_support;
 mod hosts_support;
+mod real_host_support;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use faults_support::{Reaper, eventually, marked, running_in, unique_mark};
+use faults_support::Reaper;
 use hosts_support::*;
 use serde_json::{Value, json};
 use subzero_testkit::Reply;
@@ -119,13 +120,7 @@ impl Codex {
     }
 
     fn version(&self) -> String {
-        let out = self
-            .env
-            .command(&self.bin)
-            .arg("--version")
-            .output()
-            .expect("runs");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        self.env.version(&self.bin)
     }
 }
 
@@ -151,40 +146,15 @@ fn codex_delegates_follows_up_and_a_second_process_lists_the_child() {
     ));
     assert_eq!(answer, format!("The child answered: {CHILD_ANSWER}"));
     let turns = codex.parent.exchanges();
-    let loaded = turns
-        .iter()
-        .find(|t| t.declares(&tool("subzero_spawn")))
-        .expect("a turn declares the Subzero tools");
-    for name in TOOLS {
-        assert!(
-            loaded.declares(&tool(name)),
-            "{name} missing: {:?}",
-            loaded.tools
-        );
-    }
-    let spawned = turns
-        .iter()
-        .rev()
-        .find_map(|t| t.last_of("subzero_spawn").cloned())
-        .expect("spawn ran");
-    let child = spawned.id("ch_").expect("spawn answered a child id");
+    assert_tools_loaded(&turns, tool);
+    let child = spawned_child(&turns);
 
     let answer = codex.run(&format!("{FOLLOW_UP}: ask the child a followup."));
     assert!(
         answer.starts_with("Child listed.") && answer.contains(FOLLOWUP_ANSWER),
         "{answer}"
     );
-    let last = codex.parent.exchanges().pop().expect("turns");
-    let listed = last.last_of("subzero_list").expect("list ran");
-    assert!(listed.text.contains(&child), "{}", listed.text);
-    assert!(
-        reports_tested(&last, "codex", VERSION),
-        "subzero_info.hostAdapters lacks codex {VERSION}: {:?}",
-        last.last_of("subzero_info")
-    );
-    let sent = last.last_of("subzero_send").expect("send ran");
-    assert_eq!(sent.arguments["childId"], json!(child));
-    assert_eq!(codex.env.children.requests().len(), 2, "two child runs");
+    assert_followed_up(&codex.parent, &codex.env, &child, "codex", VERSION);
 }
 
 #[test]
@@ -192,47 +162,12 @@ fn codex_quitting_mid_run_leaves_nothing_running_and_records_stopped() {
     let Some(codex) = Codex::new(Vec::new()) else {
         return;
     };
-    let mark = unique_mark(codex.env.dir.path());
-    codex.env.children.push(Reply::tool_call(
-        "call_1",
-        "bash",
-        &json!({"command": format!("export {mark}; sleep 1000")}).to_string(),
-    ));
-    let mut reaper = Reaper::new(codex.env.dir.path());
-    reaper.mark(&mark);
-    codex.env.install("codex", &["--trust"]);
-
-    let mut host = Running::start(codex.command(&format!("{HANG}: start a coder child.")));
-    let waiting = eventually(Duration::from_secs(60), || {
-        !marked(&mark).is_empty()
-            && codex
-                .parent
-                .exchanges()
-                .iter()
-                .any(|t| t.count_of("subzero_spawn") > 0)
+    quitting_mid_run_leaves_nothing_running_and_records_stopped(&QuitCase {
+        env: &codex.env,
+        parent: &codex.parent,
+        install: ("codex", &["--trust"]),
+        exe: "codex",
+        product: "Codex",
+        command: &|prompt| codex.command(prompt),
     });
-    assert!(waiting, "the child's bash tool never started");
-    // The parent's `subzero_get` (waitMs 30000) is now in flight.
-    std::thread::sleep(Duration::from_millis(500));
-    let dir = codex.env.dir.path().to_string_lossy().into_owned();
-    assert!(!processes_naming(&dir).is_empty(), "no broker is running");
-
-    host.signal(nix::sys::signal::Signal::SIGINT);
-    let exit = host.wait(Duration::from_secs(30));
-    assert!(exit.is_some(), "codex did not exit after SIGINT");
-    let clean = eventually(Duration::from_secs(10), || {
-        processes_naming(&dir).is_empty()
-            && marked(&mark).is_empty()
-            && running_in(codex.env.dir.path()).is_empty()
-    });
-    assert!(
-        clean,
-        "left running after Codex quit: brokers/workers {:?}, tools {:?}, in the workspace {:?}",
-        processes_naming(&dir),
-        marked(&mark),
-        running_in(codex.env.dir.path())
-    );
-    let runs = codex.env.runs();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!(runs[0].2, "stopped", "{runs:?}\n{}", codex.env.subzero_ls());
 }

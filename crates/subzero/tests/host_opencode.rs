@@ -8,6 +8,7 @@
 //! is set).
 
 mod chat_hosts_support;
+mod real_host_support;
 
 use std::time::Duration;
 

@@ -11,6 +11,7 @@
 //! `crates/subzero/tests/hosts/pi`; without it the test is skipped, loudly, unless `CI` is set).
 
 mod chat_hosts_support;
+mod real_host_support;
 
 use std::time::Duration;
 

@@ -12,8 +12,11 @@ mod error;
 mod events;
 mod filesystem;
 mod get;
+mod info;
+mod list;
 mod live;
 mod orphans;
+mod output;
 mod receipts;
 mod resume;
 mod snapshot;
@@ -28,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use subzero_core::template::{Template, TemplateId, Templates};
+use subzero_core::template::{TemplateId, Templates};
 use subzero_core::{ChildId, ErrorCode, Limits};
 use subzero_protocol as p;
 use tokio::sync::{Notify, OnceCell};
@@ -42,7 +45,7 @@ use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
 use crate::supervisor::{FilesystemMode, Hello, ProcessMode, Spawner, WorkerConn, WorkerLaunch};
-use wire::{positive, wire};
+use info::{CredentialSource, credential_sources};
 
 pub use error::BrokerError;
 pub use get::ProgressSink;
@@ -207,220 +210,6 @@ impl Broker {
         &self.paths
     }
 
-    /// `subzero_info`.
-    pub async fn info(&self) -> Result<p::Info, BrokerError> {
-        let hello = self.hello().await?;
-        let templates = self
-            .templates
-            .ids()
-            .into_iter()
-            .filter_map(|id| self.templates.resolve(&id).ok())
-            .map(|(id, t)| template_info(&id, &t))
-            .collect::<Result<_, _>>()?;
-        let credentials = self
-            .credential_sources
-            .iter()
-            .map(|c| {
-                Ok(p::CredentialInfo {
-                    available: c.available,
-                    name: wire(c.name.as_str(), INFO, "credentialRefs.name")?,
-                    origins: Some(p::CredentialInfoOrigins(
-                        c.origins
-                            .iter()
-                            .map(|o| wire(o.as_str(), INFO, "credentialRefs.origins"))
-                            .collect::<Result<Vec<_>, _>>()?,
-                    )),
-                    source: c.source,
-                })
-            })
-            .collect::<Result<_, BrokerError>>()?;
-        Ok(p::Info {
-            control_protocol_version: Some(positive(
-                hello.control_version,
-                INFO,
-                "controlProtocolVersion",
-            )?),
-            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
-            credential_refs: p::InfoCredentialRefs(credentials),
-            enforcement: {
-                let mut enforcement = enforcement()?;
-                enforcement
-                    .containment
-                    .get_or_insert_with(Default::default)
-                    .process = hello.process.clone();
-                let (filesystem, landlock) = Self::filesystem_support(&hello)?;
-                enforcement.landlock = landlock;
-                enforcement
-                    .containment
-                    .get_or_insert_with(Default::default)
-                    .filesystem = Some(filesystem);
-                enforcement
-            },
-            host_adapters: p::InfoHostAdapters(
-                self.host_adapters
-                    .iter()
-                    .map(|h| {
-                        Ok(p::HostAdapter {
-                            host: wire(h.host.as_str(), INFO, "hostAdapters.host")?,
-                            tested_version: wire(
-                                h.version.as_str(),
-                                INFO,
-                                "hostAdapters.testedVersion",
-                            )?,
-                        })
-                    })
-                    .collect::<Result<_, BrokerError>>()?,
-            ),
-            limits: self.info_limits()?,
-            protocol_version: wire("1", INFO, "protocolVersion")?,
-            templates: p::InfoTemplates(templates),
-            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
-            worker: p::WorkerInfo {
-                name: wire(hello.name.as_str(), INFO, "worker.name")?,
-                protocols: p::WorkerInfoProtocols(
-                    hello
-                        .protocols
-                        .iter()
-                        .map(|api| wire(api.as_str(), INFO, "worker.protocols"))
-                        .collect::<Result<_, _>>()?,
-                ),
-                steering: hello.steering,
-                transcript_version: positive(
-                    hello.transcript_version,
-                    INFO,
-                    "worker.transcriptVersion",
-                )?,
-                version: wire(hello.version.as_str(), INFO, "worker.version")?,
-            },
-        })
-    }
-
-    /// The limits `subzero_info` reports.
-    fn info_limits(&self) -> Result<p::Limits, BrokerError> {
-        let limit = |value: u32, field: &str| positive(value, INFO, field);
-        Ok(p::Limits {
-            active_workers_per_workspace: limit(
-                self.worker_slots,
-                "limits.activeWorkersPerWorkspace",
-            )?,
-            event_payload_bytes: limit(
-                self.limits.event_payload_bytes,
-                "limits.eventPayloadBytes",
-            )?,
-            event_retention: positive(
-                self.store.options().event_retention,
-                INFO,
-                "limits.eventRetention",
-            )?,
-            event_retention_bytes: Some(positive(
-                self.store.options().event_retention_bytes,
-                INFO,
-                "limits.eventRetentionBytes",
-            )?),
-            queued_followups: Some(positive(
-                self.store.options().queued_followups,
-                INFO,
-                "limits.queuedFollowups",
-            )?),
-            granted_tools: limit(self.limits.granted_tools, "limits.grantedTools")?,
-            model_idle_timeout_ms: Some(limit(
-                self.limits.model_idle_timeout_ms,
-                "limits.modelIdleTimeoutMs",
-            )?),
-            model_response_bytes: Some(limit(
-                self.limits.model_response_bytes,
-                "limits.modelResponseBytes",
-            )?),
-            output_length_max: limit(self.limits.output_chunk_bytes, "limits.outputLengthMax")?,
-            prompt_bytes: limit(self.limits.prompt_bytes, "limits.promptBytes")?,
-            tool_argument_bytes: Some(limit(
-                self.limits.tool_argument_bytes,
-                "limits.toolArgumentBytes",
-            )?),
-            wait_ms_max: u64::from(self.limits.get_wait_ms),
-            write_runs_per_workspace: limit(self.writer_slots, "limits.writeRunsPerWorkspace")?,
-        })
-    }
-
-    /// `subzero_list`.
-    pub async fn list(&self, input: p::ListInput) -> Result<p::ListOutput, BrokerError> {
-        let scope = match &input.workspace_root {
-            Some(root) => self.scope_for(Some(root.as_str()))?,
-            None => self.scope.clone(),
-        };
-        let limit = input.limit.map(|l| l.get()).unwrap_or(50).clamp(1, 200) as u32;
-        let after = input
-            .after
-            .as_ref()
-            .map(|a| ChildId::parse(a.as_str()))
-            .transpose()?;
-        let rows = self.store.list_children(&scope, limit + 1, after).await?;
-        let more = rows.len() > limit as usize;
-        let mut children = Vec::with_capacity(rows.len());
-        for row in rows.iter().take(limit as usize) {
-            // Listing is an access too: a child whose broker is gone is recovered here
-            // (startup recovery may have seen that broker's locks a moment before they
-            // were released) and shown as it now is.
-            let row = if self.maybe_orphaned(row) {
-                self.recover_if_orphaned(&scope, row).await?;
-                self.store.child(&scope, row.child_id).await?
-            } else {
-                row.clone()
-            };
-            let runs = self.store.runs(&scope, row.child_id).await?;
-            children.push(snapshot::summary(&row, &runs)?);
-        }
-        let next_after = if more {
-            rows.get(limit as usize - 1).map(|r| r.child_id.into())
-        } else {
-            None
-        };
-        Ok(p::ListOutput {
-            children: p::ListOutputChildren(children),
-            next_after,
-        })
-    }
-
-    /// `subzero_output`: a chunk of a run's full result.
-    pub async fn output(&self, input: p::OutputInput) -> Result<p::ArtifactChunk, BrokerError> {
-        let id = subzero_core::ArtifactId::parse(input.artifact_id.as_str())?;
-        let offset = input.offset.unwrap_or(0);
-        let length = input.length.map(|l| l.get()).unwrap_or(65_536);
-        self.limits.check_output_chunk(length)?;
-        let row = self.find_artifact(id).await?;
-        let files = self.artifacts.clone();
-        let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))
-            .await
-            .map_err(|e| BrokerError::internal(format!("artifact read panicked: {e}")))??;
-        Ok(p::ArtifactChunk {
-            artifact_id: id.into(),
-            eof: chunk.eof,
-            next_offset: chunk.next_offset,
-            offset: chunk.offset,
-            text: wire(chunk.text, "output result", "text")?,
-            total_bytes: chunk.total_bytes,
-        })
-    }
-
-    async fn find_artifact(
-        &self,
-        id: subzero_core::ArtifactId,
-    ) -> Result<crate::store::ArtifactRow, BrokerError> {
-        for scope in self.scopes() {
-            match self.store.artifact(&scope, id).await {
-                Ok(row) => return Ok(row),
-                Err(e) if e.code() == ErrorCode::NotFound => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(BrokerError::new(
-            ErrorCode::NotFound,
-            format!(
-                "artifact {id} does not exist in this workspace; take artifact ids from subzero_get's lastRun"
-            ),
-        ))
-    }
-
     /// The worker's self-description, learned once by starting a worker that runs nothing.
     async fn hello(&self) -> Result<Hello, BrokerError> {
         let hello = self
@@ -519,9 +308,6 @@ impl Broker {
     }
 }
 
-/// The document `info` answers with, as error messages name it.
-const INFO: &str = "info result";
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short critical sections leaves plain data
     // behind; keep serving rather than poisoning every later call.
@@ -551,44 +337,6 @@ fn user_templates(config: &Config, limits: &Limits) -> Result<Templates, BrokerE
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
 }
 
-/// A configured credential as `subzero_info` shows it: never its value.
-#[derive(Debug)]
-struct CredentialSource {
-    name: String,
-    source: p::CredentialInfoSource,
-    available: bool,
-    /// The origins it may be sent to, normalized (`scheme://host:port`).
-    origins: Vec<String>,
-}
-
-/// Names, sources, availability and origins of the configured credentials.
-fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<CredentialSource> {
-    use p::CredentialInfoSource::{Env, File};
-    config
-        .credentials
-        .iter()
-        .map(|(name, entry)| {
-            let (source, available) = match (&entry.env, &entry.file) {
-                (Some(var), _) => (Env, secrets.is_set(var)),
-                (None, Some(path)) => (File, std::fs::metadata(path).is_ok_and(|m| m.is_file())),
-                (None, None) => (Env, false),
-            };
-            let origins = entry
-                .origins
-                .iter()
-                .filter_map(|o| crate::credentials::Origin::parse_configured(o).ok())
-                .map(|o| o.as_str().to_owned())
-                .collect();
-            CredentialSource {
-                name: name.clone(),
-                source,
-                available,
-                origins,
-            }
-        })
-        .collect()
-}
-
 fn limits_from(config: &Config) -> Limits {
     let mut limits = Limits::SEED;
     limits.prompt_bytes = u32::try_from(config.limits.prompt_bytes).unwrap_or(u32::MAX);
@@ -600,68 +348,4 @@ fn limits_from(config: &Config) -> Limits {
     limits.tool_argument_bytes = narrow(config.limits.tool_argument_bytes);
     limits.model_idle_timeout_ms = narrow(config.limits.model_idle_timeout_ms);
     limits
-}
-
-fn template_info(id: &TemplateId, t: &Template) -> Result<p::TemplateInfo, BrokerError> {
-    let at = |field: &str| format!("templates[{id}].{field}");
-    let tools = t
-        .tools
-        .iter()
-        .map(|name| wire(name.as_str(), INFO, &at("tools")))
-        .collect::<Result<_, _>>()?;
-    let skills = t
-        .skills
-        .iter()
-        .map(|s| wire(s.name.as_str(), INFO, &at("skills")))
-        .collect::<Result<_, _>>()?;
-    let mcp_servers = t
-        .mcp_servers
-        .iter()
-        .map(|s| {
-            let allowed_tools = s
-                .allowed_tools
-                .iter()
-                .map(|tool| wire(tool.as_str(), INFO, &at("mcpServers.allowedTools")))
-                .collect::<Result<_, _>>()?;
-            Ok(p::McpServerInfo {
-                allowed_tools: p::McpServerInfoAllowedTools(allowed_tools),
-                name: wire(s.name.as_str(), INFO, &at("mcpServers.name"))?,
-            })
-        })
-        .collect::<Result<_, BrokerError>>()?;
-    Ok(p::TemplateInfo {
-        builtin: Template::BUILTIN_IDS.contains(&id.as_str()),
-        description: wire(t.description.as_str(), INFO, &at("description"))?,
-        mcp_servers: p::TemplateInfoMcpServers(mcp_servers),
-        skills: p::TemplateInfoSkills(skills),
-        template_id: wire(id.as_str(), INFO, &at("templateId"))?,
-        tools: p::TemplateInfoTools(tools),
-        write_capable: t.write_capable
-            || t.tools
-                .iter()
-                .any(|n| matches!(n.as_str(), "write" | "edit" | "bash")),
-    })
-}
-
-/// What Subzero enforces and what it does not, as `info` states it.
-const ENFORCEMENT_NOTES: [&str; 4] = [
-    "The workspace is not a sandbox: tools run with the launching user's OS authority.",
-    "bash and MCP servers read anything the user can and reach the network; their writes are confined only where containment.filesystem names a Landlock ABI (read-only children: none; write-capable: workspace, scratch, writable_paths).",
-    "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
-    "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
-];
-
-fn enforcement() -> Result<p::Enforcement, BrokerError> {
-    let notes = ENFORCEMENT_NOTES
-        .into_iter()
-        .map(|note| wire(note, INFO, "enforcement.notes"))
-        .collect::<Result<_, _>>()?;
-    Ok(p::Enforcement {
-        // Filled by `info` from the worker's hello.
-        containment: None,
-        landlock: None,
-        notes: p::EnforcementNotes(notes),
-        process_tree_containment: true,
-        sandbox: false,
-    })
 }

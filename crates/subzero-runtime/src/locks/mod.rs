@@ -45,9 +45,7 @@ impl HeldLock {
             .truncate(false)
             .mode(0o600)
             .open(path)
-            .map_err(|e| {
-                RuntimeError::io(format!("cannot open lock file {}", path.display()), e)
-            })?;
+            .map_err(|e| RuntimeError::io_at("cannot open lock file", path, e))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(Some(HeldLock {
                 file,

@@ -50,7 +50,7 @@ pub(super) fn trust_edit(project_dir: &Path, env: &HostEnv) -> Result<ExtraEdit,
     let path = edit::resolve_symlink(&env.home()?.join(".claude.json"));
     let original = edit::read_optional(&path)?;
     let mut doc = JsonDoc::parse(&path, original.as_deref(), "claude-code")?;
-    let dir = super::utf8(project_dir)?;
+    let dir = super::launch::utf8(project_dir)?;
     let trusted = [("hasTrustDialogAccepted", Field::Bool(true))];
     let updated = match doc.upsert(&path, &["projects"], &dir, &trusted, true)? {
         Change::Unchanged => original.clone().unwrap_or_default(),

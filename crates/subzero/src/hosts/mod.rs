@@ -14,7 +14,9 @@
 mod claude_code;
 mod codex;
 mod edit;
+mod error;
 mod json;
+mod launch;
 mod opencode;
 mod pi;
 mod tested;
@@ -25,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use edit::Outcome;
+pub use error::HostsError;
+use launch::{Launch, resolve};
 pub use tested::host_adapters;
 
 /// Name of the server entry in every host file.
@@ -143,115 +147,6 @@ pub struct InstallArgs {
     pub allow_tools: bool,
 }
 
-/// Everything `subzero hosts` can fail with. Each message says what to do next.
-#[derive(Debug, thiserror::Error)]
-pub enum HostsError {
-    #[error("cannot tell where the home directory is (HOME is not set); pass --config-path PATH")]
-    HomeUnknown,
-    #[error(
-        "cannot read the current directory: {0}; run from an existing directory or pass --workspace DIR"
-    )]
-    CurrentDir(#[source] std::io::Error),
-    #[error("cannot determine the path of the subzero executable; pass --binary PATH")]
-    ExecutableUnknown,
-    #[error("workspace {path} is not an existing directory; create it or pass --workspace DIR")]
-    WorkspaceNotADirectory { path: PathBuf },
-    #[error(
-        "path {path} is not valid UTF-8, which host config files cannot hold; use a UTF-8 path"
-    )]
-    NonUtf8Path { path: PathBuf },
-    #[error("--extension is only for `pi`; `{host}` has no extension file")]
-    ExtensionNotForHost { host: &'static str },
-    #[error("--{flag} is only for `{for_host}`; leave it out for `{host}`")]
-    FlagNotForHost {
-        flag: &'static str,
-        for_host: &'static str,
-        host: &'static str,
-    },
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot back up {path} to {backup}: {source}; nothing was changed")]
-    Backup {
-        path: PathBuf,
-        backup: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}; the file was left as it was")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "{path} is not valid TOML ({message}); fix the file, or pass --config-path to edit another one"
-    )]
-    InvalidToml { path: PathBuf, message: String },
-    #[error(
-        "{path} is not valid JSON ({message}); fix the file, or pass --config-path to edit another one"
-    )]
-    InvalidJson { path: PathBuf, message: String },
-    #[error(
-        "{path} has {what} at line {line} (JSONC); subzero will not rewrite it because that would \
-         drop them: add the entry by hand from `subzero hosts print {host}`, or remove the {what}"
-    )]
-    JsoncNotSupported {
-        path: PathBuf,
-        line: usize,
-        what: &'static str,
-        host: &'static str,
-    },
-    #[error(
-        "`{key}` in {path} is {found}, expected {expected}; fix it by hand, then run install again"
-    )]
-    UnexpectedShape {
-        path: PathBuf,
-        key: String,
-        found: &'static str,
-        expected: &'static str,
-    },
-    #[error(
-        "{path} already has a different `subzero` entry:\n{existing}\nwanted:\n{wanted}\nre-run with \
-         --force to replace the fields subzero manages (other fields are kept); add --dry-run to \
-         see the change first"
-    )]
-    ConflictingEntry {
-        path: PathBuf,
-        existing: String,
-        wanted: String,
-    },
-    #[error("cannot write the command output: {0}")]
-    Output(#[source] std::io::Error),
-}
-
-impl HostsError {
-    /// Stable code for scripts and the troubleshooting page.
-    pub fn code(&self) -> &'static str {
-        match self {
-            HostsError::HomeUnknown => "hosts_home_unknown",
-            HostsError::CurrentDir(_) => "hosts_current_dir",
-            HostsError::ExecutableUnknown => "hosts_executable_unknown",
-            HostsError::WorkspaceNotADirectory { .. } => "hosts_workspace_missing",
-            HostsError::NonUtf8Path { .. } => "hosts_non_utf8_path",
-            HostsError::ExtensionNotForHost { .. } => "hosts_extension_not_for_host",
-            HostsError::FlagNotForHost { .. } => "hosts_flag_not_for_host",
-            HostsError::Read { .. } => "hosts_read_failed",
-            HostsError::Backup { .. } => "hosts_backup_failed",
-            HostsError::Write { .. } => "hosts_write_failed",
-            HostsError::InvalidToml { .. } => "hosts_invalid_toml",
-            HostsError::InvalidJson { .. } => "hosts_invalid_json",
-            HostsError::JsoncNotSupported { .. } => "hosts_jsonc_not_supported",
-            HostsError::UnexpectedShape { .. } => "hosts_unexpected_shape",
-            HostsError::ConflictingEntry { .. } => "hosts_conflicting_entry",
-            HostsError::Output(_) => "hosts_output_failed",
-        }
-    }
-}
-
 /// The process facts `hosts` depends on, gathered once so tests can supply their own.
 #[derive(Debug, Clone)]
 pub struct HostEnv {
@@ -318,22 +213,6 @@ pub fn run_in(env: &HostEnv, cmd: HostsCommand, out: &mut dyn Write) -> Result<(
     }
 }
 
-/// The command line the host runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Launch {
-    command: String,
-    args: Vec<String>,
-}
-
-impl Launch {
-    /// `command` followed by `args`, for hosts that take one array.
-    fn argv(&self) -> Vec<String> {
-        std::iter::once(self.command.clone())
-            .chain(self.args.iter().cloned())
-            .collect()
-    }
-}
-
 /// A value subzero writes into a host entry. Hosts differ in syntax, not in these.
 #[derive(Debug, Clone, PartialEq)]
 enum Field {
@@ -343,85 +222,6 @@ enum Field {
     Bool(bool),
     /// An object/table must exist; its contents belong to the user (e.g. `env`).
     ObjectPresent,
-}
-
-/// The resolved facts of one `print`/`install`.
-#[derive(Debug)]
-struct Resolved {
-    launch: Launch,
-    /// The project directory: the workspace for project scope.
-    project_dir: PathBuf,
-}
-
-fn resolve(env: &HostEnv, entry: &EntryArgs) -> Result<Resolved, HostsError> {
-    let binary = match &entry.binary {
-        Some(path) => absolute(env, path),
-        None => env
-            .current_exe
-            .clone()
-            .ok_or(HostsError::ExecutableUnknown)?,
-    };
-    let workspace = match (&entry.workspace, entry.scope) {
-        (Some(dir), _) => Some(existing_dir(&absolute(env, dir))?),
-        (None, Scope::Project) => Some(existing_dir(&env.cwd)?),
-        (None, Scope::User) => None,
-    };
-    let mut args = vec!["mcp".to_owned()];
-    if let Some(dir) = &workspace {
-        args.push("--workspace".to_owned());
-        args.push(utf8(dir)?);
-    }
-    if let Some(file) = &entry.subzero_config {
-        args.push("--config".to_owned());
-        args.push(utf8(&absolute(env, file))?);
-    }
-    Ok(Resolved {
-        launch: Launch {
-            command: utf8(&binary)?,
-            args,
-        },
-        project_dir: workspace.unwrap_or_else(|| env.cwd.clone()),
-    })
-}
-
-/// Relative paths are taken from `env.cwd`; existing paths are canonicalized and others cleaned
-/// of `.`/`..` so that the same target always yields the same entry (keeping `install`
-/// idempotent).
-fn absolute(env: &HostEnv, path: &Path) -> PathBuf {
-    let joined = env.cwd.join(path);
-    std::fs::canonicalize(&joined).unwrap_or_else(|_| normalize_lexically(&joined))
-}
-
-fn normalize_lexically(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut clean = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                clean.pop();
-            }
-            other => clean.push(other),
-        }
-    }
-    clean
-}
-
-fn existing_dir(path: &Path) -> Result<PathBuf, HostsError> {
-    match std::fs::canonicalize(path) {
-        Ok(dir) if dir.is_dir() => Ok(dir),
-        _ => Err(HostsError::WorkspaceNotADirectory {
-            path: path.to_path_buf(),
-        }),
-    }
-}
-
-fn utf8(path: &Path) -> Result<String, HostsError> {
-    path.to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| HostsError::NonUtf8Path {
-            path: path.to_path_buf(),
-        })
 }
 
 /// The file a host reads for this scope.

@@ -15,50 +15,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use subzero_testkit::parent::{Act, Exchange};
+use subzero_testkit::parent::{Act, Exchange, ParentServer};
 use subzero_testkit::{Reply, ScriptedServer};
 use tempfile::TempDir;
 
+use crate::faults_support::{Reaper, eventually, marked, running_in, unique_mark};
+pub use crate::real_host_support::{CRED, TOOLS, processes_naming};
+use crate::real_host_support::{
+    credential_config, host_project, installed, isolated_command, output_within,
+    write_demo_workspace,
+};
+
 /// The key the children's scripted model is called with.
 pub const KEY: &str = "sk-subzero-host-test-5b1e0c";
-/// The credential reference the parent names in `subzero_spawn`.
-pub const CRED: &str = "scripted";
 /// The variable the Subzero config reads that key from (`[credentials.scripted] env = …`).
 pub const KEY_VAR: &str = "SUBZERO_HOST_TEST_KEY";
-
-/// The 8 Subzero tools, by their MCP names.
-pub const TOOLS: [&str; 8] = [
-    "subzero_spawn",
-    "subzero_get",
-    "subzero_send",
-    "subzero_stop",
-    "subzero_resume",
-    "subzero_output",
-    "subzero_list",
-    "subzero_info",
-];
 
 /// The host's executable from its npm project (`tests/hosts/<dir>`), or `None` after saying
 /// loudly why the test is skipped. Under CI a missing host fails the test.
 pub fn host_binary(dir: &str, name: &str) -> Option<PathBuf> {
-    let project = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/hosts")
-        .join(dir);
-    let bin = project.join("node_modules/.bin").join(name);
-    if bin.exists() {
-        return Some(bin);
-    }
+    let project = host_project(dir);
     let how = format!("(cd {} && npm ci)", project.display());
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must install the host: {} is missing; .ci/run runs {how}",
-        bin.display()
-    );
-    eprintln!(
-        "\n*** SKIPPED: {} is not installed; run {how} ***\n",
-        bin.display()
-    );
-    None
+    installed(project.join("node_modules/.bin").join(name), &how)
 }
 
 /// A loopback port that refuses every connection at once (nothing listens there): the
@@ -94,21 +72,16 @@ impl HostEnv {
         for sub in ["home", "workspace"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
         }
-        std::fs::write(
-            dir.path().join("workspace/README.md"),
-            "# Demo project\n\nA small project for Subzero's host tests.\n",
-        )
-        .expect("readme");
+        write_demo_workspace(&dir.path().join("workspace"));
         let children = ScriptedServer::start(children).expect("children's model");
         let env = HostEnv {
             dir,
             children,
             refuser: Refuser::new(),
         };
-        let origin = env.children.base_url().trim_end_matches("/v1").to_owned();
         std::fs::write(
             env.subzero_config(),
-            format!("[credentials.{CRED}]\nenv = \"{KEY_VAR}\"\norigins = [\"{origin}\"]\n"),
+            credential_config(KEY_VAR, &env.children),
         )
         .expect("config");
         env
@@ -147,22 +120,15 @@ impl HostEnv {
     /// A command with nothing of the test runner's environment: HOME, PATH, the state
     /// directory, the children's key, and every outside origin sent to the refusing proxy.
     pub fn command(&self, program: &Path) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.env_clear()
-            .current_dir(self.workspace())
-            .env("HOME", self.home())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("LANG", "C.UTF-8")
-            .env("TERM", "dumb")
+        let mut cmd = isolated_command(
+            program,
+            &self.home(),
+            std::env::var_os("PATH").unwrap_or_default(),
+            &self.refuser.url(),
+        );
+        cmd.current_dir(self.workspace())
             .env("SUBZERO_STATE_DIR", self.state_dir())
-            .env(KEY_VAR, KEY)
-            .env("HTTPS_PROXY", self.refuser.url())
-            .env("HTTP_PROXY", self.refuser.url())
-            .env("https_proxy", self.refuser.url())
-            .env("http_proxy", self.refuser.url())
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env("no_proxy", "127.0.0.1,localhost")
-            .stdin(Stdio::null());
+            .env(KEY_VAR, KEY);
         cmd
     }
 
@@ -183,6 +149,12 @@ impl HostEnv {
         );
         assert!(out.status.success(), "hosts install {host} failed:\n{text}");
         text
+    }
+
+    /// What `<bin> --version` prints, trimmed.
+    pub fn version(&self, bin: &Path) -> String {
+        let out = self.command(bin).arg("--version").output().expect("runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     /// `subzero ls` (the runner's view of the state directory), as JSON.
@@ -225,28 +197,19 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.process_group(0);
     let child = cmd.spawn().expect("host starts");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(output) => output.expect("host output"),
-        Err(_) => {
-            kill_group(pid);
-            let output = rx.recv().ok().and_then(Result::ok);
-            panic!(
-                "the host did not finish within {limit:?}:\nstdout:\n{}\nstderr:\n{}",
-                output
-                    .as_ref()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                    .unwrap_or_default(),
-                output
-                    .as_ref()
-                    .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
-                    .unwrap_or_default()
-            );
-        }
+    match output_within(child, limit, kill_group) {
+        Ok(output) => output,
+        Err(output) => panic!(
+            "the host did not finish within {limit:?}:\nstdout:\n{}\nstderr:\n{}",
+            output
+                .as_ref()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default(),
+            output
+                .as_ref()
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -447,12 +410,113 @@ pub fn brain(
     })
 }
 
-/// Processes whose command line names `needle` (e.g. the test's temp dir): brokers and
-/// workers of this test wherever they were re-parented.
-pub fn processes_naming(needle: &str) -> Vec<subzero_testkit::procs::Proc> {
-    let me = std::process::id();
-    subzero_testkit::procs::processes()
-        .into_iter()
-        .filter(|p| p.pid != me && p.argv.iter().any(|a| a.contains(needle)))
-        .collect()
+/// The first turn that declares the Subzero tools declares all 8 under the host's naming.
+pub fn assert_tools_loaded(turns: &[Exchange], tool: impl Fn(&str) -> String) {
+    let loaded = turns
+        .iter()
+        .find(|t| t.declares(&tool("subzero_spawn")))
+        .expect("a turn declares the Subzero tools");
+    for name in TOOLS {
+        assert!(
+            loaded.declares(&tool(name)),
+            "{name} missing: {:?}",
+            loaded.tools
+        );
+    }
+}
+
+/// The child the newest `subzero_spawn` of these turns started.
+pub fn spawned_child(turns: &[Exchange]) -> String {
+    let spawned = turns
+        .iter()
+        .rev()
+        .find_map(|t| t.last_of("subzero_spawn").cloned())
+        .expect("spawn ran");
+    spawned.id("ch_").expect("spawn answered a child id")
+}
+
+/// After the followup plan: the second process listed `child`, its `subzero_info` reports
+/// `host` at `version`, the followup went to `child`, and the children's model ran twice.
+pub fn assert_followed_up(
+    parent: &ParentServer,
+    env: &HostEnv,
+    child: &str,
+    host: &str,
+    version: &str,
+) {
+    let last = parent.exchanges().pop().expect("turns");
+    let listed = last.last_of("subzero_list").expect("list ran");
+    assert!(listed.text.contains(child), "{}", listed.text);
+    assert!(
+        reports_tested(&last, host, version),
+        "subzero_info.hostAdapters lacks {host} {version}: {:?}",
+        last.last_of("subzero_info")
+    );
+    let sent = last.last_of("subzero_send").expect("send ran");
+    assert_eq!(sent.arguments["childId"], json!(child));
+    assert_eq!(env.children.requests().len(), 2, "two child runs");
+}
+
+/// A host to quit mid-run: its setup, how `subzero hosts install` is run for it, how it is
+/// started on a prompt, and its names for failure messages.
+pub struct QuitCase<'a> {
+    pub env: &'a HostEnv,
+    pub parent: &'a ParentServer,
+    /// The `subzero hosts install` host name and flags.
+    pub install: (&'a str, &'a [&'a str]),
+    /// The host's executable name (`claude`) and product name (`Claude Code`).
+    pub exe: &'a str,
+    pub product: &'a str,
+    /// The host's command for a headless run of a prompt.
+    pub command: &'a dyn Fn(&str) -> Command,
+}
+
+/// The host quitting (SIGINT) while a `subzero_get` waits on a child running a `bash` tool
+/// leaves no broker, worker or tool process, and the run is recorded `stopped`.
+pub fn quitting_mid_run_leaves_nothing_running_and_records_stopped(case: &QuitCase<'_>) {
+    let env = case.env;
+    let mark = unique_mark(env.dir.path());
+    env.children.push(Reply::tool_call(
+        "call_1",
+        "bash",
+        &json!({"command": format!("export {mark}; sleep 1000")}).to_string(),
+    ));
+    let mut reaper = Reaper::new(env.dir.path());
+    reaper.mark(&mark);
+    env.install(case.install.0, case.install.1);
+
+    let mut host = Running::start((case.command)(&format!("{HANG}: start a coder child.")));
+    let waiting = eventually(Duration::from_secs(60), || {
+        !marked(&mark).is_empty()
+            && case
+                .parent
+                .exchanges()
+                .iter()
+                .any(|t| t.count_of("subzero_spawn") > 0)
+    });
+    assert!(waiting, "the child's bash tool never started");
+    // The parent's `subzero_get` (waitMs 30000) is now in flight.
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = env.dir.path().to_string_lossy().into_owned();
+    assert!(!processes_naming(&dir).is_empty(), "no broker is running");
+
+    host.signal(nix::sys::signal::Signal::SIGINT);
+    let exit = host.wait(Duration::from_secs(30));
+    assert!(exit.is_some(), "{} did not exit after SIGINT", case.exe);
+    let clean = eventually(Duration::from_secs(10), || {
+        processes_naming(&dir).is_empty()
+            && marked(&mark).is_empty()
+            && running_in(env.dir.path()).is_empty()
+    });
+    assert!(
+        clean,
+        "left running after {} quit: brokers/workers {:?}, tools {:?}, in the workspace {:?}",
+        case.product,
+        processes_naming(&dir),
+        marked(&mark),
+        running_in(env.dir.path())
+    );
+    let runs = env.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].2, "stopped", "{runs:?}\n{}", env.subzero_ls());
 }

@@ -1,0 +1,47 @@
+//! `subzero_list`: the children of a workspace, a page at a time.
+
+use subzero_core::ChildId;
+use subzero_protocol as p;
+
+use super::{Broker, BrokerError, snapshot};
+
+impl Broker {
+    /// `subzero_list`.
+    pub async fn list(&self, input: p::ListInput) -> Result<p::ListOutput, BrokerError> {
+        let scope = match &input.workspace_root {
+            Some(root) => self.scope_for(Some(root.as_str()))?,
+            None => self.scope.clone(),
+        };
+        let limit = input.limit.map(|l| l.get()).unwrap_or(50).clamp(1, 200) as u32;
+        let after = input
+            .after
+            .as_ref()
+            .map(|a| ChildId::parse(a.as_str()))
+            .transpose()?;
+        let rows = self.store.list_children(&scope, limit + 1, after).await?;
+        let more = rows.len() > limit as usize;
+        let mut children = Vec::with_capacity(rows.len());
+        for row in rows.iter().take(limit as usize) {
+            // Listing is an access too: a child whose broker is gone is recovered here
+            // (startup recovery may have seen that broker's locks a moment before they
+            // were released) and shown as it now is.
+            let row = if self.maybe_orphaned(row) {
+                self.recover_if_orphaned(&scope, row).await?;
+                self.store.child(&scope, row.child_id).await?
+            } else {
+                row.clone()
+            };
+            let runs = self.store.runs(&scope, row.child_id).await?;
+            children.push(snapshot::summary(&row, &runs)?);
+        }
+        let next_after = if more {
+            rows.get(limit as usize - 1).map(|r| r.child_id.into())
+        } else {
+            None
+        };
+        Ok(p::ListOutput {
+            children: p::ListOutputChildren(children),
+            next_after,
+        })
+    }
+}
