@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use faults_support::{RawBroker, Reaper};
 use mcp_support::Env;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 fn database(env: &Env) -> PathBuf {
@@ -47,23 +47,6 @@ fn spawn_and_settle(broker: &mut RawBroker, env: &Env, prompt: &str) -> String {
         }
     }
     panic!("child {child} did not settle");
-}
-
-/// A tool call that must fail: its error body (the tool error's text, as compact JSON).
-fn refused(broker: &mut RawBroker, tool: &str, arguments: Value) -> Value {
-    let id = broker.call_async(tool, arguments);
-    let reply = broker
-        .response(id, Duration::from_secs(30))
-        .expect("tool call answered");
-    assert_eq!(
-        reply["result"]["isError"], true,
-        "{tool} unexpectedly succeeded: {reply}"
-    );
-    let text = reply["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    serde_json::from_str(text)
-        .unwrap_or_else(|e| panic!("{tool}: error text is not JSON ({e}): {reply}"))
 }
 
 fn children_in(db: &Path) -> Vec<String> {
@@ -124,8 +107,7 @@ fn a_database_deleted_under_a_running_broker_is_refused_and_never_recreated() {
 
     let db = database(&env);
     std::fs::remove_file(&db).expect("delete the database under the broker");
-    let body = refused(
-        &mut broker,
+    let body = broker.refused(
         "subzero_spawn",
         json!({"prompt": "Second", "templateId": "researcher", "model": env.model()}),
     );
@@ -171,8 +153,7 @@ fn a_database_replaced_under_a_running_broker_is_refused_and_the_orphan_is_not_w
     std::fs::rename(&replacement, &db).expect("replace the database under the broker");
     let before = (footprint(&orphan), footprint(&wal(&db)));
 
-    let body = refused(
-        &mut broker,
+    let body = broker.refused(
         "subzero_spawn",
         json!({"prompt": "Second", "templateId": "researcher", "model": env.model()}),
     );
@@ -185,8 +166,7 @@ fn a_database_replaced_under_a_running_broker_is_refused_and_the_orphan_is_not_w
         "{message}"
     );
     // A write to an existing child is refused the same way.
-    let body = refused(
-        &mut broker,
+    let body = broker.refused(
         "subzero_send",
         json!({"childId": first, "message": "More", "mode": "followup"}),
     );

@@ -6,10 +6,10 @@
 //! requests at once from one thread and starts reading only after a pause; the broker's
 //! resident memory is sampled from `/proc/<pid>/status` throughout.
 
+mod faults_support;
 mod mcp_support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,18 +32,7 @@ fn rss_kib(pid: u32) -> Option<u64> {
 fn a_thousand_pipelined_requests_read_late_are_all_answered_in_bounded_memory() {
     let env = Env::new(Vec::new());
     let cmd = env.command("burst");
-    let mut child = Command::new(&cmd.exe)
-        .arg("mcp")
-        .arg("--workspace")
-        .arg(&cmd.workspace)
-        .arg("--state-dir")
-        .arg(&cmd.state_dir)
-        .arg("--config")
-        .arg(&cmd.config)
-        .envs(cmd.env.iter().map(|(k, v)| (k.clone(), v.clone())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(env.log("burst")).expect("log"))
+    let mut child = faults_support::mcp_command(&cmd)
         .spawn()
         .expect("subzero mcp starts");
     let pid = child.id();

@@ -80,22 +80,6 @@ impl Drop for Tmpfs {
     }
 }
 
-/// The error body of a tool call that must fail.
-fn refused(broker: &mut RawBroker, tool: &str, arguments: Value) -> Value {
-    let id = broker.call_async(tool, arguments);
-    let reply = broker
-        .response(id, Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("{tool} was never answered"));
-    assert_eq!(
-        reply["result"]["isError"], true,
-        "{tool} unexpectedly succeeded: {reply}"
-    );
-    let text = reply["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("{tool}: not JSON ({e}): {reply}"))
-}
-
 fn snapshot(broker: &mut RawBroker, child: &str) -> Value {
     broker.ok("subzero_get", json!({"childId": child}))
 }
@@ -149,8 +133,7 @@ fn a_result_that_meets_a_full_disk_is_kept_and_settles_when_space_returns() {
     assert_eq!(snap["state"], "running", "{snap:#}");
 
     // Every call is answered; a write names the storage problem, never `internal`.
-    let err = refused(
-        &mut broker,
+    let err = broker.refused(
         "subzero_spawn",
         json!({"prompt": "another", "templateId": "researcher", "model": env.model()}),
     );
@@ -205,14 +188,12 @@ fn calls_on_a_child_whose_settle_waits_for_space_are_answered_typed_and_it_settl
 
     // Neither a stop nor a follow-up can be recorded on a full disk: typed answers,
     // and nothing changed.
-    let err = refused(
-        &mut broker,
+    let err = broker.refused(
         "subzero_stop",
         json!({"childId": child, "expectedRunId": run}),
     );
     assert_eq!(err["code"], "storage_unavailable", "{err:#}");
-    let err = refused(
-        &mut broker,
+    let err = broker.refused(
         "subzero_send",
         json!({"childId": child, "message": "later", "mode": "followup"}),
     );
@@ -227,8 +208,7 @@ fn calls_on_a_child_whose_settle_waits_for_space_are_answered_typed_and_it_settl
         "{snap:#}"
     );
     // A stop now is answered at once: the run already ended.
-    let err = refused(
-        &mut broker,
+    let err = broker.refused(
         "subzero_stop",
         json!({"childId": child, "expectedRunId": run}),
     );
@@ -355,7 +335,7 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
             json!({"childId": child, "expectedRunId": run}),
         ),
     ] {
-        let err = refused(&mut broker, tool, args);
+        let err = broker.refused(tool, args);
         assert_eq!(err["code"], "storage_unavailable", "{tool}: {err:#}");
         assert!(
             err["message"]

@@ -137,27 +137,34 @@ pub struct RawBroker {
     early: Vec<Value>,
 }
 
+/// `subzero mcp` as `cmd` describes it, with piped stdin and stdout and stderr to the log
+/// file (or inherited), not yet started.
+pub fn mcp_command(cmd: &BrokerCommand) -> Command {
+    let mut command = Command::new(&cmd.exe);
+    command
+        .arg("mcp")
+        .arg("--workspace")
+        .arg(&cmd.workspace)
+        .arg("--state-dir")
+        .arg(&cmd.state_dir)
+        .arg("--config")
+        .arg(&cmd.config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    for (k, v) in &cmd.env {
+        command.env(k, v);
+    }
+    match &cmd.log_file {
+        Some(path) => command.stderr(std::fs::File::create(path).expect("log file")),
+        None => command.stderr(Stdio::inherit()),
+    };
+    command
+}
+
 impl RawBroker {
     /// Start the broker and complete the MCP handshake.
     pub fn start(cmd: &BrokerCommand) -> RawBroker {
-        let mut command = Command::new(&cmd.exe);
-        command
-            .arg("mcp")
-            .arg("--workspace")
-            .arg(&cmd.workspace)
-            .arg("--state-dir")
-            .arg(&cmd.state_dir)
-            .arg("--config")
-            .arg(&cmd.config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in &cmd.env {
-            command.env(k, v);
-        }
-        match &cmd.log_file {
-            Some(path) => command.stderr(std::fs::File::create(path).expect("log file")),
-            None => command.stderr(Stdio::inherit()),
-        };
+        let mut command = mcp_command(cmd);
         let mut child = command.spawn().expect("subzero mcp starts");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout");
@@ -261,6 +268,23 @@ impl RawBroker {
                 self.early.push(message);
             }
         }
+    }
+
+    /// A tool call that must fail: its error body (the tool error's text, as compact JSON).
+    pub fn refused(&mut self, tool: &str, arguments: Value) -> Value {
+        let id = self.call_async(tool, arguments);
+        let reply = self
+            .response(id, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("{tool} was never answered"));
+        assert_eq!(
+            reply["result"]["isError"], true,
+            "{tool} unexpectedly succeeded: {reply}"
+        );
+        let text = reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("{tool}: error text is not JSON ({e}): {reply}"))
     }
 
     /// `tools/call` and its structured result; panics on a tool or protocol error.
