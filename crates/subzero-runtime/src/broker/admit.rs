@@ -204,13 +204,7 @@ impl Broker {
                 },
             )
             .await;
-        let admitted = match admitted {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = self.store.release(child, self.owner_token()).await;
-                return Err(e.into());
-            }
-        };
+        let admitted = self.unclaimed_on_error(child, admitted).await?;
         match admitted {
             Admit::Replayed(stored) => {
                 let _ = self.store.release(child, self.owner_token()).await;
@@ -360,6 +354,22 @@ impl Broker {
             self.remember_steer(child, id, &message, output.clone());
         }
         Ok(output)
+    }
+
+    /// An admission that failed after this broker claimed the idle child gives the claim
+    /// back, so the child is not left owned by a call that did nothing.
+    pub(super) async fn unclaimed_on_error<T>(
+        &self,
+        child: ChildId,
+        admitted: crate::RuntimeResult<T>,
+    ) -> Result<T, BrokerError> {
+        match admitted {
+            Ok(a) => Ok(a),
+            Err(e) => {
+                let _ = self.store.release(child, self.owner_token()).await;
+                Err(e.into())
+            }
+        }
     }
 
     /// Take a worker slot and, for a write-capable child, the writer slot.

@@ -108,13 +108,7 @@ impl Broker {
                 },
             )
             .await;
-        let admitted = match admitted {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = self.store.release(child, self.owner_token()).await;
-                return Err(e.into());
-            }
-        };
+        let admitted = self.unclaimed_on_error(child, admitted).await?;
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_resume", stored);
         }
