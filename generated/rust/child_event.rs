@@ -199,6 +199,33 @@ The run completed; the full result is an artifact.*/
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
+    /**BudgetExhausted
+
+The run reached a budget; its result (the child's handoff summary) is an artifact.*/
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted {
+        ///Artifact holding the handoff summary.
+        #[serde(rename = "artifactId")]
+        artifact_id: super::common::ArtifactId,
+        ///When the event was recorded.
+        at: super::common::Timestamp,
+        ///Which budget, its value and what was used.
+        #[serde(rename = "budgetReached")]
+        budget_reached: super::common::BudgetReached,
+        ///The child the event belongs to.
+        #[serde(rename = "childId")]
+        child_id: super::common::ChildId,
+        ///Bounded preview of the handoff summary.
+        preview: super::common::Preview,
+        ///True when the preview is shorter than the result.
+        #[serde(rename = "previewTruncated")]
+        preview_truncated: bool,
+        ///The run the event belongs to.
+        #[serde(rename = "runId")]
+        run_id: super::common::RunId,
+        ///Per-child monotonic sequence number, starting at 1.
+        seq: ::std::num::NonZeroU64,
+    },
     /**Failed
 
 The run failed; nothing is retried.*/
@@ -586,6 +613,50 @@ impl crate::validate::Validate for ChildEvent {
                 crate::validate::Validate::validate_at(
                     at,
                     &crate::validate::join(path, "at"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    child_id,
+                    &crate::validate::join(path, "childId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    preview,
+                    &crate::validate::join(path, "preview"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    preview_truncated,
+                    &crate::validate::join(path, "previewTruncated"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    run_id,
+                    &crate::validate::join(path, "runId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    seq,
+                    &crate::validate::join(path, "seq"),
+                )?;
+                Ok(())
+            }
+            Self::BudgetExhausted {
+                artifact_id,
+                at,
+                budget_reached,
+                child_id,
+                preview,
+                preview_truncated,
+                run_id,
+                seq,
+            } => {
+                crate::validate::Validate::validate_at(
+                    artifact_id,
+                    &crate::validate::join(path, "artifactId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    at,
+                    &crate::validate::join(path, "at"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    budget_reached,
+                    &crate::validate::join(path, "budgetReached"),
                 )?;
                 crate::validate::Validate::validate_at(
                     child_id,

@@ -164,6 +164,17 @@ pub struct CursorGap {
     PartialEq,
     schemars::JsonSchema
 )]
+#[schemars(
+    extend(
+        "if" = {"properties":{"status":{"const":"budget_exhausted"}},
+        "required":["status"]},
+        "then" = {"description":"a `budget_exhausted` run names the budget it reached in `budgetReached`",
+        "required":["budgetReached"]},
+        "else" = {"description":"only a `budget_exhausted` run has `budgetReached`",
+        "not":{"properties":{"budgetReached":true},
+        "required":["budgetReached"]}}
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct LastRun {
     ///Artifact with the full result (completed runs).
@@ -172,6 +183,12 @@ pub struct LastRun {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub artifact_id: ::std::option::Option<super::common::ArtifactId>,
+    ///The budget a `budget_exhausted` run reached; absent otherwise.
+    #[serde(
+        rename = "budgetReached",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub budget_reached: ::std::option::Option<super::common::BudgetReached>,
     ///Why the run failed or was interrupted.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub error: ::std::option::Option<super::error::ErrorBody>,
@@ -185,6 +202,8 @@ pub struct LastRun {
     pub run_id: super::common::RunId,
     ///How the run ended.
     pub status: super::common::TerminalRunStatus,
+    ///Turns and tokens the run used.
+    pub usage: super::common::RunUsage,
 }
 ///Wait report of a `subzero_get` call.
 #[derive(
@@ -438,6 +457,10 @@ impl crate::validate::Validate for LastRun {
             &crate::validate::join(path, "artifactId"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.budget_reached,
+            &crate::validate::join(path, "budgetReached"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.error,
             &crate::validate::join(path, "error"),
         )?;
@@ -456,6 +479,15 @@ impl crate::validate::Validate for LastRun {
         crate::validate::Validate::validate_at(
             &self.status,
             &crate::validate::join(path, "status"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.usage,
+            &crate::validate::join(path, "usage"),
+        )?;
+        crate::validate::check_rule(
+            path,
+            self,
+            "{\"if\":{\"properties\":{\"status\":{\"const\":\"budget_exhausted\"}},\"required\":[\"status\"]},\"then\":{\"description\":\"a `budget_exhausted` run names the budget it reached in `budgetReached`\",\"required\":[\"budgetReached\"]},\"else\":{\"description\":\"only a `budget_exhausted` run has `budgetReached`\",\"not\":{\"properties\":{\"budgetReached\":true},\"required\":[\"budgetReached\"]}}}",
         )?;
         Ok(())
     }

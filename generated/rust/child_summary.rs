@@ -47,6 +47,12 @@ pub struct ChildSummary {
         deserialize_with = "::std::option::Option::deserialize"
     )]
     pub last_run_status: ::std::option::Option<super::common::TerminalRunStatus>,
+    ///Turns and tokens the most recent terminal run used, or null when none.
+    #[serde(
+        rename = "lastRunUsage",
+        deserialize_with = "::std::option::Option::deserialize"
+    )]
+    pub last_run_usage: ::std::option::Option<super::common::RunUsage>,
     ///What the child is doing right now.
     pub phase: super::common::Phase,
     ///Number of queued follow-up runs.
@@ -123,6 +129,10 @@ impl crate::validate::Validate for ChildSummary {
             &crate::validate::join(path, "lastRunStatus"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.last_run_usage,
+            &crate::validate::join(path, "lastRunUsage"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.phase,
             &crate::validate::join(path, "phase"),
         )?;
@@ -158,6 +168,6 @@ impl crate::validate::Validate for ChildSummary {
 fn require_nullable_child_summary(schema: &mut schemars::Schema) {
     crate::schema_fix::require_keys(
         schema,
-        &["activeRunId", "lastProgressAt", "lastRunStatus"],
+        &["activeRunId", "lastProgressAt", "lastRunStatus", "lastRunUsage"],
     );
 }

@@ -80,6 +80,97 @@ impl<'de> ::serde::Deserialize<'de> for ArtifactId {
             })
     }
 }
+///A per-run budget a spawn may set (bounded by the configured maxima).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum BudgetName {
+    ///Model turns per run.
+    #[serde(rename = "maxTurns")]
+    MaxTurns,
+    ///Wall-clock milliseconds per run.
+    #[serde(rename = "deadlineMs")]
+    DeadlineMs,
+    ///Milliseconds of one tool call.
+    #[serde(rename = "toolTimeoutMs")]
+    ToolTimeoutMs,
+    ///Output tokens of one model response.
+    #[serde(rename = "maxOutputTokens")]
+    MaxOutputTokens,
+    ///Input plus output tokens across the run.
+    #[serde(rename = "tokenBudget")]
+    TokenBudget,
+}
+impl ::std::fmt::Display for BudgetName {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::MaxTurns => f.write_str("maxTurns"),
+            Self::DeadlineMs => f.write_str("deadlineMs"),
+            Self::ToolTimeoutMs => f.write_str("toolTimeoutMs"),
+            Self::MaxOutputTokens => f.write_str("maxOutputTokens"),
+            Self::TokenBudget => f.write_str("tokenBudget"),
+        }
+    }
+}
+impl ::std::str::FromStr for BudgetName {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "maxTurns" => Ok(Self::MaxTurns),
+            "deadlineMs" => Ok(Self::DeadlineMs),
+            "toolTimeoutMs" => Ok(Self::ToolTimeoutMs),
+            "maxOutputTokens" => Ok(Self::MaxOutputTokens),
+            "tokenBudget" => Ok(Self::TokenBudget),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for BudgetName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///The budget a `budget_exhausted` run reached: its name, its value and what the run had used when it stopped.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetReached {
+    ///Which budget.
+    pub budget: BudgetName,
+    ///The budget's value for this run.
+    pub limit: ::std::num::NonZeroU64,
+    ///What the run had used of it when it stopped (turns, milliseconds or tokens).
+    pub reached: u64,
+}
 ///Child id: `ch_` followed by a 26-character ULID.
 #[derive(
     ::serde::Serialize,
@@ -293,7 +384,7 @@ impl<'de> ::serde::Deserialize<'de> for CredentialRef {
             })
     }
 }
-///Model API protocol. Only `openai-completions` (Chat Completions, streaming) exists in v1; it is never inferred from the URL.
+///Model API protocol, chosen explicitly from those the worker advertises (`subzero_info`); it is never inferred from the URL.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -311,11 +402,19 @@ pub enum ModelApi {
     ///OpenAI-compatible Chat Completions with streaming (`POST <url>/chat/completions`).
     #[serde(rename = "openai-completions")]
     OpenaiCompletions,
+    ///OpenAI Responses API with streaming (`POST <url>/responses`).
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    ///Anthropic Messages API with streaming (`POST <url>/v1/messages`, `x-api-key` and `anthropic-version` headers).
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
 }
 impl ::std::fmt::Display for ModelApi {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::OpenaiCompletions => f.write_str("openai-completions"),
+            Self::OpenaiResponses => f.write_str("openai-responses"),
+            Self::AnthropicMessages => f.write_str("anthropic-messages"),
         }
     }
 }
@@ -326,6 +425,8 @@ impl ::std::str::FromStr for ModelApi {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "openai-completions" => Ok(Self::OpenaiCompletions),
+            "openai-responses" => Ok(Self::OpenaiResponses),
+            "anthropic-messages" => Ok(Self::AnthropicMessages),
             _ => Err("invalid value".into()),
         }
     }
@@ -451,6 +552,12 @@ pub struct ModelRef {
     pub credential_ref: CredentialRef,
     ///Model name sent to the endpoint.
     pub model: ModelName,
+    ///`openai-completions` only (the other protocols ignore it): the request field that carries the output-token cap. Absent: `max_tokens`, until the endpoint refuses it with the typed HTTP 400 (`param: max_tokens`, `code: unsupported_parameter`); the worker then repeats that request once with `max_completion_tokens` and keeps that field for the rest of its life. Never guessed from the URL or the model name.
+    #[serde(
+        rename = "outputTokensParam",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub output_tokens_param: ::std::option::Option<OutputTokensParam>,
     ///Base URL of the model endpoint.
     pub url: ModelUrl,
 }
@@ -527,6 +634,64 @@ impl<'de> ::serde::Deserialize<'de> for ModelUrl {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
+    }
+}
+///Which Chat Completions request field carries the output-token cap (`maxOutputTokens`).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum OutputTokensParam {
+    ///`max_tokens`: what vLLM, llama.cpp's server, Ollama and OpenAI's non-reasoning models read; OpenAI's reasoning models refuse it.
+    #[serde(rename = "max_tokens")]
+    MaxTokens,
+    ///`max_completion_tokens`: what OpenAI's reasoning models require; vLLM and llama.cpp's server read it too, Ollama ignores it (no cap is sent there).
+    #[serde(rename = "max_completion_tokens")]
+    MaxCompletionTokens,
+}
+impl ::std::fmt::Display for OutputTokensParam {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::MaxTokens => f.write_str("max_tokens"),
+            Self::MaxCompletionTokens => f.write_str("max_completion_tokens"),
+        }
+    }
+}
+impl ::std::str::FromStr for OutputTokensParam {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "max_tokens" => Ok(Self::MaxTokens),
+            "max_completion_tokens" => Ok(Self::MaxCompletionTokens),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for OutputTokensParam {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for OutputTokensParam {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
     }
 }
 ///Liveness detail of a child: what it is doing right now (finer than `state`; informational, never a precondition).
@@ -815,6 +980,301 @@ impl<'de> ::serde::Deserialize<'de> for RequestId {
             })
     }
 }
+///Per-run budgets. In `subzero_spawn` every field is optional (absent: the configured default) and each must not pass the configured maximum (`limit_exceeded`); in `subzero_info` they are the defaults and the maxima.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct RunBudget {
+    ///Wall-clock deadline per run in milliseconds.
+    #[serde(
+        rename = "deadlineMs",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub deadline_ms: ::std::option::Option<RunBudgetDeadlineMs>,
+    ///Output tokens of one model response (sent to the endpoint as its output-token cap).
+    #[serde(
+        rename = "maxOutputTokens",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub max_output_tokens: ::std::option::Option<RunBudgetMaxOutputTokens>,
+    ///Model turns per run.
+    #[serde(rename = "maxTurns", skip_serializing_if = "::std::option::Option::is_none")]
+    pub max_turns: ::std::option::Option<RunBudgetMaxTurns>,
+    ///Input plus output tokens across the run (absent: unbounded, unless the configured maximum bounds it).
+    #[serde(
+        rename = "tokenBudget",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub token_budget: ::std::option::Option<RunBudgetTokenBudget>,
+    ///Timeout of one tool call in milliseconds.
+    #[serde(
+        rename = "toolTimeoutMs",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub tool_timeout_ms: ::std::option::Option<RunBudgetToolTimeoutMs>,
+}
+///Wall-clock deadline per run in milliseconds.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 604800000))]
+#[serde(transparent)]
+pub struct RunBudgetDeadlineMs(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for RunBudgetDeadlineMs {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RunBudgetDeadlineMs> for ::std::num::NonZeroU64 {
+    fn from(value: RunBudgetDeadlineMs) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for RunBudgetDeadlineMs {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RunBudgetDeadlineMs {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RunBudgetDeadlineMs {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunBudgetDeadlineMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RunBudgetDeadlineMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Output tokens of one model response (sent to the endpoint as its output-token cap).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 1000000))]
+#[serde(transparent)]
+pub struct RunBudgetMaxOutputTokens(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for RunBudgetMaxOutputTokens {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RunBudgetMaxOutputTokens> for ::std::num::NonZeroU64 {
+    fn from(value: RunBudgetMaxOutputTokens) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for RunBudgetMaxOutputTokens {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RunBudgetMaxOutputTokens {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RunBudgetMaxOutputTokens {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunBudgetMaxOutputTokens {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RunBudgetMaxOutputTokens {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Model turns per run.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 100000))]
+#[serde(transparent)]
+pub struct RunBudgetMaxTurns(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for RunBudgetMaxTurns {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RunBudgetMaxTurns> for ::std::num::NonZeroU64 {
+    fn from(value: RunBudgetMaxTurns) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for RunBudgetMaxTurns {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RunBudgetMaxTurns {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RunBudgetMaxTurns {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunBudgetMaxTurns {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RunBudgetMaxTurns {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Input plus output tokens across the run (absent: unbounded, unless the configured maximum bounds it).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 2000000000))]
+#[serde(transparent)]
+pub struct RunBudgetTokenBudget(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for RunBudgetTokenBudget {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RunBudgetTokenBudget> for ::std::num::NonZeroU64 {
+    fn from(value: RunBudgetTokenBudget) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for RunBudgetTokenBudget {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RunBudgetTokenBudget {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RunBudgetTokenBudget {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunBudgetTokenBudget {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RunBudgetTokenBudget {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Timeout of one tool call in milliseconds.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 604800000))]
+#[serde(transparent)]
+pub struct RunBudgetToolTimeoutMs(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for RunBudgetToolTimeoutMs {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RunBudgetToolTimeoutMs> for ::std::num::NonZeroU64 {
+    fn from(value: RunBudgetToolTimeoutMs) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for RunBudgetToolTimeoutMs {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RunBudgetToolTimeoutMs {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RunBudgetToolTimeoutMs {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunBudgetToolTimeoutMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RunBudgetToolTimeoutMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 ///Run id: `run_` followed by a 26-character ULID.
 #[derive(
     ::serde::Serialize,
@@ -894,7 +1354,7 @@ impl<'de> ::serde::Deserialize<'de> for RunId {
             })
     }
 }
-///Where a run is in its life: `queued` → `running` → (`stop_requested` →) one terminal status (`stopped`, `completed`, `failed`, `interrupted`). A terminal status never changes again.
+///Where a run is in its life: `queued` → `running` → (`stop_requested` →) one terminal status (`stopped`, `completed`, `budget_exhausted`, `failed`, `interrupted`). A terminal status never changes again.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -924,6 +1384,9 @@ pub enum RunStatus {
     ///Terminal: the run gave its final answer; the full result is an artifact.
     #[serde(rename = "completed")]
     Completed,
+    ///Terminal: the run reached one of its budgets (`budgetReached` names it and the value reached); its result is the child's handoff summary, an artifact; the child is ready for a followup.
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
     ///Terminal: the run failed (`error` says why); nothing is retried.
     #[serde(rename = "failed")]
     Failed,
@@ -939,6 +1402,7 @@ impl ::std::fmt::Display for RunStatus {
             Self::StopRequested => f.write_str("stop_requested"),
             Self::Stopped => f.write_str("stopped"),
             Self::Completed => f.write_str("completed"),
+            Self::BudgetExhausted => f.write_str("budget_exhausted"),
             Self::Failed => f.write_str("failed"),
             Self::Interrupted => f.write_str("interrupted"),
         }
@@ -955,6 +1419,7 @@ impl ::std::str::FromStr for RunStatus {
             "stop_requested" => Ok(Self::StopRequested),
             "stopped" => Ok(Self::Stopped),
             "completed" => Ok(Self::Completed),
+            "budget_exhausted" => Ok(Self::BudgetExhausted),
             "failed" => Ok(Self::Failed),
             "interrupted" => Ok(Self::Interrupted),
             _ => Err("invalid value".into()),
@@ -976,6 +1441,26 @@ impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
+}
+///What a run has used so far: model turns and the tokens the endpoint reported (0 where it reported none).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct RunUsage {
+    ///Input (prompt) tokens, summed over the run's model requests.
+    #[serde(rename = "inputTokens")]
+    pub input_tokens: u64,
+    ///Output (completion) tokens, summed over the run's model requests.
+    #[serde(rename = "outputTokens")]
+    pub output_tokens: u64,
+    ///Model requests made (the handoff request after a budget included).
+    pub turns: u64,
 }
 ///Short human-readable text: at most 512 UTF-8 bytes.
 #[derive(
@@ -1283,6 +1768,9 @@ pub enum TerminalRunStatus {
     ///The run gave its final answer; the full result is an artifact.
     #[serde(rename = "completed")]
     Completed,
+    ///The run reached one of its budgets; its result is the child's handoff summary.
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
     ///The run failed (`error` says why); nothing is retried.
     #[serde(rename = "failed")]
     Failed,
@@ -1297,6 +1785,7 @@ impl ::std::fmt::Display for TerminalRunStatus {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::Completed => f.write_str("completed"),
+            Self::BudgetExhausted => f.write_str("budget_exhausted"),
             Self::Failed => f.write_str("failed"),
             Self::Stopped => f.write_str("stopped"),
             Self::Interrupted => f.write_str("interrupted"),
@@ -1310,6 +1799,7 @@ impl ::std::str::FromStr for TerminalRunStatus {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "completed" => Ok(Self::Completed),
+            "budget_exhausted" => Ok(Self::BudgetExhausted),
             "failed" => Ok(Self::Failed),
             "stopped" => Ok(Self::Stopped),
             "interrupted" => Ok(Self::Interrupted),
@@ -1722,6 +2212,42 @@ impl crate::validate::Validate for ArtifactId {
         Ok(())
     }
 }
+impl crate::validate::Validate for BudgetName {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::MaxTurns => Ok(()),
+            Self::DeadlineMs => Ok(()),
+            Self::ToolTimeoutMs => Ok(()),
+            Self::MaxOutputTokens => Ok(()),
+            Self::TokenBudget => Ok(()),
+        }
+    }
+}
+impl crate::validate::Validate for BudgetReached {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.budget,
+            &crate::validate::join(path, "budget"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.limit,
+            &crate::validate::join(path, "limit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.reached,
+            &crate::validate::join(path, "reached"),
+        )?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for ChildId {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1763,6 +2289,8 @@ impl crate::validate::Validate for ModelApi {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::OpenaiCompletions => Ok(()),
+            Self::OpenaiResponses => Ok(()),
+            Self::AnthropicMessages => Ok(()),
         }
     }
 }
@@ -1816,6 +2344,10 @@ impl crate::validate::Validate for ModelRef {
             &crate::validate::join(path, "model"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.output_tokens_param,
+            &crate::validate::join(path, "outputTokensParam"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.url,
             &crate::validate::join(path, "url"),
         )?;
@@ -1830,6 +2362,18 @@ impl crate::validate::Validate for ModelUrl {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for OutputTokensParam {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::MaxTokens => Ok(()),
+            Self::MaxCompletionTokens => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for Phase {
@@ -1879,6 +2423,90 @@ impl crate::validate::Validate for RequestId {
         Ok(())
     }
 }
+impl crate::validate::Validate for RunBudget {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.deadline_ms,
+            &crate::validate::join(path, "deadlineMs"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_output_tokens,
+            &crate::validate::join(path, "maxOutputTokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_turns,
+            &crate::validate::join(path, "maxTurns"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.token_budget,
+            &crate::validate::join(path, "tokenBudget"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_timeout_ms,
+            &crate::validate::join(path, "toolTimeoutMs"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunBudgetDeadlineMs {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 604800000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunBudgetMaxOutputTokens {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 1000000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunBudgetMaxTurns {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 100000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunBudgetTokenBudget {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 2000000000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunBudgetToolTimeoutMs {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 604800000)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for RunId {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1901,9 +2529,31 @@ impl crate::validate::Validate for RunStatus {
             Self::StopRequested => Ok(()),
             Self::Stopped => Ok(()),
             Self::Completed => Ok(()),
+            Self::BudgetExhausted => Ok(()),
             Self::Failed => Ok(()),
             Self::Interrupted => Ok(()),
         }
+    }
+}
+impl crate::validate::Validate for RunUsage {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.input_tokens,
+            &crate::validate::join(path, "inputTokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.output_tokens,
+            &crate::validate::join(path, "outputTokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.turns,
+            &crate::validate::join(path, "turns"),
+        )?;
+        Ok(())
     }
 }
 impl crate::validate::Validate for ShortText {
@@ -1960,6 +2610,7 @@ impl crate::validate::Validate for TerminalRunStatus {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::Completed => Ok(()),
+            Self::BudgetExhausted => Ok(()),
             Self::Failed => Ok(()),
             Self::Stopped => Ok(()),
             Self::Interrupted => Ok(()),

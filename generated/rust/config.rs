@@ -52,6 +52,308 @@ impl ::std::convert::TryFrom<String> for ActiveWorkers {
         value.parse()
     }
 }
+///One `[budgets.*]` table; an absent key keeps the shipped value.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetValues {
+    ///Wall-clock deadline per run in ms (shipped: default 1800000 = 30 min, max 28800000 = 8 h).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub deadline_ms: ::std::option::Option<BudgetValuesDeadlineMs>,
+    ///Output tokens of one model response (shipped: default 8192, max 128000).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub max_output_tokens: ::std::option::Option<BudgetValuesMaxOutputTokens>,
+    ///Model turns per run (shipped: default 48, max 500).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub max_turns: ::std::option::Option<BudgetValuesMaxTurns>,
+    ///Input plus output tokens across a run (shipped: none — unbounded, no maximum). A maximum without a default makes the maximum the default.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub token_budget: ::std::option::Option<BudgetValuesTokenBudget>,
+    ///Timeout of one tool call in ms (shipped: default 180000 = 3 min, max 3600000 = 1 h).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub tool_timeout_ms: ::std::option::Option<BudgetValuesToolTimeoutMs>,
+}
+///Wall-clock deadline per run in ms (shipped: default 1800000 = 30 min, max 28800000 = 8 h).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 604800000))]
+#[serde(transparent)]
+pub struct BudgetValuesDeadlineMs(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for BudgetValuesDeadlineMs {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<BudgetValuesDeadlineMs> for ::std::num::NonZeroU64 {
+    fn from(value: BudgetValuesDeadlineMs) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for BudgetValuesDeadlineMs {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for BudgetValuesDeadlineMs {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for BudgetValuesDeadlineMs {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetValuesDeadlineMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for BudgetValuesDeadlineMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Output tokens of one model response (shipped: default 8192, max 128000).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 1000000))]
+#[serde(transparent)]
+pub struct BudgetValuesMaxOutputTokens(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for BudgetValuesMaxOutputTokens {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<BudgetValuesMaxOutputTokens> for ::std::num::NonZeroU64 {
+    fn from(value: BudgetValuesMaxOutputTokens) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for BudgetValuesMaxOutputTokens {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for BudgetValuesMaxOutputTokens {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for BudgetValuesMaxOutputTokens {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetValuesMaxOutputTokens {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for BudgetValuesMaxOutputTokens {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Model turns per run (shipped: default 48, max 500).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 100000))]
+#[serde(transparent)]
+pub struct BudgetValuesMaxTurns(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for BudgetValuesMaxTurns {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<BudgetValuesMaxTurns> for ::std::num::NonZeroU64 {
+    fn from(value: BudgetValuesMaxTurns) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for BudgetValuesMaxTurns {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for BudgetValuesMaxTurns {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for BudgetValuesMaxTurns {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetValuesMaxTurns {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for BudgetValuesMaxTurns {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Input plus output tokens across a run (shipped: none — unbounded, no maximum). A maximum without a default makes the maximum the default.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 2000000000))]
+#[serde(transparent)]
+pub struct BudgetValuesTokenBudget(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for BudgetValuesTokenBudget {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<BudgetValuesTokenBudget> for ::std::num::NonZeroU64 {
+    fn from(value: BudgetValuesTokenBudget) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for BudgetValuesTokenBudget {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for BudgetValuesTokenBudget {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for BudgetValuesTokenBudget {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetValuesTokenBudget {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for BudgetValuesTokenBudget {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Timeout of one tool call in ms (shipped: default 180000 = 3 min, max 3600000 = 1 h).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 604800000))]
+#[serde(transparent)]
+pub struct BudgetValuesToolTimeoutMs(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for BudgetValuesToolTimeoutMs {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<BudgetValuesToolTimeoutMs> for ::std::num::NonZeroU64 {
+    fn from(value: BudgetValuesToolTimeoutMs) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for BudgetValuesToolTimeoutMs {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for BudgetValuesToolTimeoutMs {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for BudgetValuesToolTimeoutMs {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BudgetValuesToolTimeoutMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for BudgetValuesToolTimeoutMs {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///`[budgets]`: per-run budgets of `subzero_spawn`'s `budget` (reported by `subzero_info`). A default must not pass its maximum.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetsConfig {
+    ///What a spawn without `budget.<name>` gets.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub default: ::std::option::Option<BudgetValues>,
+    ///The most a spawn may ask for (`limit_exceeded` past it).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub max: ::std::option::Option<BudgetValues>,
+}
 ///The configuration file (TOML, snake_case keys), shown here as the JSON it parses to. The state directory is chosen by `--state-dir` / `SUBZERO_STATE_DIR`, not here.
 #[derive(
     ::serde::Deserialize,
@@ -64,6 +366,9 @@ impl ::std::convert::TryFrom<String> for ActiveWorkers {
 )]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    ///Per-run budgets: defaults and maxima.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub budgets: ::std::option::Option<BudgetsConfig>,
     ///Kernel containment of workers (`[containment]`); absent keys keep the defaults.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub containment: ::std::option::Option<ContainmentConfig>,
@@ -573,6 +878,9 @@ pub struct LimitsConfig {
     ///Maximum UTF-8 bytes of a prompt or instructions (1..1048576, default 65536).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub prompt_bytes: ::std::option::Option<PromptBytes>,
+    ///Follow-up runs that may wait behind one child's active run; past it a follow-up is `limit_exceeded` and nothing is queued (1..256, default 16).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub queued_followups: ::std::option::Option<QueuedFollowups>,
     ///Bytes of one tool call's arguments; past it the call gets a short tool error (1024..268435456, default 1048576).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub tool_argument_bytes: ::std::option::Option<ToolArgumentBytes>,
@@ -697,10 +1005,13 @@ impl ::std::convert::TryFrom<String> for ModelResponseBytes {
     schemars::JsonSchema
 )]
 pub enum ProcessContainmentConfig {
-    ///Each worker starts as init of its own PID namespace (inside a user namespace mapping your uid and gid 1:1 when not root) where the kernel allows it, else falls back to the subreaper; `subzero_info` and `subzero doctor` say which is in force and why.
+    ///Each worker starts as init of its own PID namespace (inside a user namespace mapping your uid and gid 1:1 when not root) where the kernel allows it, else in a cgroup v2 of its own (killed with `cgroup.kill`) where the broker's cgroup subtree is writable by you and has `cgroup.kill`, else falls back to the subreaper; `subzero_info` and `subzero doctor` say which is in force and why.
     #[serde(rename = "auto")]
     Auto,
-    ///Never use namespaces: the worker is a child subreaper that kills its tree through `/proc` (the fallback, forced).
+    ///Never use namespaces: each worker and its tool processes run in a cgroup v2 of their own, killed with `cgroup.kill` on stop and when the worker ends (the cgroup fallback, forced). The broker refuses to start where it cannot make one.
+    #[serde(rename = "cgroup")]
+    Cgroup,
+    ///Never use namespaces or cgroups: the worker is a child subreaper that kills its tree through `/proc` (the last fallback, forced).
     #[serde(rename = "subreaper")]
     Subreaper,
 }
@@ -708,6 +1019,7 @@ impl ::std::fmt::Display for ProcessContainmentConfig {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::Auto => f.write_str("auto"),
+            Self::Cgroup => f.write_str("cgroup"),
             Self::Subreaper => f.write_str("subreaper"),
         }
     }
@@ -719,6 +1031,7 @@ impl ::std::str::FromStr for ProcessContainmentConfig {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "auto" => Ok(Self::Auto),
+            "cgroup" => Ok(Self::Cgroup),
             "subreaper" => Ok(Self::Subreaper),
             _ => Err("invalid value".into()),
         }
@@ -786,6 +1099,57 @@ impl ::std::convert::TryFrom<&str> for PromptBytes {
     }
 }
 impl ::std::convert::TryFrom<String> for PromptBytes {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///1..256.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 256))]
+#[serde(transparent)]
+pub struct QueuedFollowups(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for QueuedFollowups {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<QueuedFollowups> for ::std::num::NonZeroU64 {
+    fn from(value: QueuedFollowups) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for QueuedFollowups {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for QueuedFollowups {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for QueuedFollowups {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for QueuedFollowups {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for QueuedFollowups {
     type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
@@ -936,12 +1300,117 @@ impl crate::validate::Validate for ActiveWorkers {
         Ok(())
     }
 }
+impl crate::validate::Validate for BudgetValues {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.deadline_ms,
+            &crate::validate::join(path, "deadline_ms"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_output_tokens,
+            &crate::validate::join(path, "max_output_tokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max_turns,
+            &crate::validate::join(path, "max_turns"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.token_budget,
+            &crate::validate::join(path, "token_budget"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_timeout_ms,
+            &crate::validate::join(path, "tool_timeout_ms"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetValuesDeadlineMs {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 604800000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetValuesMaxOutputTokens {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 1000000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetValuesMaxTurns {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 100000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetValuesTokenBudget {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 2000000000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetValuesToolTimeoutMs {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 604800000)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BudgetsConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.default,
+            &crate::validate::join(path, "default"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.max,
+            &crate::validate::join(path, "max"),
+        )?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for Config {
     #[allow(unused_variables)]
     fn validate_at(
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.budgets,
+            &crate::validate::join(path, "budgets"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.containment,
             &crate::validate::join(path, "containment"),
@@ -1110,6 +1579,10 @@ impl crate::validate::Validate for LimitsConfig {
             &crate::validate::join(path, "prompt_bytes"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.queued_followups,
+            &crate::validate::join(path, "queued_followups"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.tool_argument_bytes,
             &crate::validate::join(path, "tool_argument_bytes"),
         )?;
@@ -1150,6 +1623,7 @@ impl crate::validate::Validate for ProcessContainmentConfig {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::Auto => Ok(()),
+            Self::Cgroup => Ok(()),
             Self::Subreaper => Ok(()),
         }
     }
@@ -1162,6 +1636,17 @@ impl crate::validate::Validate for PromptBytes {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 1, 1048576)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for QueuedFollowups {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 256)?;
         Ok(())
     }
 }

@@ -319,6 +319,12 @@ pub struct WorkerModel {
     pub key: crate::secret::ApiKey,
     ///Model name.
     pub model: super::common::ModelName,
+    ///The caller's `outputTokensParam`, as given in spawn or resume; absent: `max_tokens`, or `max_completion_tokens` once this worker learned that the endpoint refuses `max_tokens`.
+    #[serde(
+        rename = "outputTokensParam",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub output_tokens_param: ::std::option::Option<super::common::OutputTokensParam>,
     ///Base URL of the model endpoint.
     pub url: super::common::ModelUrl,
 }
@@ -528,6 +534,10 @@ impl crate::validate::Validate for WorkerModel {
         crate::validate::Validate::validate_at(
             &self.model,
             &crate::validate::join(path, "model"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.output_tokens_param,
+            &crate::validate::join(path, "outputTokensParam"),
         )?;
         crate::validate::Validate::validate_at(
             &self.url,

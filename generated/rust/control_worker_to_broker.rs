@@ -115,6 +115,9 @@ pub enum RunSettledStatus {
     ///The run gave its final answer (`result` is set).
     #[serde(rename = "completed")]
     Completed,
+    ///The run reached a budget (`budget` says which); `result` is the handoff summary and its leaf was committed.
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
     ///The run failed (`error` is set).
     #[serde(rename = "failed")]
     Failed,
@@ -126,6 +129,7 @@ impl ::std::fmt::Display for RunSettledStatus {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::Completed => f.write_str("completed"),
+            Self::BudgetExhausted => f.write_str("budget_exhausted"),
             Self::Failed => f.write_str("failed"),
             Self::Stopped => f.write_str("stopped"),
         }
@@ -138,6 +142,7 @@ impl ::std::str::FromStr for RunSettledStatus {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "completed" => Ok(Self::Completed),
+            "budget_exhausted" => Ok(Self::BudgetExhausted),
             "failed" => Ok(Self::Failed),
             "stopped" => Ok(Self::Stopped),
             _ => Err("invalid value".into()),
@@ -159,26 +164,6 @@ impl ::std::convert::TryFrom<::std::string::String> for RunSettledStatus {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
-}
-///Usage of a run.
-#[derive(
-    ::serde::Deserialize,
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    PartialEq,
-    schemars::JsonSchema
-)]
-#[serde(deny_unknown_fields)]
-pub struct Usage {
-    ///Input tokens.
-    #[serde(rename = "inputTokens")]
-    pub input_tokens: u64,
-    ///Output tokens.
-    #[serde(rename = "outputTokens")]
-    pub output_tokens: u64,
-    ///Model turns.
-    pub turns: u64,
 }
 ///A run progress event.
 #[derive(
@@ -315,6 +300,9 @@ The run ended.*/
     #[serde(rename = "run_settled")]
     #[schemars(transform = require_nullable_worker_message_run_settled)]
     RunSettled {
+        ///The budget reached, with `budget_exhausted`; null otherwise.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        budget: ::std::option::Option<super::common::BudgetReached>,
         ///Why it failed; null otherwise.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         error: ::std::option::Option<super::error::ErrorBody>,
@@ -327,7 +315,7 @@ The run ended.*/
         ///How it ended.
         status: RunSettledStatus,
         ///Token and turn usage.
-        usage: Usage,
+        usage: super::common::RunUsage,
     },
     /**CancelConfirmed
 
@@ -402,30 +390,10 @@ impl crate::validate::Validate for RunSettledStatus {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::Completed => Ok(()),
+            Self::BudgetExhausted => Ok(()),
             Self::Failed => Ok(()),
             Self::Stopped => Ok(()),
         }
-    }
-}
-impl crate::validate::Validate for Usage {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(
-            &self.input_tokens,
-            &crate::validate::join(path, "inputTokens"),
-        )?;
-        crate::validate::Validate::validate_at(
-            &self.output_tokens,
-            &crate::validate::join(path, "outputTokens"),
-        )?;
-        crate::validate::Validate::validate_at(
-            &self.turns,
-            &crate::validate::join(path, "turns"),
-        )?;
-        Ok(())
     }
 }
 impl crate::validate::Validate for WorkerEvent {
@@ -561,7 +529,11 @@ impl crate::validate::Validate for WorkerMessage {
                 )?;
                 Ok(())
             }
-            Self::RunSettled { error, result, run_id, status, usage } => {
+            Self::RunSettled { budget, error, result, run_id, status, usage } => {
+                crate::validate::Validate::validate_at(
+                    budget,
+                    &crate::validate::join(path, "budget"),
+                )?;
                 crate::validate::Validate::validate_at(
                     error,
                     &crate::validate::join(path, "error"),

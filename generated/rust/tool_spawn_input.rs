@@ -12,6 +12,9 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct SpawnInput {
+    ///Per-run budgets of this child (each optional, none past the configured maximum: `limit_exceeded`); absent fields take the configured defaults (`subzero_info` shows both).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub budget: ::std::option::Option<super::common::RunBudget>,
     ///Model endpoint, model name and credential reference.
     pub model: super::common::ModelRef,
     ///The first prompt of the child (1..65536 bytes).
@@ -70,6 +73,10 @@ impl crate::validate::Validate for SpawnInput {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.budget,
+            &crate::validate::join(path, "budget"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.model,
             &crate::validate::join(path, "model"),

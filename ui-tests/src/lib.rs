@@ -76,6 +76,7 @@ where
         status,
         prompt: Some("fixture".to_owned()),
         leaf,
+        budget: None,
         failure: None,
         reaped: None,
         reason: None,

@@ -14,6 +14,7 @@
 //! This crate depends on no async runtime, database, MCP, HTTP or process crate; a
 //! test enforces that through `cargo metadata`.
 
+pub mod budget;
 pub mod digest;
 pub mod error_code;
 pub mod events;
@@ -24,6 +25,7 @@ pub mod queue;
 pub mod state;
 pub mod template;
 
+pub use budget::{BudgetName, BudgetReached, BudgetRequest, Budgets};
 pub use digest::Sha256Digest;
 pub use error_code::{Coded, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};

@@ -40,6 +40,16 @@ pub enum LimitName {
     ToolArgumentBytes,
     /// Milliseconds a model endpoint may stay silent.
     ModelIdleTimeoutMs,
+    /// A spawn's `budget.maxTurns` (maximum: `[budgets.max] max_turns`).
+    MaxTurns,
+    /// A spawn's `budget.deadlineMs`.
+    DeadlineMs,
+    /// A spawn's `budget.toolTimeoutMs`.
+    ToolTimeoutMs,
+    /// A spawn's `budget.maxOutputTokens`.
+    MaxOutputTokens,
+    /// A spawn's `budget.tokenBudget`.
+    TokenBudget,
 }
 
 impl LimitName {
@@ -59,6 +69,11 @@ impl LimitName {
             LimitName::ModelResponseBytes => "model_response_bytes",
             LimitName::ToolArgumentBytes => "tool_argument_bytes",
             LimitName::ModelIdleTimeoutMs => "model_idle_timeout_ms",
+            LimitName::MaxTurns => "max_turns",
+            LimitName::DeadlineMs => "deadline_ms",
+            LimitName::ToolTimeoutMs => "tool_timeout_ms",
+            LimitName::MaxOutputTokens => "max_output_tokens",
+            LimitName::TokenBudget => "token_budget",
         }
     }
 
@@ -84,6 +99,13 @@ impl LimitName {
             }
             LimitName::ModelIdleTimeoutMs => {
                 "check the endpoint, or raise the limit in [limits] of the config"
+            }
+            LimitName::MaxTurns
+            | LimitName::DeadlineMs
+            | LimitName::ToolTimeoutMs
+            | LimitName::MaxOutputTokens
+            | LimitName::TokenBudget => {
+                "ask for a smaller budget (subzero_info shows the maxima), or raise it in [budgets.max] of the config"
             }
         }
     }
@@ -119,9 +141,11 @@ impl Coded for LimitExceeded {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Active worker processes per workspace (seed: 4).
+    /// Active worker processes per workspace (seed: 4). Not checked here: the runtime's
+    /// kernel-held slots count live workers across brokers (`workspace_busy`).
     pub active_workers_per_workspace: u32,
-    /// Write-capable runs per workspace across brokers (seed: 1).
+    /// Write-capable runs per workspace across brokers (seed: 1); held like the worker
+    /// slots.
     pub write_runs_per_workspace: u32,
     /// UTF-8 bytes of a prompt or message (seed: 64 KiB).
     pub prompt_bytes: u32,
@@ -131,9 +155,11 @@ pub struct Limits {
     pub granted_tools: u32,
     /// Bytes per event payload (seed: 8 KiB); larger output goes to artifacts.
     pub event_payload_bytes: u32,
-    /// Longest `get` wait in milliseconds (30 s).
+    /// Longest `get` wait in milliseconds (30 s): a protocol bound (`waitMs` maximum,
+    /// `invalid_request`), reported here, not a policy check.
     pub get_wait_ms: u32,
-    /// Largest `subzero_output` chunk in bytes (64 KiB).
+    /// Largest `subzero_output` chunk in bytes (64 KiB): a protocol bound (`length`
+    /// maximum, `invalid_request`), reported here, not a policy check.
     pub output_chunk_bytes: u32,
     /// Events retained per child (1000).
     pub event_retention: u32,
@@ -211,41 +237,6 @@ impl Limits {
         )
     }
 
-    /// A requested `get` wait fits `get_wait_ms`.
-    pub fn check_get_wait(&self, wait_ms: u64) -> Result<(), LimitExceeded> {
-        check_u64(LimitName::GetWaitMs, self.get_wait_ms, wait_ms, "waitMs")
-    }
-
-    /// A requested output chunk fits `output_chunk_bytes`.
-    pub fn check_output_chunk(&self, length: u64) -> Result<(), LimitExceeded> {
-        check_u64(
-            LimitName::OutputChunkBytes,
-            self.output_chunk_bytes,
-            length,
-            "output chunk length (bytes)",
-        )
-    }
-
-    /// One more active worker fits when `active` are already running in the workspace.
-    pub fn check_worker_admission(&self, active: usize) -> Result<(), LimitExceeded> {
-        check(
-            LimitName::ActiveWorkersPerWorkspace,
-            self.active_workers_per_workspace,
-            active.saturating_add(1),
-            "active workers in this workspace (with this one)",
-        )
-    }
-
-    /// One more write-capable run fits when `active` write-capable runs exist.
-    pub fn check_writer_admission(&self, active: usize) -> Result<(), LimitExceeded> {
-        check(
-            LimitName::WriteRunsPerWorkspace,
-            self.write_runs_per_workspace,
-            active.saturating_add(1),
-            "write-capable runs in this workspace (with this one)",
-        )
-    }
-
     /// One more follow-up fits behind `queued` already queued runs.
     pub fn check_queue(&self, queued: usize) -> Result<(), LimitExceeded> {
         check(
@@ -318,16 +309,13 @@ mod tests {
     }
 
     #[test]
-    fn admission_counts_the_new_one() {
+    fn a_check_counts_the_new_one() {
         let l = Limits::default();
-        assert!(l.check_worker_admission(3).is_ok());
-        assert!(l.check_worker_admission(4).is_err());
-        assert!(l.check_writer_admission(0).is_ok());
-        assert!(l.check_writer_admission(1).is_err());
-        assert!(l.check_get_wait(30_000).is_ok());
-        assert!(l.check_get_wait(30_001).is_err());
-        assert!(l.check_output_chunk(65_537).is_err());
+        assert!(l.check_queue(15).is_ok());
+        assert!(l.check_queue(16).is_err());
+        assert!(l.check_event_payload(8_192).is_ok());
         assert!(l.check_event_payload(8_193).is_err());
+        assert!(l.check_granted_tools(64).is_ok());
         assert!(l.check_granted_tools(65).is_err());
     }
 }

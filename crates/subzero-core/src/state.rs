@@ -62,6 +62,9 @@ wire_enum!(
         Stopped => "stopped",
         /// Finished with a result; its transcript leaf is recorded.
         Completed => "completed",
+        /// Reached a budget; the result is the child's handoff summary and its leaf is
+        /// recorded.
+        BudgetExhausted => "budget_exhausted",
         /// Finished with an error (model, limit, grant, checkpoint).
         Failed => "failed",
         /// Ended without a confirmed terminal result (worker or broker lost).
@@ -105,7 +108,11 @@ impl RunStatus {
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
-            RunStatus::Stopped | RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted
+            RunStatus::Stopped
+                | RunStatus::Completed
+                | RunStatus::BudgetExhausted
+                | RunStatus::Failed
+                | RunStatus::Interrupted
         )
     }
 

@@ -11,7 +11,10 @@ use subzero_core::lifecycle::run::Completed;
 use subzero_core::lifecycle::{
     ActiveChild, AnyChild, AnyRun, Checkpoint, Child, Failure, LeafRef, Supervisor,
 };
-use subzero_core::{ChildId, ChildState, Coded, ErrorCode, RunId, RunStatus, Sha256Digest};
+use subzero_core::{
+    BudgetName, BudgetReached, ChildId, ChildState, Coded, ErrorCode, RunId, RunStatus,
+    Sha256Digest,
+};
 
 fn leaf(n: u8) -> LeafRef {
     LeafRef::new(&format!("leaf-{n}"), Sha256Digest::of(&[n])).unwrap()
@@ -189,6 +192,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         status: RunStatus::Completed,
         prompt: None,
         leaf: Some(leaf(1)),
+        budget: None,
         failure: None,
         reaped: None,
         reason: None,
@@ -228,6 +232,75 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         AnyRun::load(queued_without_prompt).unwrap_err().code(),
         ErrorCode::Internal
     );
+}
+
+#[test]
+fn a_run_that_reached_a_budget_is_completed_with_its_budget_and_the_queue_goes_on() {
+    let supervisor = supervisor();
+    let child = Child::spawn(ChildId::generate(), RunId::generate(), "p".into(), 4);
+    let first = child.active_run().id();
+    let second = RunId::generate();
+    let (child, _) = child.followup(second, "q".into()).unwrap();
+    let reached = BudgetReached {
+        budget: BudgetName::MaxTurns,
+        limit: 3,
+        reached: 3,
+    };
+    let stale = supervisor.leaf_recorded(child.id(), RunId::generate(), leaf(2));
+    let (child, err) = child.exhaust(stale, reached).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::StaleRun);
+    let proof = supervisor.leaf_recorded(child.id(), first, leaf(2));
+    let settled = child.exhaust(proof, reached).unwrap();
+    assert_eq!(settled.outcome.status(), RunStatus::BudgetExhausted);
+    assert_eq!(settled.outcome.budget(), Some(&reached));
+    assert!(settled.outcome.status().is_terminal());
+    let Next::Started(child) = settled.next else {
+        panic!("the queued run should have started, as after a completion")
+    };
+    assert_eq!(child.active_run().id(), second);
+    assert_eq!(child.last_leaf(), Some(&leaf(2)));
+}
+
+#[test]
+fn a_budget_exhausted_record_needs_its_leaf_and_its_budget() {
+    let reached = BudgetReached {
+        budget: BudgetName::TokenBudget,
+        limit: 100,
+        reached: 120,
+    };
+    let exhausted = RunRecord {
+        id: RunId::generate(),
+        child: ChildId::generate(),
+        status: RunStatus::BudgetExhausted,
+        prompt: None,
+        leaf: Some(leaf(1)),
+        budget: Some(reached),
+        failure: None,
+        reaped: None,
+        reason: None,
+    };
+    let run = AnyRun::load(exhausted.clone()).unwrap();
+    assert_eq!(run.status(), RunStatus::BudgetExhausted);
+    assert_eq!(run.record(), exhausted);
+    for broken in [
+        RunRecord {
+            budget: None,
+            ..exhausted.clone()
+        },
+        RunRecord {
+            leaf: None,
+            ..exhausted.clone()
+        },
+        RunRecord {
+            status: RunStatus::Completed,
+            ..exhausted.clone()
+        },
+    ] {
+        assert_eq!(
+            AnyRun::load(broken).unwrap_err().code(),
+            ErrorCode::Internal
+        );
+    }
 }
 
 #[test]

@@ -382,6 +382,15 @@ impl Replay {
                     | LimitName::ModelIdleTimeoutMs => {
                         panic!("{limit} is enforced by the worker, not by a request check")
                     }
+                    LimitName::MaxTurns
+                    | LimitName::DeadlineMs
+                    | LimitName::ToolTimeoutMs
+                    | LimitName::MaxOutputTokens
+                    | LimitName::TokenBudget => {
+                        panic!(
+                            "{limit} is a spawn budget (`Budgets::resolve`), not a check_limit of the trace format"
+                        )
+                    }
                 };
                 result.map_err(|e| code(&e))?;
                 Ok(json!({}))

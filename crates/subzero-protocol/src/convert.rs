@@ -60,10 +60,42 @@ same_enum!(
         StopRequested,
         Stopped,
         Completed,
+        BudgetExhausted,
         Failed,
         Interrupted,
     }
 );
+
+same_enum!(
+    subzero_core::BudgetName,
+    common::BudgetName {
+        MaxTurns,
+        DeadlineMs,
+        ToolTimeoutMs,
+        MaxOutputTokens,
+        TokenBudget,
+    }
+);
+
+impl From<&common::BudgetReached> for subzero_core::BudgetReached {
+    fn from(value: &common::BudgetReached) -> Self {
+        Self {
+            budget: value.budget.into(),
+            limit: value.limit.get(),
+            reached: value.reached,
+        }
+    }
+}
+
+impl From<&subzero_core::BudgetReached> for common::BudgetReached {
+    fn from(value: &subzero_core::BudgetReached) -> Self {
+        Self {
+            budget: value.budget.into(),
+            limit: NonZeroU64::new(value.limit).unwrap_or(NonZeroU64::MIN),
+            reached: value.reached,
+        }
+    }
+}
 
 same_enum!(
     subzero_core::Phase,
@@ -121,6 +153,7 @@ impl From<common::TerminalRunStatus> for subzero_core::RunStatus {
     fn from(value: common::TerminalRunStatus) -> Self {
         match value {
             common::TerminalRunStatus::Completed => Self::Completed,
+            common::TerminalRunStatus::BudgetExhausted => Self::BudgetExhausted,
             common::TerminalRunStatus::Failed => Self::Failed,
             common::TerminalRunStatus::Stopped => Self::Stopped,
             common::TerminalRunStatus::Interrupted => Self::Interrupted,
@@ -146,6 +179,7 @@ impl TryFrom<subzero_core::RunStatus> for common::TerminalRunStatus {
         use subzero_core::RunStatus as S;
         match value {
             S::Completed => Ok(Self::Completed),
+            S::BudgetExhausted => Ok(Self::BudgetExhausted),
             S::Failed => Ok(Self::Failed),
             S::Stopped => Ok(Self::Stopped),
             S::Interrupted => Ok(Self::Interrupted),

@@ -29,6 +29,67 @@ pub struct Config {
     /// `[containment]`.
     #[serde(default)]
     pub containment: ContainmentConfig,
+    /// `[budgets]`: per-run budgets of a spawn — defaults and maxima.
+    #[serde(default)]
+    pub budgets: BudgetsConfig,
+}
+
+/// `[budgets]`: `[budgets.default]` is what a spawn without `budget.X` gets,
+/// `[budgets.max]` the most it may ask for.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetsConfig {
+    /// `[budgets.default]`.
+    pub default: BudgetValues,
+    /// `[budgets.max]`.
+    pub max: BudgetValues,
+}
+
+/// One `[budgets.*]` table; an absent key keeps the shipped value.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetValues {
+    pub max_turns: Option<u32>,
+    pub deadline_ms: Option<u64>,
+    pub tool_timeout_ms: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub token_budget: Option<u64>,
+}
+
+impl BudgetsConfig {
+    /// The budgets in force, or why the tables make no sense (a default past its
+    /// maximum, a zero).
+    pub fn budgets(&self) -> Result<subzero_core::Budgets, String> {
+        let seed = subzero_core::Budgets::SEED;
+        let d = &self.default;
+        let m = &self.max;
+        let maxima = subzero_core::budget::BudgetMaxima {
+            max_turns: m.max_turns.unwrap_or(seed.maxima.max_turns),
+            deadline_ms: m.deadline_ms.unwrap_or(seed.maxima.deadline_ms),
+            tool_timeout_ms: m.tool_timeout_ms.unwrap_or(seed.maxima.tool_timeout_ms),
+            max_output_tokens: m.max_output_tokens.unwrap_or(seed.maxima.max_output_tokens),
+            token_budget: m.token_budget.or(seed.maxima.token_budget),
+        };
+        // A default left out follows a lowered maximum; one set past its maximum is refused.
+        let defaults = subzero_core::template::RunLimits {
+            max_turns: d
+                .max_turns
+                .unwrap_or(seed.defaults.max_turns.min(maxima.max_turns)),
+            deadline_ms: d
+                .deadline_ms
+                .unwrap_or(seed.defaults.deadline_ms.min(maxima.deadline_ms)),
+            tool_timeout_ms: d
+                .tool_timeout_ms
+                .unwrap_or(seed.defaults.tool_timeout_ms.min(maxima.tool_timeout_ms)),
+            max_output_tokens: d.max_output_tokens.unwrap_or(
+                seed.defaults
+                    .max_output_tokens
+                    .min(maxima.max_output_tokens),
+            ),
+            token_budget: d.token_budget.or(seed.defaults.token_budget),
+        };
+        subzero_core::Budgets::new(defaults, maxima)
+    }
 }
 
 /// `[containment]`: how workers and their tool processes are contained.
@@ -53,15 +114,19 @@ pub enum FilesystemContainmentConfig {
     Off,
 }
 
-/// `[containment] process`: PID namespaces where the kernel allows them, or the forced
-/// subreaper fallback.
+/// `[containment] process`: PID namespaces where the kernel allows them, else a cgroup
+/// v2 per worker, else the subreaper; or one of the fallbacks, forced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProcessContainmentConfig {
-    /// Each worker as init of its own PID namespace where the kernel allows it.
+    /// Each worker as init of its own PID namespace where the kernel allows it, else in
+    /// its own cgroup where a writable cgroup v2 subtree exists, else the subreaper.
     #[default]
     Auto,
-    /// Never use namespaces.
+    /// Never use namespaces: each worker in its own cgroup (the broker refuses to start
+    /// where it cannot make one).
+    Cgroup,
+    /// Never use namespaces or cgroups.
     Subreaper,
 }
 
@@ -91,6 +156,9 @@ pub struct LimitsConfig {
     pub event_retention: u64,
     /// Event payload bytes retained per child.
     pub event_retention_bytes: u64,
+    /// Follow-up runs queued behind one child's active run (1..256; the contract checks
+    /// the range at load).
+    pub queued_followups: u32,
     /// Bytes of one model response body as the worker receives it.
     pub model_response_bytes: u64,
     /// Bytes of one tool call's arguments.
@@ -107,6 +175,7 @@ impl Default for LimitsConfig {
             prompt_bytes: 64 * 1024,
             event_retention: 1000,
             event_retention_bytes: 1024 * 1024,
+            queued_followups: subzero_core::Limits::SEED.queued_followups,
             model_response_bytes: u64::from(subzero_core::Limits::SEED.model_response_bytes),
             tool_argument_bytes: u64::from(subzero_core::Limits::SEED.tool_argument_bytes),
             model_idle_timeout_ms: u64::from(subzero_core::Limits::SEED.model_idle_timeout_ms),
@@ -173,6 +242,10 @@ impl Config {
         {
             return Err(fail("every [limits] value must be at least 1".to_owned()));
         }
+        config
+            .budgets
+            .budgets()
+            .map_err(|why| fail(format!("[budgets]: {why}")))?;
         // Last, so the targeted messages above win; this catches every other bound.
         check_contract(text).map_err(fail)?;
         Ok(config)

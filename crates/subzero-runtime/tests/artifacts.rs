@@ -37,6 +37,7 @@ async fn chunked_reads_cover_the_whole_result_without_splitting_characters() {
                 preview_truncated: true,
                 artifact: Some(artifact),
                 leaf: common::leaf(child, run, "leaf"),
+                budget: None,
             },
         )
         .await
@@ -85,6 +86,7 @@ async fn artifacts_of_another_scope_are_not_found_and_a_missing_file_is_unavaila
                 preview_truncated: false,
                 artifact: Some(artifact),
                 leaf: common::leaf(child, run, "leaf"),
+                budget: None,
             },
         )
         .await

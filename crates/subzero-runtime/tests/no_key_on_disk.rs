@@ -114,6 +114,7 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
                 preview_truncated: p.truncated,
                 artifact: Some(artifact),
                 leaf: common::leaf(child, run, "leaf"),
+                budget: None,
             },
         )
         .await

@@ -33,6 +33,7 @@ fn completed(child: ChildId, run: RunId) -> Settlement {
         preview_truncated: false,
         artifact: None,
         leaf: common::leaf(child, run, "leaf-1"),
+        budget: None,
     }
 }
 

@@ -18,6 +18,7 @@ fn completed(child: ChildId, run: RunId, artifact: Option<NewArtifact>) -> Settl
         preview_truncated: false,
         artifact,
         leaf: common::leaf(child, run, "leaf-1"),
+        budget: None,
     }
 }
 

@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use crate::model::StreamBounds;
 pub use subzero_protocol::{
-    BrokerMessage, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage, EventText, GrantSnapshot,
-    InvalidRequest, LeafId, PromptText, RequestId, RunId, RunSettledStatus as RunStatus,
-    SteerDiscardReason as DiscardReason, SteerId, ToolName, ToolState, Usage, Validate,
-    WorkerEvent, WorkerMessage as Outbound, WorkerModel,
+    BrokerMessage, BudgetName, BudgetReached, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage,
+    EventText, GrantSnapshot, InvalidRequest, LeafId, ModelApi, PromptText, RequestId, RunId,
+    RunSettledStatus as RunStatus, SteerDiscardReason as DiscardReason, SteerId, ToolName,
+    ToolState, Validate, WorkerEvent, WorkerMessage as Outbound, WorkerModel,
 };
 
 /// Version of the control protocol spoken by this worker.
@@ -210,9 +210,9 @@ pub struct RunUsage {
     pub turns: u32,
 }
 
-impl From<RunUsage> for Usage {
+impl From<RunUsage> for subzero_protocol::RunUsage {
     fn from(u: RunUsage) -> Self {
-        Usage {
+        subzero_protocol::RunUsage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
             turns: u64::from(u.turns),

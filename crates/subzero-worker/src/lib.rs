@@ -9,6 +9,7 @@ pub mod control;
 
 mod containment;
 mod emit;
+mod handoff;
 mod model;
 mod redact;
 mod run;
@@ -61,13 +62,18 @@ pub struct WorkerOptions {
     /// `--landlock off`: apply no Landlock ruleset, as on a kernel without it (the broker's
     /// `[containment] filesystem = "off"`).
     pub landlock_off: bool,
+    /// The cgroup the keeper started this worker in (`--cgroup DIR`): its tool processes
+    /// go into `DIR/tools`, which every teardown kills.
+    pub cgroup: Option<PathBuf>,
 }
 
+pub use containment::pidns::KeeperOptions;
+
 /// Runs `subzero worker-ns`: `subzero worker <worker_args>` as init of its own PID
-/// namespace, or in place with the reason when the kernel refuses one
-/// (see `containment::pidns`). Must be called before any thread is started.
-pub fn run_in_pid_namespace(worker_args: Vec<std::ffi::OsString>) -> i32 {
-    containment::pidns::keep(worker_args)
+/// namespace, else in its own cgroup where the broker named one, else in place with the
+/// reason (see `containment::pidns`). Must be called before any thread is started.
+pub fn run_in_pid_namespace(keeper: KeeperOptions, worker_args: Vec<std::ffi::OsString>) -> i32 {
+    containment::pidns::keep(keeper, worker_args)
 }
 
 /// The argument that tells `subzero worker` why it has no PID namespace.
@@ -87,6 +93,12 @@ pub fn run(options: WorkerOptions) -> i32 {
     }
     if let Err(err) = containment::init_process() {
         tracing::error!(%err, "cannot become a child subreaper");
+        return 2;
+    }
+    if let Some(dir) = &options.cgroup
+        && let Err(err) = containment::cgroup::enter_tools(dir)
+    {
+        tracing::error!(%err, cgroup = %dir.display(), "cannot use the tool cgroup");
         return 2;
     }
     let scratch = match Scratch::create(options.scratch_parent.as_deref()) {
@@ -210,6 +222,7 @@ fn reject_line(line: &str, err: &LineError) {
             run_id,
             status: RunStatus::Failed,
             result: None,
+            budget: None,
             error: Some(error),
             usage: RunUsage::default().into(),
         });
@@ -329,6 +342,7 @@ impl Worker {
                 run_id: start.run_id,
                 status: RunStatus::Failed,
                 result: None,
+                budget: None,
                 error: Some(ErrorBody::new(
                     ErrorCode::Busy,
                     format!(
@@ -416,6 +430,7 @@ impl Worker {
                 },
             );
         }
+        let mut budget = None;
         let (status, result, error) = match outcome {
             Outcome::Completed(done) => match (
                 control::LeafId::try_from(done.leaf_id.as_str()),
@@ -427,7 +442,13 @@ impl Worker {
                         leaf_id,
                         digest,
                     });
-                    (RunStatus::Completed, Some(done.result), None)
+                    budget = done.budget.map(|reached| reached.wire());
+                    let status = if budget.is_some() {
+                        RunStatus::BudgetExhausted
+                    } else {
+                        RunStatus::Completed
+                    };
+                    (status, Some(done.result), None)
                 }
                 _ => (
                     RunStatus::Failed,
@@ -446,6 +467,7 @@ impl Worker {
             run_id: run_id.clone(),
             status,
             result,
+            budget,
             error,
             usage,
         });
@@ -514,7 +536,11 @@ async fn run_task(
             ));
         }
     };
-    let deadline = Duration::from_millis(start.snapshot.limits.deadline_ms.get());
+    let deadline_ms = start.snapshot.limits.deadline_ms.get();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(deadline_ms);
+    // The loop hands off at the deadline; this is the backstop for a handoff that never
+    // ends (its own request is bounded by HANDOFF_TIMEOUT).
+    let backstop = deadline + handoff::HANDOFF_TIMEOUT + Duration::from_secs(5);
     // Before any tool process exists: every one of them enforces this ruleset on itself.
     let filesystem = match containment::landlock::prepare(&start.snapshot, &root, scratch.path()) {
         Ok(ruleset) => ruleset.map(Arc::new),
@@ -538,6 +564,7 @@ async fn run_task(
             steers,
             progress,
             mcp: mcp.clone(),
+            deadline,
         };
         let result = run::drive(ctx, transcript).await;
         if let Ok(mcp) = Arc::try_unwrap(mcp) {
@@ -546,15 +573,14 @@ async fn run_task(
         result
     };
     tokio::select! {
-        result = tokio::time::timeout(deadline, work) => match result {
+        result = tokio::time::timeout_at(backstop, work) => match result {
             Ok(Ok(done)) => Outcome::Completed(done),
             Ok(Err(err)) => Outcome::Failed(err),
             Err(_) => Outcome::Failed(
                 ErrorBody::new(
                     ErrorCode::LimitExceeded,
                     format!(
-                        "limit_exceeded: the run passed its deadline of {} ms (deadlineMs)",
-                        start.snapshot.limits.deadline_ms
+                        "limit_exceeded: the run passed its deadline of {deadline_ms} ms (deadlineMs) and its handoff did not end"
                     ),
                 )
                 .with_details(serde_json::json!({ "limit": "deadlineMs" })),

@@ -4,15 +4,18 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::control::BudgetName;
 use crate::control::{
     ErrorBody, ErrorBodyExt, ErrorCode, EventText, RunId, RunUsage, StartRun, ToolName, ToolState,
     WorkerEvent,
 };
 use crate::emit;
-use crate::model::openai::ChatClient;
-use crate::model::{ModelError, PROTOCOLS};
+use crate::handoff::{HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached};
+use crate::model::{
+    Call, Conversation, Item, ModelClient, ModelError, PROTOCOLS, Request, ToolChoice, ToolSpec,
+};
 use crate::redact::{StreamRedactor, redact};
 use crate::steering::SteerQueue;
 use crate::tools::mcp::{McpTools, ServerSpec};
@@ -49,6 +52,8 @@ pub struct Completed {
     pub result: String,
     pub leaf_id: String,
     pub digest: String,
+    /// The budget the run reached (`budget_exhausted`; `result` is the handoff summary).
+    pub budget: Option<Reached>,
 }
 
 /// Checks what can be checked before the transcript or the model is touched.
@@ -169,6 +174,8 @@ pub struct RunContext {
     pub progress: SharedProgress,
     /// The run's MCP servers and their allowed tools.
     pub mcp: Arc<McpTools>,
+    /// When the run's `deadlineMs` is reached (counted from the run's start).
+    pub deadline: tokio::time::Instant,
 }
 
 /// Opens the transcript (refusing an incompatible checkpoint before any model call).
@@ -186,18 +193,28 @@ pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
 pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
     let start = ctx.start.clone();
     let limits = &start.snapshot.limits;
-    let client = ChatClient::new(
-        &start.model.url,
-        &start.model.model,
-        start.model.key.clone(),
-        start.stream_bounds,
-    )
-    .map_err(|e| model_failed(&e))?;
+    let client =
+        ModelClient::new(&start.model, start.stream_bounds).map_err(|e| model_failed(&e))?;
     let granted = start.granted_tools();
     let mut declared = tools::declarations(&granted);
     declared.extend(ctx.mcp.declarations().iter().cloned());
     let system = system_prompt(&start);
-    let started = Instant::now();
+    let deadline = ctx.deadline;
+    let deadline_ms = limits.deadline_ms.get();
+    let started = deadline
+        .checked_sub(Duration::from_millis(deadline_ms))
+        .unwrap_or_else(tokio::time::Instant::now);
+    let past_deadline = || Reached {
+        budget: BudgetName::DeadlineMs,
+        limit: deadline_ms,
+        reached: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    let handoff = Handoff {
+        ctx: &ctx,
+        client: &client,
+        system: &system,
+        declared: &declared,
+    };
 
     if let Some(notice) = &start.recovery_notice {
         let mut entry = Entry::new(EntryType::RecoveryNotice, "user");
@@ -227,13 +244,12 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             );
         }
         if u64::from(turn) >= limits.max_turns.get() {
-            return Err(limit(
-                "maxTurns",
-                format!(
-                    "limit_exceeded: the run used its {} model turns (maxTurns)",
-                    limits.max_turns
-                ),
-            ));
+            let reached = Reached {
+                budget: BudgetName::MaxTurns,
+                limit: limits.max_turns.get(),
+                reached: u64::from(turn),
+            };
+            return handoff.run(transcript, turn, reached).await;
         }
         turn += 1;
         lock_progress(&ctx.progress).usage.turns = turn;
@@ -241,18 +257,25 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
         }
 
-        let messages = messages(&system, &transcript);
+        let conversation = conversation(&system, &transcript);
         let model_turn = {
             let mut text_events = TextEvents::new(&start.run_id, ctx.progress.clone());
-            let result = client
-                .complete(
-                    messages,
-                    declared.clone(),
-                    u32::try_from(limits.max_output_tokens.get()).unwrap_or(u32::MAX),
-                    &mut |delta| text_events.push(delta),
-                )
-                .await;
+            let request = Request {
+                conversation: &conversation,
+                tools: &declared,
+                tool_choice: ToolChoice::Auto,
+                max_output_tokens: u32::try_from(limits.max_output_tokens.get())
+                    .unwrap_or(u32::MAX),
+            };
+            let result = tokio::time::timeout_at(
+                deadline,
+                client.complete(request, &mut |delta| text_events.push(delta)),
+            )
+            .await;
             text_events.finish();
+            let Ok(result) = result else {
+                return handoff.run(transcript, turn, past_deadline()).await;
+            };
             match result {
                 Ok(turn) => turn,
                 Err(err) => {
@@ -291,20 +314,6 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             .collect();
         transcript.append(entry).map_err(transcript_error)?;
 
-        if let Some(budget) = limits.token_budget.map(std::num::NonZeroU64::get) {
-            let used = {
-                let p = lock_progress(&ctx.progress);
-                p.usage.input_tokens + p.usage.output_tokens
-            };
-            if used > budget {
-                return Err(limit(
-                    "tokenBudget",
-                    format!(
-                        "limit_exceeded: the run used {used} tokens of its budget of {budget} (tokenBudget)"
-                    ),
-                ));
-            }
-        }
         if model_turn.finish_reason.as_deref() == Some("length") {
             return Err(limit(
                 "maxOutputTokens",
@@ -315,19 +324,37 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             ));
         }
 
-        if model_turn.tool_calls.is_empty() {
-            if ctx.steers.close_if_empty() {
-                let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
-                return Ok(Completed {
-                    result: redact(&model_turn.text),
-                    leaf_id,
-                    digest,
-                });
+        let final_answer = model_turn.tool_calls.is_empty();
+        if final_answer && ctx.steers.close_if_empty() {
+            let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
+            return Ok(Completed {
+                result: redact(&model_turn.text),
+                leaf_id,
+                digest,
+                budget: None,
+            });
+        }
+        // The run would go on (tools to run, or a steer to answer): not past its tokens.
+        if let Some(budget) = limits.token_budget.map(std::num::NonZeroU64::get) {
+            let used = {
+                let p = lock_progress(&ctx.progress);
+                p.usage.input_tokens + p.usage.output_tokens
+            };
+            if used >= budget {
+                let reached = Reached {
+                    budget: BudgetName::TokenBudget,
+                    limit: budget,
+                    reached: used,
+                };
+                answer_unrun(&mut transcript, &start, &model_turn.tool_calls, &reached)?;
+                return handoff.run(transcript, turn, reached).await;
             }
+        }
+        if final_answer {
             continue;
         }
 
-        for call in &model_turn.tool_calls {
+        for (index, call) in model_turn.tool_calls.iter().enumerate() {
             let shown_name = tool_name_for_event(&call.name);
             tool_event(&start.run_id, &shown_name, ToolState::Started);
             let builtin = granted.iter().any(|t| t == &call.name);
@@ -338,9 +365,8 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                     start.stream_bounds.max_tool_argument_bytes,
                 )
             } else if builtin || ctx.mcp.allows(&call.name) {
-                let remaining = Duration::from_millis(limits.deadline_ms.get())
-                    .saturating_sub(started.elapsed());
-                let timeout = Duration::from_millis(limits.tool_timeout_ms.get()).min(remaining);
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let tool_timeout = Duration::from_millis(limits.tool_timeout_ms.get());
                 let execution = async {
                     if builtin {
                         tools::execute(&ctx.tools, &call.name, &call.arguments).await
@@ -348,8 +374,21 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                         ctx.mcp.call(&call.name, &call.arguments).await
                     }
                 };
-                match tokio::time::timeout(timeout, execution).await {
+                match tokio::time::timeout(tool_timeout.min(remaining), execution).await {
                     Ok(output) => output,
+                    // The run's deadline came first: this call and the rest are answered
+                    // as not finished, and the child hands off.
+                    Err(_) if remaining < tool_timeout => {
+                        let reached = past_deadline();
+                        tool_event(&start.run_id, &shown_name, ToolState::Failed);
+                        answer_unrun(
+                            &mut transcript,
+                            &start,
+                            &model_turn.tool_calls[index..],
+                            &reached,
+                        )?;
+                        return handoff.run(transcript, turn, reached).await;
+                    }
                     Err(_) => {
                         return Err(limit(
                             "toolTimeoutMs",
@@ -387,6 +426,118 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             };
             tool_event(&start.run_id, &shown_name, state);
         }
+    }
+}
+
+/// Records a result for each of `calls` that a budget left unrun, so the conversation
+/// stays well formed for every protocol (each call answered).
+fn answer_unrun(
+    transcript: &mut Transcript,
+    start: &StartRun,
+    calls: &[crate::model::ToolCall],
+    reached: &Reached,
+) -> Result<(), ErrorBody> {
+    for call in calls {
+        let mut entry = Entry::new(EntryType::ToolResult, "tool");
+        entry.tool_call_id = Some(call.id.clone());
+        entry.name = Some(call.name.clone());
+        entry.content = Some(reached.unrun_call());
+        entry.is_error = Some(true);
+        entry.run_id = Some(start.run_id.to_string());
+        transcript.append(entry).map_err(transcript_error)?;
+    }
+    Ok(())
+}
+
+/// What the handoff request needs from the run.
+struct Handoff<'a> {
+    ctx: &'a RunContext,
+    client: &'a ModelClient,
+    system: &'a str,
+    declared: &'a [ToolSpec],
+}
+
+impl Handoff<'_> {
+    /// The run reached `reached` after `turns` turns: ask for the summary without tools
+    /// (bounded by [`HANDOFF_MAX_OUTPUT_TOKENS`] and [`HANDOFF_TIMEOUT`]), commit the
+    /// transcript and end `budget_exhausted` with the summary — or, when none came, with
+    /// the worker's note saying why — as the result.
+    async fn run(
+        &self,
+        mut transcript: Transcript,
+        turns: u32,
+        reached: Reached,
+    ) -> Result<Completed, ErrorBody> {
+        let start = &self.ctx.start;
+        tracing::info!(run_id = %start.run_id.as_str(), budget = %reached.budget, limit = reached.limit, reached = reached.reached, "budget reached; asking for a handoff summary");
+        let last_text = lock_progress(&self.ctx.progress).text.clone();
+        let mut notice = Entry::new(EntryType::BudgetNotice, "user");
+        notice.content = Some(reached.notice());
+        notice.run_id = Some(start.run_id.to_string());
+        transcript.append(notice).map_err(transcript_error)?;
+        let turn = turns.saturating_add(1);
+        lock_progress(&self.ctx.progress).usage.turns = turn;
+        if let Some(turn) = std::num::NonZeroU64::new(u64::from(turn)) {
+            emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
+        }
+        let conversation = conversation(self.system, &transcript);
+        let max_output_tokens = u32::try_from(start.snapshot.limits.max_output_tokens.get())
+            .unwrap_or(u32::MAX)
+            .min(HANDOFF_MAX_OUTPUT_TOKENS);
+        let request = Request {
+            conversation: &conversation,
+            tools: self.declared,
+            tool_choice: ToolChoice::None,
+            max_output_tokens,
+        };
+        let mut text_events = TextEvents::new(&start.run_id, self.ctx.progress.clone());
+        let answered = tokio::time::timeout(
+            HANDOFF_TIMEOUT,
+            self.client
+                .complete(request, &mut |delta| text_events.push(delta)),
+        )
+        .await;
+        text_events.finish();
+        let summary = match answered {
+            Ok(Ok(answer)) if !answer.text.trim().is_empty() => {
+                {
+                    let mut p = lock_progress(&self.ctx.progress);
+                    p.usage.input_tokens += answer.input_tokens;
+                    p.usage.output_tokens += answer.output_tokens;
+                }
+                // Only the text is kept: a tool call here was forbidden and is dropped.
+                let mut entry = Entry::new(EntryType::Assistant, "assistant");
+                entry.content = Some(answer.text.clone());
+                entry.run_id = Some(start.run_id.to_string());
+                entry.usage = Some(EntryUsage {
+                    input_tokens: answer.input_tokens,
+                    output_tokens: answer.output_tokens,
+                });
+                transcript.append(entry).map_err(transcript_error)?;
+                answer.text
+            }
+            Ok(Ok(answer)) => {
+                let mut p = lock_progress(&self.ctx.progress);
+                p.usage.input_tokens += answer.input_tokens;
+                p.usage.output_tokens += answer.output_tokens;
+                reached.fallback("the child answered with no text", &last_text)
+            }
+            Ok(Err(err)) => reached.fallback(&redact(&err.to_string()), &last_text),
+            Err(_) => reached.fallback(
+                &format!(
+                    "the summary request took longer than {} s",
+                    HANDOFF_TIMEOUT.as_secs()
+                ),
+                &last_text,
+            ),
+        };
+        let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
+        Ok(Completed {
+            result: redact(&summary),
+            leaf_id,
+            digest,
+            budget: Some(reached),
+        })
     }
 }
 
@@ -453,38 +604,42 @@ fn system_prompt(start: &StartRun) -> String {
 }
 
 /// The conversation for the model: the system prompt and the root→leaf path.
-fn messages(system: &str, transcript: &Transcript) -> Vec<Value> {
-    let mut out = Vec::new();
-    if !system.is_empty() {
-        out.push(json!({ "role": "system", "content": system }));
-    }
+fn conversation(system: &str, transcript: &Transcript) -> Conversation {
+    let mut items = Vec::new();
     for entry in transcript.path() {
         let content = entry.content.clone().unwrap_or_default();
         match entry.kind {
             EntryType::Header => {}
-            EntryType::Prompt | EntryType::Steer | EntryType::RecoveryNotice => {
-                out.push(json!({ "role": "user", "content": content }));
+            EntryType::Prompt
+            | EntryType::Steer
+            | EntryType::RecoveryNotice
+            | EntryType::BudgetNotice => {
+                items.push(Item::User(content));
             }
-            EntryType::Assistant => {
-                let mut message = json!({ "role": "assistant", "content": entry.content });
-                if !entry.tool_calls.is_empty() {
-                    message["tool_calls"] = entry
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({ "id": c.id, "type": "function",
-                                    "function": { "name": c.name, "arguments": c.arguments } })
-                        })
-                        .collect();
-                }
-                out.push(message);
-            }
-            EntryType::ToolResult => {
-                out.push(json!({ "role": "tool", "tool_call_id": entry.tool_call_id, "content": content }));
-            }
+            EntryType::Assistant => items.push(Item::Assistant {
+                text: entry.content.clone(),
+                calls: entry
+                    .tool_calls
+                    .iter()
+                    .map(|c| Call {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect(),
+            }),
+            EntryType::ToolResult => items.push(Item::ToolResult {
+                call_id: entry.tool_call_id.clone().unwrap_or_default(),
+                name: entry.name.clone().unwrap_or_default(),
+                content,
+                is_error: entry.is_error.unwrap_or(false),
+            }),
         }
     }
-    out
+    Conversation {
+        system: system.to_owned(),
+        items,
+    }
 }
 
 /// Coalesces text deltas into `text` events (per turn, or every 2 s), redacted as a stream.

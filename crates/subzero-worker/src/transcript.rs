@@ -25,6 +25,8 @@ pub enum EntryType {
     Prompt,
     Steer,
     RecoveryNotice,
+    /// The worker's request for a handoff summary once a budget was reached (role user).
+    BudgetNotice,
     Assistant,
     ToolResult,
 }

@@ -55,10 +55,23 @@ enum Command {
         /// `off`: apply no Landlock ruleset to tool processes, as on a kernel without it.
         #[arg(long, value_parser = ["auto", "off"])]
         landlock: Option<String>,
+        /// The cgroup the keeper started the worker in; tool processes go into its `tools`.
+        #[arg(long, value_name = "DIR")]
+        cgroup: Option<std::path::PathBuf>,
     },
-    /// Run `subzero worker ARGS…` as init of its own PID namespace (started by the broker).
+    /// Run `subzero worker ARGS…` as init of its own PID namespace, else in its own cgroup
+    /// (started by the broker).
     #[command(hide = true)]
     WorkerNs {
+        /// The cgroup to make and run the worker in where it gets no PID namespace.
+        #[arg(long, value_name = "DIR")]
+        cgroup: Option<std::path::PathBuf>,
+        /// Why there is no cgroup to fall back to (reported by a subreaper worker).
+        #[arg(long, value_name = "REASON")]
+        no_cgroup: Option<String>,
+        /// Do not try PID namespaces, for this reason (the configuration forces the cgroup).
+        #[arg(long, value_name = "REASON")]
+        no_pid_namespace: Option<String>,
         /// The arguments of `subzero worker`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
@@ -87,16 +100,28 @@ fn main() -> std::process::ExitCode {
             scratch_parent,
             process_containment_reason,
             landlock,
+            cgroup,
         } => u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
             lock_fds: lock_fd,
             scratch_parent,
             process_containment_reason,
             landlock_off: landlock.as_deref() == Some("off"),
+            cgroup,
         }))
         .unwrap_or(1),
         // Before anything starts a thread: the keeper clones itself.
-        Command::WorkerNs { args } => {
-            u8::try_from(subzero_worker::run_in_pid_namespace(args)).unwrap_or(1)
+        Command::WorkerNs {
+            cgroup,
+            no_cgroup,
+            no_pid_namespace,
+            args,
+        } => {
+            let keeper = subzero_worker::KeeperOptions {
+                cgroup,
+                no_cgroup,
+                no_pid_namespace,
+            };
+            u8::try_from(subzero_worker::run_in_pid_namespace(keeper, args)).unwrap_or(1)
         }
     };
     std::process::ExitCode::from(code)

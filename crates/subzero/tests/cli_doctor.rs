@@ -8,6 +8,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use cli_support::*;
 use mcp_support::{CRED, Env, KEY};
+use serde_json::Value;
 
 #[test]
 fn a_malformed_config_fails_naming_the_file_and_a_fix() {
@@ -183,4 +184,80 @@ fn an_unreachable_model_fails_with_a_fix() {
         "{report:#}"
     );
     assert!(!report.to_string().contains(KEY));
+}
+
+/// `doctor --workspace DIR` with `containment` appended to an empty config: the report.
+fn doctor_with_containment(containment: &str) -> Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[containment]\n{containment}")).expect("config");
+    let workspace = dir.path().to_string_lossy().into_owned();
+    let (_, report) = doctor(
+        &dir.path().join("state"),
+        &config,
+        &["--workspace", &workspace],
+        &[],
+    );
+    report
+}
+
+fn the_check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    let found = checks(report, name);
+    assert_eq!(found.len(), 1, "one {name} check: {report:#}");
+    found[0]
+}
+
+#[test]
+fn doctor_reports_landlock_off_by_configuration_not_as_in_force() {
+    let report = doctor_with_containment("filesystem = \"off\"\n");
+    let landlock = the_check(&report, "landlock");
+    assert_eq!(landlock["status"], "warn", "{landlock:#}");
+    let detail = landlock["detail"].as_str().expect("detail");
+    assert!(
+        detail.starts_with("off by configuration ([containment] filesystem = \"off\""),
+        "{detail}"
+    );
+    assert!(
+        landlock["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("filesystem = \"off\"")),
+        "{landlock:#}"
+    );
+}
+
+#[test]
+fn doctor_reports_the_configured_process_switch_and_the_mode_it_got() {
+    let report = doctor_with_containment("process = \"subreaper\"\n");
+    let process = the_check(&report, "process containment");
+    assert_eq!(process["status"], "warn", "{process:#}");
+    let detail = process["detail"].as_str().expect("detail");
+    assert!(
+        detail.starts_with("subreaper only ([containment] process = \"subreaper\""),
+        "{detail}"
+    );
+
+    let report = doctor_with_containment("process = \"cgroup\"\n");
+    let process = the_check(&report, "process containment");
+    let detail = process["detail"].as_str().expect("detail");
+    match process["status"].as_str() {
+        // A writable cgroup v2 subtree (CI, as root): the worker ran in its cgroup.
+        Some("warn") => {
+            assert!(
+                detail.starts_with("cgroup ([containment] process = \"cgroup\"; PID namespaces are disabled by the configuration"),
+                "{detail}"
+            );
+            assert!(
+                process["fix"]
+                    .as_str()
+                    .is_some_and(|f| f.contains("process = \"auto\"")),
+                "{process:#}"
+            );
+        }
+        // None: the broker would refuse to start, and doctor says why.
+        Some("fail") => assert!(
+            detail.contains("[containment] process = \"cgroup\" needs a cgroup v2 subtree"),
+            "{detail}"
+        ),
+        other => panic!("unexpected status {other:?}: {process:#}"),
+    }
 }

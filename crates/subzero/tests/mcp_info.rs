@@ -36,3 +36,18 @@ async fn info_names_versions_credential_origins_and_bounds() {
     );
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn info_reports_the_configured_queue_and_retention_bounds() {
+    let env = Env::new(Vec::new());
+    let mut config = std::fs::read_to_string(env.config()).expect("config");
+    config.push_str("\n[limits]\nqueued_followups = 3\nevent_retention_bytes = 4096\n");
+    std::fs::write(env.config(), config).expect("config");
+    let mut reaper = Reaper::new(env.dir.path());
+    let s = env.broker("broker").await;
+    reaper.broker(s.pid());
+    let info = ok(&s, "subzero_info", json!({})).await;
+    assert_eq!(info["limits"]["queuedFollowups"], 3, "{info:#}");
+    assert_eq!(info["limits"]["eventRetentionBytes"], 4096, "{info:#}");
+    s.close().await.expect("close");
+}

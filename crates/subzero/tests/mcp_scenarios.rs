@@ -16,7 +16,8 @@
 //!   a ready or interrupted record a broker restart, so it is read back from storage;
 //! - `freeze_template`: `subzero_info` and `subzero_spawn`, user templates through the
 //!   configuration file of a restarted broker;
-//! - `check_limit`: the request the limit bounds.
+//! - `check_limit`: the request the limit bounds;
+//! - a trace's `queueCapacity`: the broker's `[limits] queued_followups`.
 //!
 //! What MCP cannot express is core-only, decided by the rules in `classify` and listed
 //! in `CORE_ONLY` (the replay fails when the two disagree), and outcome keys MCP does not
@@ -98,7 +99,7 @@ async fn every_scenario_replays_against_the_live_broker() {
             core_only.push((number, 0, why));
             continue;
         }
-        let mut live = Live::new("").await;
+        let mut live = Live::new(&trace).await;
         for (i, step) in trace["steps"].as_array().unwrap().iter().enumerate() {
             let op = step["op"].as_str().unwrap();
             let at = format!("{name} step {} ({op})", i + 1);

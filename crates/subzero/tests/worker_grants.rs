@@ -13,7 +13,14 @@ fn hello_comes_first_and_advertises_the_protocol() {
     assert_eq!(hello["name"], "subzero-worker");
     assert_eq!(hello["transcriptVersion"], 1);
     assert_eq!(hello["controlVersion"], 1);
-    assert_eq!(hello["protocols"], json!(["openai-completions"]));
+    assert_eq!(
+        hello["protocols"],
+        json!([
+            "openai-completions",
+            "openai-responses",
+            "anthropic-messages"
+        ])
+    );
     assert_eq!(hello["steering"], true);
 }
 

@@ -162,7 +162,7 @@ fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
 }
 
 #[test]
-fn max_turns_fails_with_limit_exceeded_keeping_usage() {
+fn max_turns_ends_budget_exhausted_keeping_usage_and_the_last_text() {
     let (ws, state) = dirs();
     let transcript = state.path().join("t.jsonl");
     let server = ScriptedServer::start(vec![Reply::Sse(vec![
@@ -186,17 +186,26 @@ fn max_turns_fails_with_limit_exceeded_keeping_usage() {
         )
         .message(),
     );
+    // The handoff request finds the script exhausted (HTTP 500): the result is the
+    // worker's note, with the child's last text.
     let settled = worker.settled("run_0000000000000000000000006C");
-    assert_eq!(settled["status"], "failed");
-    assert_eq!(settled["error"]["code"], "limit_exceeded");
-    assert_eq!(settled["error"]["details"]["limit"], "maxTurns");
-    assert_eq!(settled["result"], "partial words");
+    assert_eq!(settled["status"], "budget_exhausted", "{settled:#}");
+    assert_eq!(
+        settled["budget"],
+        json!({"budget": "maxTurns", "limit": 1, "reached": 1})
+    );
+    let result = settled["result"].as_str().expect("result");
+    assert!(
+        result.contains("maxTurns") && result.contains("partial words"),
+        "{result}"
+    );
     assert_eq!(settled["usage"]["inputTokens"], 7);
     assert_eq!(settled["usage"]["outputTokens"], 3);
+    assert_eq!(settled["usage"]["turns"], 2, "the turn and the handoff");
 }
 
 #[test]
-fn a_hanging_model_hits_the_deadline() {
+fn a_hanging_model_hits_the_deadline_and_the_run_hands_off() {
     let (ws, state) = dirs();
     let transcript = state.path().join("t.jsonl");
     let server = ScriptedServer::start(vec![Reply::Sse(vec![Step::text("thinking"), Step::Hang])])
@@ -215,9 +224,11 @@ fn a_hanging_model_hits_the_deadline() {
         .message(),
     );
     let settled = worker.settled("run_00000000000000000000000068");
-    assert_eq!(settled["error"]["code"], "limit_exceeded");
-    assert_eq!(settled["error"]["details"]["limit"], "deadlineMs");
-    assert_eq!(settled["result"], "thinking");
+    assert_eq!(settled["status"], "budget_exhausted", "{settled:#}");
+    assert_eq!(settled["budget"]["budget"], "deadlineMs");
+    assert_eq!(settled["budget"]["limit"], 700);
+    let result = settled["result"].as_str().expect("result");
+    assert!(result.contains("deadlineMs"), "{result}");
 }
 
 #[test]
@@ -234,7 +245,7 @@ fn an_unadvertised_api_is_refused() {
         &transcript,
     )
     .message();
-    message["model"]["api"] = json!("anthropic-messages");
+    message["model"]["api"] = json!("gemini-generate-content");
     worker.send(&message);
     let settled = worker.settled("run_00000000000000000000617069");
     assert_eq!(settled["error"]["code"], "worker_incompatible");

@@ -16,6 +16,7 @@ use super::error::{CheckpointIncompatible, ForeignRun, StaleRun};
 use super::proof::{Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed};
 use super::run::{self, ActivePhase, Completed, Failed, Failure, Queued, Run, Stopped};
 use super::sealed::Sealed;
+use crate::budget::BudgetReached;
 use crate::ids::{ChildId, RunId};
 use crate::limits::LimitExceeded;
 use crate::queue::FollowUpQueue;
@@ -271,8 +272,26 @@ impl<R: ActivePhase> Child<Running<R>> {
     /// The worker finished the active run and its leaf was recorded; the next queued
     /// run starts. A proof for another run is `stale_run`.
     pub fn complete(self, proof: LeafRecorded) -> Result<Settled<Completed>, (Self, StaleRun)> {
+        self.complete_with(proof, None)
+    }
+
+    /// The active run reached `budget`; its handoff summary's leaf was recorded and the
+    /// next queued run starts, as after a completion.
+    pub fn exhaust(
+        self,
+        proof: LeafRecorded,
+        budget: BudgetReached,
+    ) -> Result<Settled<Completed>, (Self, StaleRun)> {
+        self.complete_with(proof, Some(budget))
+    }
+
+    fn complete_with(
+        self,
+        proof: LeafRecorded,
+        budget: Option<BudgetReached>,
+    ) -> Result<Settled<Completed>, (Self, StaleRun)> {
         let (child, Running { active, queue }) = self.split();
-        match run::complete_active(active, proof) {
+        match run::complete_active(active, proof, budget) {
             Ok(outcome) => {
                 let mut child = child;
                 child.last_leaf = Some(outcome.leaf().clone());

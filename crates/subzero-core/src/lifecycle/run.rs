@@ -1,5 +1,6 @@
 //! The run lifecycle: `Run<Queued>` → `Run<Running>` → `Run<StopRequested>` → a
-//! terminal outcome ([`Completed`], [`Failed`], [`Stopped`], [`Interrupted`]).
+//! terminal outcome ([`Completed`] — with a result, or with the handoff summary of a run
+//! that reached a budget —, [`Failed`], [`Stopped`], [`Interrupted`]).
 //!
 //! Transitions consume the run, so a settled run cannot be used again; terminal
 //! outcomes are plain values with no transition methods at all. Only a child starts
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::error::StaleRun;
 use super::proof::{LeafRecorded, LeafRef, StopConfirmed};
 use super::sealed::Sealed;
+use crate::budget::BudgetReached;
 use crate::error_code::ErrorCode;
 use crate::ids::{ChildId, RunId};
 use crate::state::RunStatus;
@@ -142,10 +144,12 @@ impl Run<Queued> {
     }
 }
 
-/// Shared by both active states: complete with a recorded leaf.
+/// Shared by both active states: complete with a recorded leaf (`budget`: the run ended
+/// because it reached this budget, and its result is the handoff summary).
 pub(crate) fn complete_active<S: ActivePhase>(
     run: Run<S>,
     proof: LeafRecorded,
+    budget: Option<BudgetReached>,
 ) -> Result<Completed, (Run<S>, StaleRun)> {
     if proof.run() != run.id || proof.child() != run.child {
         let err = run.stale(proof.run());
@@ -155,6 +159,7 @@ pub(crate) fn complete_active<S: ActivePhase>(
         id: run.id,
         child: run.child,
         leaf: proof.into_leaf(),
+        budget,
     })
 }
 
@@ -178,7 +183,16 @@ impl Run<Running> {
     /// The worker finished the run and its transcript leaf was recorded.
     /// A proof for another run is `stale_run` and gives the run back unchanged.
     pub fn complete(self, proof: LeafRecorded) -> Result<Completed, (Self, StaleRun)> {
-        complete_active(self, proof)
+        complete_active(self, proof, None)
+    }
+
+    /// The run reached `budget` and its handoff summary's leaf was recorded.
+    pub fn exhaust(
+        self,
+        proof: LeafRecorded,
+        budget: BudgetReached,
+    ) -> Result<Completed, (Self, StaleRun)> {
+        complete_active(self, proof, Some(budget))
     }
 
     /// The run ended with an error.
@@ -219,7 +233,16 @@ impl Run<StopRequested> {
 
     /// The run completed before the cancellation reached it.
     pub fn complete(self, proof: LeafRecorded) -> Result<Completed, (Self, StaleRun)> {
-        complete_active(self, proof)
+        complete_active(self, proof, None)
+    }
+
+    /// The run reached a budget before the cancellation reached it.
+    pub fn exhaust(
+        self,
+        proof: LeafRecorded,
+        budget: BudgetReached,
+    ) -> Result<Completed, (Self, StaleRun)> {
+        complete_active(self, proof, Some(budget))
     }
 
     /// The run failed before the cancellation reached it.
@@ -242,12 +265,14 @@ pub struct Failure {
     pub message: String,
 }
 
-/// Terminal: the run finished with a result and its leaf is recorded.
+/// Terminal: the run finished with a result and its leaf is recorded. With a budget it
+/// ended because it reached that budget (status `budget_exhausted`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Completed {
     id: RunId,
     child: ChildId,
     leaf: LeafRef,
+    budget: Option<BudgetReached>,
 }
 
 /// Terminal: the run ended with an error.
@@ -276,24 +301,57 @@ pub struct Interrupted {
 }
 
 macro_rules! outcome_accessors {
-    ($($ty:ident => $status:ident),+) => {$(
+    ($($ty:ident),+) => {$(
         impl $ty {
             /// The run's id.
             pub fn id(&self) -> RunId { self.id }
             /// The child the run belonged to.
             pub fn child(&self) -> ChildId { self.child }
-            /// The terminal status.
-            pub fn status(&self) -> RunStatus { RunStatus::$status }
         }
     )+};
 }
 
-outcome_accessors!(Completed => Completed, Failed => Failed, Stopped => Stopped, Interrupted => Interrupted);
+outcome_accessors!(Completed, Failed, Stopped, Interrupted);
 
 impl Completed {
     /// The recorded transcript leaf.
     pub fn leaf(&self) -> &LeafRef {
         &self.leaf
+    }
+
+    /// The budget the run reached, when it ended on one.
+    pub fn budget(&self) -> Option<&BudgetReached> {
+        self.budget.as_ref()
+    }
+
+    /// `completed`, or `budget_exhausted` when the run ended on a budget.
+    pub fn status(&self) -> RunStatus {
+        if self.budget.is_some() {
+            RunStatus::BudgetExhausted
+        } else {
+            RunStatus::Completed
+        }
+    }
+}
+
+impl Failed {
+    /// The terminal status.
+    pub fn status(&self) -> RunStatus {
+        RunStatus::Failed
+    }
+}
+
+impl Stopped {
+    /// The terminal status.
+    pub fn status(&self) -> RunStatus {
+        RunStatus::Stopped
+    }
+}
+
+impl Interrupted {
+    /// The terminal status.
+    pub fn status(&self) -> RunStatus {
+        RunStatus::Interrupted
     }
 }
 
@@ -336,8 +394,18 @@ pub(crate) mod restore {
             state: StopRequested { _private: () },
         }
     }
-    pub(crate) fn completed(child: ChildId, id: RunId, leaf: LeafRef) -> Completed {
-        Completed { id, child, leaf }
+    pub(crate) fn completed(
+        child: ChildId,
+        id: RunId,
+        leaf: LeafRef,
+        budget: Option<BudgetReached>,
+    ) -> Completed {
+        Completed {
+            id,
+            child,
+            leaf,
+            budget,
+        }
     }
     pub(crate) fn failed(child: ChildId, id: RunId, failure: Failure) -> Failed {
         Failed { id, child, failure }

@@ -47,7 +47,10 @@ impl Broker {
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return Ok(replayed);
         }
-        let snapshot = self.freeze(input.template_id.as_str())?;
+        let run_limits = self
+            .budgets
+            .resolve(&budget_request(input.budget.as_ref()))?;
+        let snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
         self.check_filesystem(&snapshot).await?;
@@ -416,7 +419,11 @@ impl Broker {
     }
 
     /// Resolve and freeze a template into the immutable grant snapshot.
-    pub(super) fn freeze(&self, template_id: &str) -> Result<GrantSnapshot, BrokerError> {
+    pub(super) fn freeze(
+        &self,
+        template_id: &str,
+        run_limits: RunLimits,
+    ) -> Result<GrantSnapshot, BrokerError> {
         let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
         let base = self
             .config_path()
@@ -432,7 +439,7 @@ impl Broker {
             id,
             &template,
             skills,
-            RunLimits::default(),
+            run_limits,
             &self.limits,
         )?)
     }
@@ -499,4 +506,18 @@ fn interrupted(child: ChildId) -> BrokerError {
             "child {child} is interrupted; call subzero_resume with a model (and optionally a message) before sending more work"
         ),
     )
+}
+
+/// A spawn's `budget` as the core's request (absent fields take the defaults).
+fn budget_request(budget: Option<&p::RunBudget>) -> subzero_core::BudgetRequest {
+    let Some(b) = budget else {
+        return subzero_core::BudgetRequest::default();
+    };
+    subzero_core::BudgetRequest {
+        max_turns: b.max_turns.as_ref().map(|v| v.get()),
+        deadline_ms: b.deadline_ms.as_ref().map(|v| v.get()),
+        tool_timeout_ms: b.tool_timeout_ms.as_ref().map(|v| v.get()),
+        max_output_tokens: b.max_output_tokens.as_ref().map(|v| v.get()),
+        token_budget: b.token_budget.as_ref().map(|v| v.get()),
+    }
 }

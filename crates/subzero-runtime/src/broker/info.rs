@@ -78,6 +78,7 @@ impl Broker {
                     .collect::<Result<_, BrokerError>>()?,
             ),
             limits: self.info_limits()?,
+            budgets: self.info_budgets(),
             protocol_version: wire("1", INFO, "protocolVersion")?,
             templates: p::InfoTemplates(templates),
             version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
@@ -99,6 +100,28 @@ impl Broker {
                 version: wire(hello.version.as_str(), INFO, "worker.version")?,
             },
         })
+    }
+
+    /// The budgets `subzero_info` reports: the defaults and the maxima of a spawn's `budget`.
+    fn info_budgets(&self) -> p::Budgets {
+        let d = &self.budgets.defaults;
+        let m = &self.budgets.maxima;
+        p::Budgets {
+            defaults: run_budget(
+                u64::from(d.max_turns),
+                d.deadline_ms,
+                d.tool_timeout_ms,
+                u64::from(d.max_output_tokens),
+                d.token_budget,
+            ),
+            maxima: run_budget(
+                u64::from(m.max_turns),
+                m.deadline_ms,
+                m.tool_timeout_ms,
+                u64::from(m.max_output_tokens),
+                m.token_budget,
+            ),
+        }
     }
 
     /// The limits `subzero_info` reports.
@@ -249,4 +272,22 @@ fn enforcement() -> Result<p::Enforcement, BrokerError> {
         process_tree_containment: true,
         sandbox: false,
     })
+}
+
+/// A `RunBudget` of these values (a zero, which `[budgets]` refuses at load, is left out).
+fn run_budget(
+    max_turns: u64,
+    deadline_ms: u64,
+    tool_timeout_ms: u64,
+    max_output_tokens: u64,
+    token_budget: Option<u64>,
+) -> p::RunBudget {
+    use std::num::NonZeroU64;
+    p::RunBudget {
+        max_turns: NonZeroU64::new(max_turns).map(Into::into),
+        deadline_ms: NonZeroU64::new(deadline_ms).map(Into::into),
+        tool_timeout_ms: NonZeroU64::new(tool_timeout_ms).map(Into::into),
+        max_output_tokens: NonZeroU64::new(max_output_tokens).map(Into::into),
+        token_budget: token_budget.and_then(NonZeroU64::new).map(Into::into),
+    }
 }

@@ -13,6 +13,8 @@ pub(super) struct ModelKey {
     pub url: String,
     pub model: String,
     pub api: p::ModelApi,
+    /// The caller's `outputTokensParam` (Chat Completions only), passed to the worker as is.
+    pub output_tokens_param: Option<p::OutputTokensParam>,
     pub credential_ref: String,
     pub key: SecretString,
 }
@@ -23,6 +25,7 @@ impl std::fmt::Debug for ModelKey {
             .field("url", &self.url)
             .field("model", &self.model)
             .field("api", &self.api)
+            .field("output_tokens_param", &self.output_tokens_param)
             .field("credential_ref", &self.credential_ref)
             .finish_non_exhaustive()
     }
@@ -82,6 +85,7 @@ mod tests {
             url: "https://api.example.com/v1".into(),
             model: "m".into(),
             api: p::ModelApi::OpenaiCompletions,
+            output_tokens_param: None,
             credential_ref: "example".into(),
             key: SecretString::from("sk-live-do-not-print"),
         };

@@ -44,7 +44,9 @@ use crate::paths::StatePaths;
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
-use crate::supervisor::{FilesystemMode, Hello, ProcessMode, Spawner, WorkerConn, WorkerLaunch};
+use crate::supervisor::{
+    FilesystemMode, Hello, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch,
+};
 use info::{CredentialSource, credential_sources};
 
 pub use error::BrokerError;
@@ -103,6 +105,8 @@ pub struct Broker {
     worker_log: Option<String>,
     host_adapters: Vec<TestedHost>,
     limits: Limits,
+    /// Per-run budgets of a spawn: defaults and maxima (`[budgets]`).
+    budgets: subzero_core::Budgets,
     worker_slots: u32,
     writer_slots: u32,
     live: Mutex<HashMap<ChildId, live::Live>>,
@@ -133,11 +137,14 @@ impl Broker {
         };
         let limits = limits_from(&config);
         let templates = user_templates(&config, &limits)?;
+        // Before anything is written: a forced cgroup that cannot be had refuses the start.
+        let process = process_plan(&config, &options.config_path)?;
         let store = Store::open(
             &paths.database(),
             StoreOptions {
                 event_retention: config.limits.event_retention,
                 event_retention_bytes: config.limits.event_retention_bytes,
+                queued_followups: config.limits.queued_followups,
                 ..StoreOptions::default()
             },
         )?;
@@ -145,19 +152,21 @@ impl Broker {
         let scope = WorkspaceScope::resolve(&options.workspace)?;
         let report = {
             let (store, paths, token) = (store.clone(), paths.clone(), identity.token().to_owned());
+            let cgroups = process.cgroups().cloned();
             tokio::task::spawn_blocking(move || {
                 let swept = crate::recovery::reclaim_scratch(&paths);
                 tracing::info!(?swept, "stale scratch directories reclaimed");
+                // Before recovery: ending an orphaned tree frees the locks it held.
+                if let Some(cgroups) = cgroups {
+                    let ended = cgroups.sweep();
+                    tracing::info!(ended, parent = %cgroups.dir().display(), "worker cgroups of gone brokers ended");
+                }
                 crate::recovery::recover_at_startup(&store, &paths, &token)
             })
             .await
             .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??
         };
         tracing::info!(?report, "startup recovery finished");
-        let process = match config.containment.process {
-            crate::config::ProcessContainmentConfig::Auto => ProcessMode::PidNamespace,
-            crate::config::ProcessContainmentConfig::Subreaper => ProcessMode::Subreaper,
-        };
         let filesystem = match config.containment.filesystem {
             crate::config::FilesystemContainmentConfig::Auto => FilesystemMode::Landlock,
             crate::config::FilesystemContainmentConfig::Off => FilesystemMode::Off,
@@ -182,6 +191,10 @@ impl Broker {
             worker_log: options.worker_log,
             host_adapters: options.host_adapters,
             limits,
+            budgets: config
+                .budgets
+                .budgets()
+                .map_err(|why| BrokerError::internal(format!("[budgets]: {why}")))?,
             worker_slots: config.limits.active_workers_per_workspace,
             writer_slots: config.limits.write_runs_per_workspace,
             live: Mutex::new(HashMap::new()),
@@ -298,6 +311,7 @@ impl Broker {
             url: model.url.to_string(),
             model: model.model.to_string(),
             api,
+            output_tokens_param: model.output_tokens_param,
             credential_ref: model.credential_ref.to_string(),
             key,
         })
@@ -337,12 +351,24 @@ fn user_templates(config: &Config, limits: &Limits) -> Result<Templates, BrokerE
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
 }
 
+/// The configured process containment, detected once: a forced cgroup that cannot be
+/// had refuses the start, naming the configuration file.
+fn process_plan(config: &Config, path: &Path) -> Result<ProcessPlan, BrokerError> {
+    ProcessPlan::detect(ProcessMode::from(config.containment.process)).map_err(|message| {
+        BrokerError::from(crate::error::RuntimeError::Config {
+            path: path.to_path_buf(),
+            message,
+        })
+    })
+}
+
 fn limits_from(config: &Config) -> Limits {
     let mut limits = Limits::SEED;
     limits.prompt_bytes = u32::try_from(config.limits.prompt_bytes).unwrap_or(u32::MAX);
     limits.active_workers_per_workspace = config.limits.active_workers_per_workspace;
     limits.write_runs_per_workspace = config.limits.write_runs_per_workspace;
     limits.event_retention = u32::try_from(config.limits.event_retention).unwrap_or(u32::MAX);
+    limits.queued_followups = config.limits.queued_followups;
     let narrow = |value: u64| u32::try_from(value).unwrap_or(u32::MAX);
     limits.model_response_bytes = narrow(config.limits.model_response_bytes);
     limits.tool_argument_bytes = narrow(config.limits.tool_argument_bytes);

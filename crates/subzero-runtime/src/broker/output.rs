@@ -11,8 +11,11 @@ impl Broker {
     pub async fn output(&self, input: p::OutputInput) -> Result<p::ArtifactChunk, BrokerError> {
         let id = subzero_core::ArtifactId::parse(input.artifact_id.as_str())?;
         let offset = input.offset.unwrap_or(0);
-        let length = input.length.map(|l| l.get()).unwrap_or(65_536);
-        self.limits.check_output_chunk(length)?;
+        // `length` is 1..65536 by the contract, checked where the arguments are parsed
+        // (`invalid_request`); absent, it is the largest chunk.
+        let length = input
+            .length
+            .map_or(u64::from(self.limits.output_chunk_bytes), |l| l.get());
         let row = self.find_artifact(id).await?;
         let files = self.artifacts.clone();
         let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))

@@ -63,7 +63,18 @@ fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>,
         preview_truncated: run.preview_truncated || cut < stored.len(),
         run_id: run.run_id.into(),
         status: terminal(run, GET, "lastRun.status")?,
+        usage: usage(run),
+        budget_reached: run.budget.as_ref().map(Into::into),
     }))
+}
+
+/// What a run used, as the wire shows it.
+fn usage(run: &RunRow) -> p::RunUsage {
+    p::RunUsage {
+        input_tokens: run.usage.input_tokens,
+        output_tokens: run.usage.output_tokens,
+        turns: run.usage.turns,
+    }
 }
 
 /// `lastRun.error`: the recorded failure, or why an interrupted run ended.
@@ -198,6 +209,7 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary
         last_run_status: last_terminal(runs)
             .map(|run| terminal(run, LIST, "lastRunStatus"))
             .transpose()?,
+        last_run_usage: last_terminal(runs).map(usage),
         phase: phase(row).into(),
         queued_run_count: queued(runs).len() as u64,
         state: row.state.into(),

@@ -157,6 +157,10 @@ pub struct RunRow {
     pub error_message: Option<String>,
     /// Why it was interrupted, stopped or cancelled.
     pub reason: Option<String>,
+    /// Turns and tokens it used (zero until it ends).
+    pub usage: super::RunUsage,
+    /// The budget a `budget_exhausted` run reached.
+    pub budget: Option<subzero_core::BudgetReached>,
 }
 
 /// One stored event.
@@ -331,7 +335,7 @@ pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
 
 pub(crate) const RUN_COLUMNS: &str = "run_id, child_id, ordinal, status, prompt, request_id, \
     created_at, started_at, ended_at, preview, preview_truncated, artifact_id, error_code, \
-    error_message, reason";
+    error_message, reason, input_tokens, output_tokens, turns, budget";
 
 pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let status: String = row.get(3)?;
@@ -351,6 +355,15 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         error_code: row.get(12)?,
         error_message: row.get(13)?,
         reason: row.get(14)?,
+        usage: super::RunUsage {
+            input_tokens: u64_col(row, 15)?,
+            output_tokens: u64_col(row, 16)?,
+            turns: u64_col(row, 17)?,
+        },
+        budget: match row.get::<_, Option<String>>(18)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(18, "budget"))?),
+            None => None,
+        },
     })
 }
 

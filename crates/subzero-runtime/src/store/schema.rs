@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{RuntimeError, RuntimeResult};
 
@@ -118,6 +118,41 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE children ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 3: runs record what they used (turns, tokens) and, for `budget_exhausted` (a new
+    // status, so the CHECK changes and the table is rebuilt), the budget they reached as
+    // JSON (`{"budget","limit","reached"}`).
+    r#"
+    CREATE TABLE runs_v3 (
+        run_id            TEXT PRIMARY KEY,
+        child_id          TEXT NOT NULL REFERENCES children (child_id),
+        ordinal           INTEGER NOT NULL,
+        status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'stop_requested', 'stopped', 'completed', 'budget_exhausted', 'failed', 'interrupted')),
+        prompt            TEXT NOT NULL,
+        request_id        TEXT,
+        created_at        TEXT NOT NULL,
+        started_at        TEXT,
+        ended_at          TEXT,
+        preview           TEXT,
+        preview_truncated INTEGER NOT NULL DEFAULT 0,
+        artifact_id       TEXT,
+        error_code        TEXT,
+        error_message     TEXT,
+        reason            TEXT,
+        input_tokens      INTEGER NOT NULL DEFAULT 0,
+        output_tokens     INTEGER NOT NULL DEFAULT 0,
+        turns             INTEGER NOT NULL DEFAULT 0,
+        budget            TEXT,
+        UNIQUE (child_id, ordinal)
+    ) STRICT;
+    INSERT INTO runs_v3 (run_id, child_id, ordinal, status, prompt, request_id, created_at,
+        started_at, ended_at, preview, preview_truncated, artifact_id, error_code,
+        error_message, reason)
+    SELECT run_id, child_id, ordinal, status, prompt, request_id, created_at, started_at,
+        ended_at, preview, preview_truncated, artifact_id, error_code, error_message, reason
+    FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -125,6 +160,15 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Bring the database up to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut Connection) -> RuntimeResult<()> {
+    // A step may rebuild a table others reference (SQLite's way to change a CHECK):
+    // foreign keys are off while it runs, checked before it commits, and on again after.
+    conn.pragma_update(None, "foreign_keys", false)?;
+    let migrated = migrate_steps(conn);
+    conn.pragma_update(None, "foreign_keys", true)?;
+    migrated
+}
+
+fn migrate_steps(conn: &mut Connection) -> RuntimeResult<()> {
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -140,6 +184,15 @@ pub(crate) fn migrate(conn: &mut Connection) -> RuntimeResult<()> {
             return Ok(());
         };
         tx.execute_batch(step)?;
+        let broken: Option<String> = tx
+            .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+            .optional()?;
+        if let Some(table) = broken {
+            return Err(RuntimeError::Internal(format!(
+                "migrating the state database to version {} left a broken reference in table {table}; nothing was changed",
+                version + 1
+            )));
+        }
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
         tracing::info!(version = version + 1, "migrated state database");

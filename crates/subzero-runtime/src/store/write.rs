@@ -165,6 +165,18 @@ pub(super) struct RunEnd<'a> {
     pub artifact_id: Option<String>,
     pub error_code: Option<&'a str>,
     pub error_message: Option<&'a str>,
+    /// What the run used, as its worker reported it (kept as stored when `None`).
+    pub usage: Option<RunUsage>,
+    /// The budget a `budget_exhausted` run reached, as JSON.
+    pub budget: Option<String>,
+}
+
+/// Turns and tokens one run used.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RunUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u64,
 }
 
 /// Move `run` of `child` from `from` (what the core loaded) to `to` (what it decided):
@@ -183,7 +195,8 @@ pub(super) fn run(
     let changed = conn.execute(
         "UPDATE runs SET status = ?4, started_at = COALESCE(?5, started_at), ended_at = ?6, \
          reason = ?7, preview = ?8, preview_truncated = ?9, artifact_id = ?10, error_code = ?11, \
-         error_message = ?12 \
+         error_message = ?12, input_tokens = COALESCE(?13, input_tokens), \
+         output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16 \
          WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
             run.to_string(),
@@ -197,7 +210,11 @@ pub(super) fn run(
             end.preview_truncated,
             end.artifact_id,
             end.error_code,
-            end.error_message
+            end.error_message,
+            end.usage.map(|u| i64_of(u.input_tokens)),
+            end.usage.map(|u| i64_of(u.output_tokens)),
+            end.usage.map(|u| i64_of(u.turns)),
+            end.budget
         ],
     )?;
     expect_one(changed, &format!("move run {run} from {from} to {to}"))

@@ -41,6 +41,7 @@ pub struct Hello {
 #[derive(Debug)]
 pub struct WorkerConn {
     pid: i32,
+    cgroup: Option<std::path::PathBuf>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
@@ -61,6 +62,7 @@ impl WorkerConn {
         forward_stderr(spawned.stderr, label);
         let mut conn = WorkerConn {
             pid,
+            cgroup: spawned.cgroup,
             child: spawned.child,
             stdin: Some(spawned.stdin),
             lines: BufReader::new(spawned.stdout).lines(),
@@ -105,6 +107,12 @@ impl WorkerConn {
     /// The worker's process id (also its process-group id).
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The cgroup the worker runs in where it got no PID namespace (`None`, or a path that
+    /// was never made, otherwise).
+    pub fn cgroup(&self) -> Option<&std::path::Path> {
+        self.cgroup.as_deref()
     }
 
     /// Send one control message. Its bounds that the types do not carry (integer maxima,

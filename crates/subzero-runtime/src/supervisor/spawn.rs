@@ -1,10 +1,11 @@
 //! Starting worker processes: the only place in the broker that creates a process.
 //!
 //! A worker is the broker's own executable re-run as
-//! `subzero worker-ns --lock-fd 3 [--lock-fd 4 …] --scratch-parent <state>/scratch`, a
-//! keeper that starts `subzero worker …` as init of its own PID namespace (or becomes it
-//! in place, saying why, where the kernel refuses namespaces; `subzero worker …` directly
-//! when the config forces the subreaper fallback):
+//! `subzero worker-ns [--cgroup DIR] --lock-fd 3 [--lock-fd 4 …] --scratch-parent
+//! <state>/scratch`, a keeper that starts `subzero worker …` as init of its own PID
+//! namespace, else in the cgroup `DIR` (see [`super::cgroup`]), else becomes it in place,
+//! saying why (`subzero worker …` directly when the config forces the subreaper
+//! fallback; `--no-pid-namespace` when it forces the cgroup):
 //! - in a new process group, so one signal reaches the worker and nothing of the host;
 //! - with a cleared environment (no ambient secret can leak into a child agent);
 //! - with the child's flock-held lock file as fd 3 and its workspace slots as fd 4, 5,
@@ -24,11 +25,13 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
+
+use super::cgroup::CgroupParent;
 
 /// The descriptor number at which a worker finds the child's lock file; the slot
 /// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`,
@@ -41,13 +44,71 @@ const MAX_INHERITED: usize = 3;
 /// Which process-tree containment the spawner asks its workers for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProcessMode {
-    /// Each worker as init of its own PID namespace (`subzero worker-ns`), falling back to
-    /// the subreaper, with the reason, where the kernel refuses.
+    /// Each worker as init of its own PID namespace (`subzero worker-ns`), else in its own
+    /// cgroup where the broker found a writable cgroup v2 subtree, else the subreaper,
+    /// each with the reason the stronger one is not in force.
     #[default]
-    PidNamespace,
+    Auto,
+    /// Each worker in its own cgroup, never a PID namespace (the config's
+    /// `[containment] process = "cgroup"`); no usable cgroup is an error.
+    Cgroup,
     /// `subzero worker` directly: the subreaper and `/proc` sweep only (forced by the
     /// config's `[containment] process = "subreaper"`).
     Subreaper,
+}
+
+impl From<crate::config::ProcessContainmentConfig> for ProcessMode {
+    fn from(configured: crate::config::ProcessContainmentConfig) -> Self {
+        use crate::config::ProcessContainmentConfig as C;
+        match configured {
+            C::Auto => ProcessMode::Auto,
+            C::Cgroup => ProcessMode::Cgroup,
+            C::Subreaper => ProcessMode::Subreaper,
+        }
+    }
+}
+
+/// The process containment the spawner gives its workers, decided once at start: the
+/// mode and where the workers' cgroups go, or why there are none.
+#[derive(Debug, Clone)]
+pub struct ProcessPlan {
+    mode: ProcessMode,
+    cgroups: Result<Arc<CgroupParent>, String>,
+}
+
+impl ProcessPlan {
+    /// Probes cgroup v2 for `mode` (not for the subreaper, which uses none). Fails only
+    /// when `mode` is [`ProcessMode::Cgroup`] and no cgroup can be used, saying why.
+    pub fn detect(mode: ProcessMode) -> Result<ProcessPlan, String> {
+        let cgroups = match mode {
+            ProcessMode::Subreaper => Err("the configuration forces the subreaper".to_owned()),
+            ProcessMode::Auto | ProcessMode::Cgroup => CgroupParent::probe().map(Arc::new),
+        };
+        if mode == ProcessMode::Cgroup
+            && let Err(why) = &cgroups
+        {
+            return Err(format!(
+                "[containment] process = \"cgroup\" needs a cgroup v2 subtree this user can write, with cgroup.kill, but {why}; {} — or set process = \"auto\"",
+                super::cgroup::ENABLE_HINT
+            ));
+        }
+        Ok(ProcessPlan { mode, cgroups })
+    }
+
+    /// The configured mode.
+    pub fn mode(&self) -> ProcessMode {
+        self.mode
+    }
+
+    /// Where the workers' cgroups go, when a cgroup v2 subtree was found.
+    pub fn cgroups(&self) -> Option<&Arc<CgroupParent>> {
+        self.cgroups.as_ref().ok()
+    }
+
+    /// Why there are no worker cgroups, when there are none.
+    pub fn no_cgroup(&self) -> Option<&str> {
+        self.cgroups.as_ref().err().map(String::as_str)
+    }
 }
 
 /// Whether the spawner's workers apply Landlock to their tool processes.
@@ -63,6 +124,9 @@ pub enum FilesystemMode {
 
 /// What a worker started with [`ProcessMode::Subreaper`] reports as its reason.
 const FORCED_SUBREAPER: &str = "disabled by the configuration ([containment] process = \"subreaper\"); remove it to use PID namespaces";
+
+/// What a worker started with [`ProcessMode::Cgroup`] reports as its reason.
+const FORCED_CGROUP: &str = "PID namespaces are disabled by the configuration ([containment] process = \"cgroup\"); set it to \"auto\" to use them";
 
 /// Everything needed to start one worker.
 #[derive(Debug)]
@@ -92,6 +156,9 @@ pub struct SpawnedWorker {
     pub stdout: ChildStdout,
     /// The worker's logs.
     pub stderr: ChildStderr,
+    /// The cgroup the keeper runs the worker in where it gets no PID namespace (it may
+    /// never be made: the namespace path makes none).
+    pub cgroup: Option<PathBuf>,
 }
 
 type Reply = oneshot::Sender<io::Result<SpawnedWorker>>;
@@ -106,31 +173,35 @@ impl Spawner {
     /// Start the spawner thread. Must be called inside a Tokio runtime: the thread enters
     /// that runtime so the process handles it creates are driven by it.
     pub fn start() -> io::Result<Self> {
-        Self::start_with(None, ProcessMode::default(), FilesystemMode::default())
+        Self::start_with(None, Self::auto()?, FilesystemMode::default())
     }
 
     /// [`Spawner::start`], passing `--scratch-parent dir` to every worker it starts.
     pub fn with_scratch_parent(dir: PathBuf) -> io::Result<Self> {
-        Self::start_with(Some(dir), ProcessMode::default(), FilesystemMode::default())
+        Self::start_with(Some(dir), Self::auto()?, FilesystemMode::default())
     }
 
     /// The broker's spawner: `--scratch-parent dir` and the configured containment.
-    pub fn for_broker(dir: PathBuf, process: ProcessMode) -> io::Result<Self> {
+    pub fn for_broker(dir: PathBuf, process: ProcessPlan) -> io::Result<Self> {
         Self::start_with(Some(dir), process, FilesystemMode::default())
     }
 
     /// [`Spawner::for_broker`] with the configured filesystem enforcement too.
     pub fn configured(
         dir: PathBuf,
-        process: ProcessMode,
+        process: ProcessPlan,
         filesystem: FilesystemMode,
     ) -> io::Result<Self> {
         Self::start_with(Some(dir), process, filesystem)
     }
 
+    fn auto() -> io::Result<ProcessPlan> {
+        ProcessPlan::detect(ProcessMode::Auto).map_err(io::Error::other)
+    }
+
     fn start_with(
         scratch_parent: Option<PathBuf>,
-        process: ProcessMode,
+        process: ProcessPlan,
         filesystem: FilesystemMode,
     ) -> io::Result<Self> {
         let handle = tokio::runtime::Handle::current();
@@ -144,7 +215,7 @@ impl Spawner {
                     let _ = reply.send(spawn_now(
                         launch,
                         scratch_parent.as_deref(),
-                        process,
+                        &process,
                         filesystem,
                     ));
                 }
@@ -167,17 +238,34 @@ impl Spawner {
 fn spawn_now(
     launch: WorkerLaunch,
     scratch_parent: Option<&Path>,
-    process: ProcessMode,
+    process: &ProcessPlan,
     filesystem: FilesystemMode,
 ) -> io::Result<SpawnedWorker> {
     if launch.inherit.len() > MAX_INHERITED {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
     let mut cmd = Command::new(&launch.exe);
-    cmd.arg(match process {
-        ProcessMode::PidNamespace => "worker-ns",
-        ProcessMode::Subreaper => "worker",
-    });
+    let mut cgroup = None;
+    if process.mode == ProcessMode::Subreaper {
+        cmd.arg("worker");
+    } else {
+        // The keeper's own options come before the worker's arguments.
+        cmd.arg("worker-ns");
+        match process.cgroups() {
+            Some(parent) => {
+                let dir = parent.worker_dir();
+                cmd.arg("--cgroup").arg(&dir);
+                cgroup = Some(dir);
+            }
+            None => {
+                cmd.arg("--no-cgroup")
+                    .arg(process.no_cgroup().unwrap_or("none was found"));
+            }
+        }
+        if process.mode == ProcessMode::Cgroup {
+            cmd.arg("--no-pid-namespace").arg(FORCED_CGROUP);
+        }
+    }
     for i in 0..launch.inherit.len() {
         cmd.arg("--lock-fd")
             .arg((WORKER_LOCK_FD + i as RawFd).to_string());
@@ -185,7 +273,7 @@ fn spawn_now(
     if let Some(dir) = scratch_parent {
         cmd.arg("--scratch-parent").arg(dir);
     }
-    if process == ProcessMode::Subreaper {
+    if process.mode == ProcessMode::Subreaper {
         cmd.arg("--process-containment-reason")
             .arg(FORCED_SUBREAPER);
     }
@@ -260,5 +348,6 @@ fn spawn_now(
         stdin,
         stdout,
         stderr,
+        cgroup,
     })
 }

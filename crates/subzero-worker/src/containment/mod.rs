@@ -3,8 +3,11 @@
 //! The worker is a child subreaper, so every descendant — also `setsid` and double-forked
 //! daemons — stays in its process subtree and is found by walking `/proc`. Each tool process
 //! leads its own process group. The worker reaps every child itself (`waitpid(-1)`), so
-//! tools read their exit status from here rather than from `std::process::Child`.
+//! tools read their exit status from here rather than from `std::process::Child`. Where
+//! the worker runs in a cgroup ([`cgroup`]), every tool process is in its `tools` child
+//! and a teardown ends with `cgroup.kill` there.
 
+pub mod cgroup;
 pub mod fds;
 pub mod landlock;
 pub mod pidns;
@@ -56,20 +59,29 @@ pub fn is_namespace_init() -> bool {
 /// The process-tree containment in force for this worker, as its hello reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessReport {
-    /// `pid-namespace` or `subreaper`.
+    /// `pid-namespace`, `cgroup` or `subreaper`.
     pub mode: &'static str,
     /// Why `pid-namespace` is not in force, and how to get it.
     pub reason: Option<String>,
 }
 
 impl ProcessReport {
-    /// What this process is: init of a PID namespace, or a subreaper for `reason` (from
-    /// the keeper or the broker; a worker started by hand has none).
+    /// What this process is: init of a PID namespace, in a cgroup of its own
+    /// ([`cgroup::enter_tools`] done), or a subreaper; the last two for `reason` (from the
+    /// keeper or the broker; a worker started by hand has none).
     pub fn observe(reason: Option<String>) -> Self {
         if is_namespace_init() {
             return Self {
                 mode: "pid-namespace",
                 reason: None,
+            };
+        }
+        if cgroup::tools().is_some() {
+            return Self {
+                mode: "cgroup",
+                reason: Some(reason.unwrap_or_else(|| {
+                    "the worker was started in a cgroup without a reason for it".to_owned()
+                })),
             };
         }
         Self {
@@ -139,7 +151,8 @@ impl Containment {
     }
 
     /// Tears the whole tool tree down: SIGTERM the groups and every descendant, a short grace,
-    /// SIGKILL whatever remains (found again via `/proc` each round), and reap until no
+    /// SIGKILL whatever remains (found again via `/proc` each round, and all of the tool
+    /// cgroup at once through `cgroup.kill` when there is one), and reap until no
     /// descendant is left. Returns how many distinct live processes were found.
     ///
     /// The grace ends the moment the worker has no child left — alive or zombie — which
@@ -155,9 +168,10 @@ impl Containment {
             .drain()
             .collect();
         let me = std::process::id();
+        let tools = cgroup::tools();
         let mut seen: HashSet<u32> = HashSet::new();
 
-        if groups.is_empty() && self.reap_until_childless() {
+        if groups.is_empty() && self.tree_gone(tools) {
             // Nothing was started, or all of it is already gone and reaped.
             self.clear_exits();
             return 0;
@@ -168,29 +182,41 @@ impl Containment {
                 signal(proc_.pid, Signal::SIGTERM);
             }
         }
+        for pid in tools.map(cgroup::Cgroup::members).unwrap_or_default() {
+            seen.insert(pid);
+            signal(pid, Signal::SIGTERM);
+        }
         for group in &groups {
             let _ = killpg(Pid::from_raw(*group), Signal::SIGTERM);
         }
 
         let grace_end = Instant::now() + GRACE;
-        let mut gone = self.reap_until_childless();
+        let mut gone = self.tree_gone(tools);
         while !gone && Instant::now() < grace_end {
             tokio::time::sleep(POLL).await;
-            gone = self.reap_until_childless();
+            gone = self.tree_gone(tools);
         }
 
         let sweep_end = Instant::now() + SWEEP_LIMIT;
         while !gone {
             let remaining = descendants(me);
-            if remaining.is_empty() {
+            let in_cgroup = tools.is_some_and(cgroup::Cgroup::populated);
+            if remaining.is_empty() && !in_cgroup {
                 break;
             }
             if Instant::now() > sweep_end {
                 tracing::error!(
                     remaining = remaining.len(),
+                    in_cgroup,
                     "tool processes survived SIGKILL"
                 );
                 break;
+            }
+            if let Some(tools) = tools.filter(|_| in_cgroup) {
+                seen.extend(tools.members());
+                if let Err(err) = tools.kill() {
+                    tracing::warn!(%err, "cannot write cgroup.kill of the tool cgroup");
+                }
             }
             for proc_ in &remaining {
                 if !proc_.zombie {
@@ -202,10 +228,16 @@ impl Containment {
                 let _ = killpg(Pid::from_raw(*group), Signal::SIGKILL);
             }
             tokio::time::sleep(SWEEP_POLL).await;
-            gone = self.reap_until_childless();
+            gone = self.tree_gone(tools);
         }
         self.clear_exits();
         u32::try_from(seen.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Reaps every exited child; true when the worker has no child left and the tool
+    /// cgroup, when there is one, holds no process.
+    fn tree_gone(&self, tools: Option<&cgroup::Cgroup>) -> bool {
+        self.reap_until_childless() && !tools.is_some_and(cgroup::Cgroup::populated)
     }
 
     /// Reaps every exited child; true when the worker has no child left at all.

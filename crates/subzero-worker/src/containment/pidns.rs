@@ -22,20 +22,27 @@
 //! workspace slots are free exactly when nothing of the tree is left. When the keeper
 //! itself is SIGKILLed, the worker's parent-death signal kills the namespace.
 //!
-//! When the kernel refuses (no user namespaces, a seccomp filter, a masked `/proc`), the
-//! keeper `exec`s the worker in its own place with `--process-containment-reason`, so it
-//! runs exactly as a directly started worker (subreaper containment) and says why.
+//! When the kernel refuses (no user namespaces, a seccomp filter, a masked `/proc`), or
+//! the broker says not to try (`--no-pid-namespace`), and the broker named a cgroup
+//! (`--cgroup DIR`), the keeper makes that cgroup, forks the worker into it and, once the
+//! worker is gone, kills and removes it before it exits ([`super::cgroup`]). Without a
+//! usable cgroup it `exec`s the worker in its own place with
+//! `--process-containment-reason`, so it runs exactly as a directly started worker
+//! (subreaper containment) and says why.
 #![allow(unsafe_code)]
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+
+use super::cgroup::{self, Cgroup};
 
 /// How long the worker gets to tear its tree down after a forwarded signal before the
 /// keeper SIGKILLs it (and with it, through the kernel, the whole namespace).
@@ -44,9 +51,22 @@ pub const ESCALATE: Duration = Duration::from_millis(750);
 /// The argument with which the keeper tells a fallback worker why it has no namespace.
 pub const REASON_ARG: &str = "--process-containment-reason";
 
-/// Runs the keeper: starts `subzero worker <worker_args>` in its own PID namespace and
-/// returns its exit status, or `exec`s it in place when the kernel refuses namespaces.
-pub fn keep(worker_args: Vec<OsString>) -> i32 {
+/// What the broker tells the keeper besides the worker's own arguments.
+#[derive(Debug, Clone, Default)]
+pub struct KeeperOptions {
+    /// The cgroup to make and run the worker in where it gets no PID namespace.
+    pub cgroup: Option<PathBuf>,
+    /// Why the broker gave no cgroup (its probe at start), for the fallback's reason.
+    pub no_cgroup: Option<String>,
+    /// Do not try PID namespaces, for this reason (the configuration forces the cgroup):
+    /// then a cgroup that cannot be made is an error, not a fallback.
+    pub no_pid_namespace: Option<String>,
+}
+
+/// Runs the keeper: starts `subzero worker <worker_args>` in its own PID namespace, else
+/// in its own cgroup, and returns its exit status, or `exec`s it in place when neither
+/// can be had.
+pub fn keep(options: KeeperOptions, worker_args: Vec<OsString>) -> i32 {
     let launch = match Launch::prepare(&worker_args) {
         Ok(launch) => launch,
         Err(err) => {
@@ -61,22 +81,75 @@ pub fn keep(worker_args: Vec<OsString>) -> i32 {
         return 2;
     }
     let mut refusals = Vec::new();
-    for flags in attempts() {
-        match launch.clone_init(flags, &old_mask) {
-            Ok((pid, alive)) => return supervise(pid, &forwarded, alive),
-            Err(why) => refusals.push(why),
+    if options.no_pid_namespace.is_none() {
+        for flags in attempts() {
+            match launch.clone_init(flags, &old_mask, None) {
+                Ok((pid, alive)) => return supervise(pid, &forwarded, alive, None),
+                Err(why) => refusals.push(why),
+            }
         }
     }
-    // The kernel gave no namespace: become the worker, as a directly started one.
+    let no_namespace = options.no_pid_namespace.clone().unwrap_or_else(|| {
+        format!(
+            "the kernel refused a PID namespace ({}); {}",
+            refusals.join("; "),
+            ENABLE_HINT
+        )
+    });
+    let no_cgroup = match &options.cgroup {
+        Some(dir) => match start_in_cgroup(&worker_args, dir, &no_namespace, &old_mask) {
+            Ok((pid, alive, cgroup)) => return supervise(pid, &forwarded, alive, Some(cgroup)),
+            Err(why) => why,
+        },
+        None => options
+            .no_cgroup
+            .clone()
+            .unwrap_or_else(|| "the broker named no cgroup".to_owned()),
+    };
+    if options.no_pid_namespace.is_some() {
+        eprintln!("subzero worker-ns: cannot start the worker in its cgroup: {no_cgroup}");
+        return 2;
+    }
+    // Neither: become the worker, as a directly started one.
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
-    let reason = format!(
-        "the kernel refused a PID namespace ({}); {}",
-        refusals.join("; "),
-        ENABLE_HINT
-    );
+    let reason = format!("{no_namespace}; no cgroup v2 fallback: {no_cgroup}");
     let err = launch.exec_fallback(&reason);
     eprintln!("subzero worker-ns: cannot start the worker: {err}");
     2
+}
+
+/// Makes the worker's cgroup `dir` and forks the worker into it, telling it the cgroup
+/// and why it has no PID namespace. The keeper becomes a subreaper first, so the tree's
+/// orphans come back to it once the worker is gone.
+fn start_in_cgroup(
+    worker_args: &[OsString],
+    dir: &std::path::Path,
+    no_namespace: &str,
+    old_mask: &SigSet,
+) -> Result<(Pid, OwnedFd, Cgroup), String> {
+    let mut args = worker_args.to_vec();
+    args.extend([
+        OsString::from(cgroup::CGROUP_ARG),
+        dir.as_os_str().to_owned(),
+        OsString::from(REASON_ARG),
+        OsString::from(no_namespace),
+    ]);
+    let launch = Launch::prepare(&args)?;
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
+    let cgroup =
+        Cgroup::create(dir).map_err(|e| format!("cannot make cgroup {}: {e}", dir.display()))?;
+    let started = cgroup
+        .procs_for_joining()
+        .map_err(|e| format!("cannot open {}/cgroup.procs: {e}", dir.display()))
+        .and_then(|procs| launch.clone_init(0, old_mask, Some(procs.as_raw_fd())));
+    match started {
+        Ok((pid, alive)) => Ok((pid, alive, cgroup)),
+        Err(why) => {
+            let _ = cgroup.remove();
+            Err(why)
+        }
+    }
 }
 
 /// How to get PID namespaces where the kernel refused them (also in `subzero doctor`).
@@ -147,9 +220,15 @@ impl Launch {
         })
     }
 
-    /// Clones the worker into new namespaces (`flags`) and waits until it has exec'd.
-    /// Returns its pid and the keeper's end of the liveness pipe, or why it failed.
-    fn clone_init(&self, flags: libc::c_int, old_mask: &SigSet) -> Result<(Pid, OwnedFd), String> {
+    /// Clones the worker into new namespaces (`flags`; none: a plain fork into the cgroup
+    /// whose `cgroup.procs` is `join`) and waits until it has exec'd. Returns its pid and
+    /// the keeper's end of the liveness pipe, or why it failed.
+    fn clone_init(
+        &self,
+        flags: libc::c_int,
+        old_mask: &SigSet,
+        join: Option<RawFd>,
+    ) -> Result<(Pid, OwnedFd), String> {
         let (err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let (alive_r, alive_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let argv = pointers(&self.argv);
@@ -173,6 +252,7 @@ impl Launch {
             let failed = init_child(&ChildPlan {
                 old_mask,
                 alive: alive_r.as_raw_fd(),
+                join: join.unwrap_or(-1),
                 user,
                 uid_map: &self.uid_map,
                 gid_map: &self.gid_map,
@@ -216,6 +296,8 @@ impl Launch {
 struct ChildPlan<'a> {
     old_mask: &'a SigSet,
     alive: RawFd,
+    /// `cgroup.procs` of the worker's cgroup (the cgroup path), or -1 (namespaces).
+    join: RawFd,
     user: bool,
     uid_map: &'a [u8],
     gid_map: &'a [u8],
@@ -239,7 +321,14 @@ fn init_child(plan: &ChildPlan<'_>) -> (&'static [u8], i32) {
         {
             return (b"sigprocmask", errno());
         }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
+        // As init, SIGKILL ends the namespace with the keeper; in a cgroup only the
+        // worker's own teardown (SIGTERM) ends the tools when the keeper is gone.
+        let on_keeper_death = if plan.join >= 0 {
+            libc::SIGTERM
+        } else {
+            libc::SIGKILL
+        };
+        if libc::prctl(libc::PR_SET_PDEATHSIG, on_keeper_death, 0, 0, 0) < 0 {
             return (b"prctl(PR_SET_PDEATHSIG)", errno());
         }
         // The keeper may have died before the prctl: then its end of the pipe is closed.
@@ -250,6 +339,13 @@ fn init_child(plan: &ChildPlan<'_>) -> (&'static [u8], i32) {
         };
         if libc::poll(&mut alive, 1, 0) != 0 {
             libc::_exit(70);
+        }
+        if plan.join >= 0 {
+            if cgroup::join(plan.join).is_err() {
+                return (b"join the cgroup", errno());
+            }
+            libc::execve(plan.exe.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+            return (b"execve", errno());
         }
         if plan.user {
             if !write_file(c"/proc/self/setgroups", b"deny") {
@@ -340,8 +436,10 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> bool {
 fn describe(flags: libc::c_int) -> &'static str {
     if flags & libc::CLONE_NEWUSER != 0 {
         "user+pid+mount namespaces:"
-    } else {
+    } else if flags & libc::CLONE_NEWPID != 0 {
         "pid+mount namespaces:"
+    } else {
+        "into its cgroup:"
     }
 }
 
@@ -372,12 +470,16 @@ fn read_all(fd: &OwnedFd, buf: &mut [u8]) -> usize {
 }
 
 /// The keeper's life after the worker exec'd: give up its own stdin and stdout (the
-/// worker owns the control pipes), forward termination signals, reap the worker.
-fn supervise(worker: Pid, forwarded: &SigSet, alive: OwnedFd) -> i32 {
+/// worker owns the control pipes), forward termination signals, reap the worker — and,
+/// on the cgroup path, end its cgroup before returning.
+fn supervise(worker: Pid, forwarded: &SigSet, alive: OwnedFd, cgroup: Option<Cgroup>) -> i32 {
     detach_stdio();
     let mut escalate_at: Option<Instant> = None;
     loop {
         if let Some(code) = reaped(worker) {
+            if let Some(cgroup) = &cgroup {
+                cgroup::end(cgroup);
+            }
             drop(alive);
             return code;
         }

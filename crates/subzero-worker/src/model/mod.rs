@@ -1,15 +1,76 @@
-//! Model protocols. Only `openai-completions` (streaming Chat Completions) is implemented.
-//! Every protocol sends through [`http::OriginBound`], so the origin and stream bounds hold
-//! for each.
+//! Model protocols: each turns a protocol-neutral [`Request`] into its own streaming
+//! request and its stream back into a [`ModelTurn`]. Every protocol sends through
+//! [`http::OriginBound`], so the origin and stream bounds hold for each; none retries (the
+//! one repeated request, Chat Completions' typed refusal of `max_tokens`, generated nothing:
+//! see [`openai`]).
 
+pub mod anthropic;
+pub mod conversation;
 pub mod http;
 pub mod openai;
+pub mod responses;
 pub mod sse;
 
 use std::time::Duration;
 
+pub use conversation::{Call, Conversation, Item, Request, ToolChoice, ToolSpec};
+
+use crate::control::{ModelApi, WorkerModel};
+
 /// Protocols this worker advertises in `hello`.
-pub const PROTOCOLS: &[&str] = &["openai-completions"];
+pub const PROTOCOLS: &[&str] = &[
+    "openai-completions",
+    "openai-responses",
+    "anthropic-messages",
+];
+
+/// A client for the protocol `model.api` names (never inferred from the URL).
+#[derive(Debug, Clone)]
+pub enum ModelClient {
+    Chat(openai::ChatClient),
+    Responses(responses::ResponsesClient),
+    Messages(anthropic::MessagesClient),
+}
+
+impl ModelClient {
+    /// The client for `model`: every `ModelApi` value has one (each is in [`PROTOCOLS`]).
+    pub fn new(model: &WorkerModel, bounds: StreamBounds) -> Result<Self, ModelError> {
+        match model.api {
+            ModelApi::OpenaiCompletions => Ok(Self::Chat(openai::ChatClient::new(
+                &model.url,
+                &model.model,
+                model.key.clone(),
+                bounds,
+                model.output_tokens_param,
+            )?)),
+            ModelApi::OpenaiResponses => Ok(Self::Responses(responses::ResponsesClient::new(
+                &model.url,
+                &model.model,
+                model.key.clone(),
+                bounds,
+            )?)),
+            ModelApi::AnthropicMessages => Ok(Self::Messages(anthropic::MessagesClient::new(
+                &model.url,
+                &model.model,
+                model.key.clone(),
+                bounds,
+            )?)),
+        }
+    }
+
+    /// Sends one streaming request; `on_text` sees each text delta as it arrives.
+    pub async fn complete(
+        &self,
+        request: Request<'_>,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelTurn, ModelError> {
+        match self {
+            Self::Chat(client) => client.complete(request, on_text).await,
+            Self::Responses(client) => client.complete(request, on_text).await,
+            Self::Messages(client) => client.complete(request, on_text).await,
+        }
+    }
+}
 
 /// What one model response may cost the worker. The broker sends them in `start_run`
 /// (`streamLimits`, from `[limits]` of its config); [`StreamBounds::DEFAULT`] otherwise.

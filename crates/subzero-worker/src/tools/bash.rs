@@ -88,6 +88,7 @@ async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOu
         cmd.env("TMPDIR", ctx.scratch.path());
     }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::containment::cgroup::confine(&mut cmd);
     landlock::confine(&mut cmd, ctx.filesystem.as_deref());
 
     let child = match cmd.spawn() {

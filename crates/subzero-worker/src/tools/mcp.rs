@@ -18,10 +18,11 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{MAX_RESULT_BYTES, ToolContext, ToolOutput, cap};
+use crate::model::ToolSpec;
 
 /// Separates the server name from the tool name in the names declared to the model.
 pub const SEPARATOR: &str = "__";
@@ -65,7 +66,7 @@ struct Server {
 pub struct McpTools {
     servers: Vec<Server>,
     routes: BTreeMap<String, Route>,
-    declarations: Vec<Value>,
+    declarations: Vec<ToolSpec>,
 }
 
 impl std::fmt::Debug for McpTools {
@@ -139,14 +140,11 @@ impl McpTools {
                         "unsupported_grant: the MCP tool name {exposed} is granted twice; rename a server"
                     )));
                 }
-                tools.declarations.push(json!({
-                    "type": "function",
-                    "function": {
-                        "name": exposed,
-                        "description": tool.description.as_deref().unwrap_or_default(),
-                        "parameters": Value::Object((*tool.input_schema).clone()),
-                    }
-                }));
+                tools.declarations.push(ToolSpec {
+                    name: exposed.clone(),
+                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                    parameters: Value::Object((*tool.input_schema).clone()),
+                });
                 tools.routes.insert(
                     exposed,
                     Route {
@@ -165,7 +163,7 @@ impl McpTools {
     }
 
     /// Function declarations of the allowed tools, in snapshot order.
-    pub fn declarations(&self) -> &[Value] {
+    pub fn declarations(&self) -> &[ToolSpec] {
         &self.declarations
     }
 
@@ -251,6 +249,7 @@ async fn connect(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::containment::cgroup::confine(&mut cmd);
     crate::containment::landlock::confine(&mut cmd, ctx.filesystem.as_deref());
     let mut child = cmd.spawn().map_err(|e| start_failed(e.to_string()))?;
     ctx.containment.register_group(child.id());

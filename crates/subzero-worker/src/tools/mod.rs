@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::containment::Containment;
+use crate::model::ToolSpec;
 use crate::scratch::Scratch;
 
 /// Every tool this worker implements, in declaration order.
@@ -61,16 +62,17 @@ impl ToolOutput {
 }
 
 /// The function declarations for the granted tools, in a fixed order.
-pub fn declarations(granted: &[String]) -> Vec<Value> {
+pub fn declarations(granted: &[String]) -> Vec<ToolSpec> {
     BUILTIN
         .iter()
         .filter(|name| granted.iter().any(|g| g == *name))
         .map(|name| {
             let (description, parameters) = schema(name);
-            json!({
-                "type": "function",
-                "function": { "name": name, "description": description, "parameters": parameters }
-            })
+            ToolSpec {
+                name: (*name).to_owned(),
+                description: description.to_owned(),
+                parameters,
+            }
         })
         .collect()
 }

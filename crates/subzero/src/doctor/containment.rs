@@ -1,13 +1,13 @@
 //! Process-tree containment: starts a worker exactly as a broker with this configuration
-//! would (through the PID-namespace keeper unless the config forces the subreaper) and
-//! reports what its hello says the kernel gave it, with how to get the rest.
+//! would (through the keeper — PID namespace, else cgroup — unless the config forces the
+//! subreaper) and reports what its hello says the kernel gave it, with how to get the rest.
 
 use std::path::Path;
 use std::time::Duration;
 
 use subzero_protocol::ProcessContainmentMode;
 use subzero_runtime::config::{Config, ProcessContainmentConfig};
-use subzero_runtime::supervisor::{ProcessMode, Spawner, WorkerConn, WorkerLaunch};
+use subzero_runtime::supervisor::{ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch};
 
 use super::report::Check;
 
@@ -20,12 +20,19 @@ pub async fn check_process_containment(
     config: Option<&Config>,
 ) -> Check {
     let configured = config.map_or(ProcessContainmentConfig::Auto, |c| c.containment.process);
-    let mode = match configured {
-        ProcessContainmentConfig::Auto => ProcessMode::PidNamespace,
-        ProcessContainmentConfig::Subreaper => ProcessMode::Subreaper,
+    let plan = match ProcessPlan::detect(ProcessMode::from(configured)) {
+        Ok(plan) => plan,
+        // Only a forced cgroup fails here; the broker refuses to start the same way.
+        Err(why) => {
+            return Check::fail(
+                NAME,
+                format!("{why} (a broker with this configuration refuses to start)"),
+                subzero_runtime::supervisor::cgroup::ENABLE_HINT,
+            );
+        }
     };
     let scratch = std::env::temp_dir();
-    let spawner = match Spawner::for_broker(scratch, mode) {
+    let spawner = match Spawner::for_broker(scratch, plan) {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(
@@ -69,28 +76,55 @@ fn judge(
             "reinstall subzero so the broker and the worker are the same build",
         );
     };
-    let reason = process.reason.as_ref().map(|r| r.as_str().to_owned());
+    let why = process
+        .reason
+        .as_ref()
+        .map_or_else(|| "no reason given".to_owned(), |r| r.as_str().to_owned());
+    let switch = format!("[containment] process = \"{}\"", name_of(configured));
+    let to_namespaces = match configured {
+        ProcessContainmentConfig::Auto => subzero_worker::PID_NAMESPACE_HINT.to_owned(),
+        _ => format!(
+            "set process = \"auto\" in [containment] of the config file (now {switch}) to use PID namespaces"
+        ),
+    };
     match process.mode {
         ProcessContainmentMode::PidNamespace => Check::pass(
             NAME,
-            "pid-namespace: each worker is init of its own PID namespace, so the kernel kills its whole tool tree when it ends",
+            format!(
+                "pid-namespace ({switch}): each worker is init of its own PID namespace, so the kernel kills its whole tool tree when it ends"
+            ),
+        ),
+        ProcessContainmentMode::Cgroup => Check::warn(
+            NAME,
+            format!(
+                "cgroup ({switch}; {why}): each worker's tool tree is in its own cgroup v2 and killed with cgroup.kill when the worker ends or is stopped; a tree whose keeper, worker and broker all die at once lives until the next broker start, and tools still see your other processes in /proc"
+            ),
+            to_namespaces,
         ),
         ProcessContainmentMode::Subreaper => {
-            let why = reason.unwrap_or_else(|| "no reason given".to_owned());
             let fix = match configured {
-                ProcessContainmentConfig::Subreaper => {
-                    "remove `process = \"subreaper\"` from [containment] in the config file"
-                        .to_owned()
-                }
-                ProcessContainmentConfig::Auto => subzero_worker::PID_NAMESPACE_HINT.to_owned(),
+                ProcessContainmentConfig::Auto => format!(
+                    "{to_namespaces}; or, for the cgroup fallback, {}",
+                    subzero_runtime::supervisor::cgroup::ENABLE_HINT
+                ),
+                _ => to_namespaces,
             };
             Check::warn(
                 NAME,
                 format!(
-                    "subreaper only ({why}): a tool process that escapes while its worker and broker both die can outlive them"
+                    "subreaper only ({switch}; {why}): a tool process that escapes while its worker and broker both die can outlive them"
                 ),
                 fix,
             )
         }
+    }
+}
+
+/// The switch's value as the config file spells it.
+fn name_of(configured: ProcessContainmentConfig) -> &'static str {
+    match configured {
+        ProcessContainmentConfig::Auto => "auto",
+        ProcessContainmentConfig::Cgroup => "cgroup",
+        ProcessContainmentConfig::Subreaper => "subreaper",
     }
 }

@@ -3,14 +3,23 @@
 #![allow(unsafe_code)]
 
 use nix::sys::signal::Signal;
+use subzero_runtime::config::{Config, FilesystemContainmentConfig};
 use subzero_runtime::supervisor::reap;
 
 use super::report::Check;
 
-/// Every kernel check. Sets this (short-lived) process's own subreaper and
-/// parent-death flags to prove they can be set, and clears the latter again.
-pub fn check_kernel() -> Vec<Check> {
-    vec![check_subreaper(), check_pdeathsig(), check_landlock()]
+/// Every kernel check, Landlock as the configuration (`[containment] filesystem`) has
+/// it. Sets this (short-lived) process's own subreaper and parent-death flags to prove
+/// they can be set, and clears the latter again.
+pub fn check_kernel(config: Option<&Config>) -> Vec<Check> {
+    let filesystem = config.map_or(FilesystemContainmentConfig::Auto, |c| {
+        c.containment.filesystem
+    });
+    vec![
+        check_subreaper(),
+        check_pdeathsig(),
+        check_landlock(filesystem),
+    ]
 }
 
 fn check_subreaper() -> Check {
@@ -47,8 +56,22 @@ fn check_pdeathsig() -> Check {
     }
 }
 
-fn check_landlock() -> Check {
-    match landlock_abi() {
+fn check_landlock(configured: FilesystemContainmentConfig) -> Check {
+    let abi = landlock_abi();
+    if configured == FilesystemContainmentConfig::Off {
+        let kernel = match abi {
+            Ok(abi) => format!("the kernel has Landlock ABI {abi}"),
+            Err(errno) => format!("the kernel has no Landlock either ({errno})"),
+        };
+        return Check::warn(
+            "landlock",
+            format!(
+                "off by configuration ([containment] filesystem = \"off\"; {kernel}): filesystem grants are not enforced, so tool processes write wherever you can, and templates with require_enforcement = true or a read-only bash fail with unsupported_grant"
+            ),
+            "remove `filesystem = \"off\"` from [containment] in the config file (or set it to \"auto\")",
+        );
+    }
+    match abi {
         Ok(abi) => Check::pass(
             "landlock",
             format!(

@@ -101,7 +101,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
         )),
     }
 
-    report.extend(kernel::check_kernel());
+    report.extend(kernel::check_kernel(config.as_ref()));
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -93,11 +93,11 @@ impl Live {
             if let Some(session) = self.session.take() {
                 session.close().await.expect("close");
             }
-            self.env.configure(&templates_toml(user));
+            self.configure(&templates_toml(user));
             match self.env.start().await {
                 Ok(session) => self.session = Some(session),
                 Err(code) => {
-                    self.env.configure("");
+                    self.configure("");
                     self.session = Some(self.env.start().await.expect("broker starts"));
                     return Err(code);
                 }
@@ -169,10 +169,10 @@ impl Live {
                     session.close().await.expect("close");
                 }
                 let user = json!({"long": {"description": "Long", "instructions": "x".repeat(value), "tools": ["read"]}});
-                self.env.configure(&templates_toml(&user));
+                self.configure(&templates_toml(&user));
                 let started = self.env.start().await;
                 let result = started.as_ref().map(|_| json!({})).map_err(Clone::clone);
-                self.env.configure("");
+                self.configure("");
                 self.session = Some(match started {
                     Ok(s) => s,
                     Err(_) => self.env.start().await.expect("broker starts"),

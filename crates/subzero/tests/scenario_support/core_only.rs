@@ -22,7 +22,6 @@ pub(crate) const CORE_ONLY: &[(&str, usize, &str)] = &[
     ("020", 7, TRANSCRIPT),
     ("021", 3, FOREIGN_CHECKPOINT),
     ("021", 4, FOREIGN_CHECKPOINT),
-    ("023", 0, QUEUE_BOUND),
     ("024", 5, UNASKED_CONFIRMATION),
     ("024", 6, NO_WORKER),
     ("026", 1, STORAGE),
@@ -52,7 +51,6 @@ pub(crate) const RACE: &str = "a run completing before its stop lands is a race 
 pub(crate) const FOREIGN_REPORT: &str = "a worker reports only about its own active run; a report naming another run, another child or a settled run cannot be sent";
 pub(crate) const TRANSCRIPT: &str = "the transcript the broker verifies a checkpoint against is the worker's; MCP cannot make it differ";
 pub(crate) const FOREIGN_CHECKPOINT: &str = "a checkpoint is verified inside subzero_resume for the named child; one of another child cannot be passed";
-pub(crate) const QUEUE_BOUND: &str = "the whole trace: its queue bound (queueCapacity 2) is not a [limits] key, so the live broker's 16 cannot be lowered";
 pub(crate) const NO_WORKER: &str =
     "no worker runs for a ready or interrupted child, so none can be lost";
 pub(crate) const STORAGE: &str = "an inconsistent stored record cannot be produced over MCP";
@@ -106,14 +104,6 @@ pub(crate) const UNOBSERVABLE: &[(&str, &str, &str)] = &[
 
 /// A trace a whole-trace reason keeps off the live broker (step 0 in `CORE_ONLY`).
 pub(crate) fn whole_trace(number: &str, trace: &Value) -> Option<&'static str> {
-    let follows_up = trace["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|s| s["op"] == "followup");
-    if trace.get("queueCapacity").is_some() && follows_up {
-        return Some(QUEUE_BOUND);
-    }
     if trace.get("eventRetention").is_some() {
         return Some(EVENT_LOG);
     }

@@ -40,22 +40,36 @@ pub(crate) struct Live {
     leaf: Value,
     /// Whether the last `checkpoint` step is one the live resume verifies the same way.
     checkpoint_live: bool,
+    /// The trace's own configuration (its `[limits]`), kept by every reconfiguration.
+    base_config: String,
 }
 
 impl Live {
-    pub(crate) async fn new(extra_config: &str) -> Live {
-        let mut env = LiveEnv::new();
-        env.configure(extra_config);
-        let session = env.start().await.expect("broker starts");
-        Live {
+    /// A broker configured as `trace` says (`queueCapacity` is `[limits] queued_followups`).
+    pub(crate) async fn new(trace: &Value) -> Live {
+        let base_config = trace["queueCapacity"]
+            .as_u64()
+            .map(|cap| format!("[limits]\nqueued_followups = {cap}\n\n"))
+            .unwrap_or_default();
+        let env = LiveEnv::new();
+        let mut live = Live {
             env,
-            session: Some(session),
+            session: None,
             runs: BTreeMap::new(),
             child: None,
             paused: Vec::new(),
             leaf: Value::Null,
             checkpoint_live: false,
-        }
+            base_config,
+        };
+        live.configure("");
+        live.session = Some(live.env.start().await.expect("broker starts"));
+        live
+    }
+
+    /// Write the configuration file: the trace's own, then `extra`.
+    fn configure(&self, extra: &str) {
+        self.env.configure(&format!("{}{extra}", self.base_config));
     }
 
     fn s(&self) -> &McpSession {

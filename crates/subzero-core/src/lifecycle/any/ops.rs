@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ActiveChild, AnyChild, AnyRun};
+use crate::budget::BudgetReached;
 use crate::ids::RunId;
 use crate::lifecycle::child::{self, Child, Interrupted, Ready, Settled};
 use crate::lifecycle::error::{
@@ -46,6 +47,8 @@ pub struct StopReceipt {
 pub enum RunReport {
     /// The run completed and its leaf was recorded.
     Completed(LeafRecorded),
+    /// The run reached a budget; its handoff summary's leaf was recorded.
+    Exhausted(LeafRecorded, BudgetReached),
     /// The run failed.
     Failed {
         /// The run the report is about; must be the active run.
@@ -88,7 +91,7 @@ impl RunReport {
     /// The run the report is about.
     fn run(&self) -> RunId {
         match self {
-            RunReport::Completed(proof) => proof.run(),
+            RunReport::Completed(proof) | RunReport::Exhausted(proof, _) => proof.run(),
             RunReport::Failed { run, .. } => *run,
         }
     }
@@ -247,6 +250,9 @@ impl AnyChild {
             AnyChild::Active(a) => each_phase!(a, |c| match report {
                 RunReport::Completed(proof) => c
                     .complete(proof)
+                    .map_or_else(given_back, |s| settle_into(s, AnyRun::Completed)),
+                RunReport::Exhausted(proof, budget) => c
+                    .exhaust(proof, budget)
                     .map_or_else(given_back, |s| settle_into(s, AnyRun::Completed)),
                 RunReport::Failed { run, failure } => c
                     .fail(run, failure)

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::WrongState;
+use crate::budget::BudgetReached;
 use crate::ids::{ChildId, RunId};
 use crate::lifecycle::error::LoadError;
 use crate::lifecycle::proof::LeafRef;
@@ -24,8 +25,11 @@ pub struct RunRecord {
     pub status: RunStatus,
     /// The prompt; required while queued, optional afterwards.
     pub prompt: Option<String>,
-    /// The recorded leaf; required for, and only for, `completed`.
+    /// The recorded leaf; required for, and only for, `completed` and `budget_exhausted`.
     pub leaf: Option<LeafRef>,
+    /// The budget reached; required for, and only for, `budget_exhausted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReached>,
     /// Why it failed; required for, and only for, `failed`.
     pub failure: Option<Failure>,
     /// Processes reaped; only for `stopped` (`None`: withdrawn before it started).
@@ -106,6 +110,7 @@ impl AnyRun {
             status,
             prompt,
             leaf,
+            budget,
             failure,
             reaped,
             reason,
@@ -114,8 +119,16 @@ impl AnyRun {
             subject: id.to_string(),
             reason: format!("a {status} run {why}"),
         };
-        if leaf.is_some() && status != RunStatus::Completed {
+        let with_leaf = matches!(status, RunStatus::Completed | RunStatus::BudgetExhausted);
+        if leaf.is_some() && !with_leaf {
             return Err(bad("carries a transcript leaf"));
+        }
+        if budget.is_some() != (status == RunStatus::BudgetExhausted) {
+            return Err(bad(if budget.is_some() {
+                "carries a budget"
+            } else {
+                "names no budget"
+            }));
         }
         if failure.is_some() && status != RunStatus::Failed {
             return Err(bad("carries a failure"));
@@ -135,9 +148,9 @@ impl AnyRun {
             RunStatus::StopRequested => {
                 AnyRun::StopRequested(run::restore::stop_requested(child, id))
             }
-            RunStatus::Completed => {
+            RunStatus::Completed | RunStatus::BudgetExhausted => {
                 let leaf = leaf.ok_or_else(|| bad("has no recorded leaf"))?;
-                AnyRun::Completed(run::restore::completed(child, id, leaf))
+                AnyRun::Completed(run::restore::completed(child, id, leaf, budget))
             }
             RunStatus::Failed => {
                 let failure = failure.ok_or_else(|| bad("has no failure"))?;
@@ -160,13 +173,17 @@ impl AnyRun {
             status: self.status(),
             prompt: None,
             leaf: None,
+            budget: None,
             failure: None,
             reaped: None,
             reason: None,
         };
         match self {
             AnyRun::Queued(r) => record.prompt = Some(r.prompt().to_owned()),
-            AnyRun::Completed(r) => record.leaf = Some(r.leaf().clone()),
+            AnyRun::Completed(r) => {
+                record.leaf = Some(r.leaf().clone());
+                record.budget = r.budget().copied();
+            }
             AnyRun::Failed(r) => record.failure = Some(r.failure().clone()),
             AnyRun::Stopped(r) => record.reaped = r.reaped(),
             AnyRun::Interrupted(r) => record.reason = Some(r.reason().to_owned()),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use subzero_core::lifecycle::{Activity, LeafRef};
-use subzero_core::{ChildId, ErrorCode, RunId};
+use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
@@ -15,7 +15,8 @@ use crate::broker::live::ToWorker;
 use crate::broker::{Broker, events, lock};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::supervisor::{WorkerConn, reap};
+use crate::store::RunUsage;
+use crate::supervisor::{WorkerConn, cgroup, reap};
 
 use super::settle::Ended;
 use super::start::StartFrom;
@@ -34,6 +35,8 @@ pub(super) struct Driver {
     pub(super) leaf: Option<(String, String)>,
     /// The run the worker reported stopped; settled at its cancel confirmation.
     pub(super) stopped: Option<RunId>,
+    /// What the active run used, from the worker's `run_settled`.
+    pub(super) usage: Option<RunUsage>,
     /// What the worker last reported doing in the active run (the store is told only
     /// of changes).
     pub(super) activity: Option<Activity>,
@@ -145,13 +148,32 @@ impl Driver {
                 status,
                 result,
                 error,
-                ..
+                budget,
+                usage,
             } => {
                 let Some(run) = self.our_run(run_id.as_str()) else {
                     return Next::Continue;
                 };
+                self.usage = Some(RunUsage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                    turns: usage.turns,
+                });
                 let ended = match status {
-                    RunSettledStatus::Completed => self.completed(result.unwrap_or_default()),
+                    RunSettledStatus::Completed => self.completed(result.unwrap_or_default(), None),
+                    RunSettledStatus::BudgetExhausted => match budget {
+                        Some(budget) => self.completed(
+                            result.unwrap_or_default(),
+                            Some(BudgetReached::from(&budget)),
+                        ),
+                        None => Ended::Failed {
+                            code: ErrorCode::Internal,
+                            message: "the worker reported an exhausted budget without naming it"
+                                .to_owned(),
+                            partial: result,
+                            artifact: None,
+                        },
+                    },
                     RunSettledStatus::Failed => {
                         let (code, message) = match error {
                             Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
@@ -251,7 +273,7 @@ impl Driver {
 
     /// The worker's completion, with the leaf it committed for the run; a completion
     /// without a (well-formed) leaf cannot be recorded as one and fails.
-    fn completed(&mut self, result: String) -> Ended {
+    fn completed(&mut self, result: String, budget: Option<BudgetReached>) -> Ended {
         let failed = |message: String| Ended::Failed {
             code: ErrorCode::Internal,
             message,
@@ -271,6 +293,7 @@ impl Driver {
                 result,
                 leaf,
                 artifact: None,
+                budget,
             },
             None => failed(format!(
                 "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
@@ -353,7 +376,9 @@ impl Driver {
     }
 
     /// Kill whatever of the worker's tree is left (the worker itself if it did not exit,
-    /// and every process still holding the child lock). Returns whether the lock is free.
+    /// every process still holding the child lock, and — on the cgroup path — everything
+    /// still in the worker's cgroup, which the keeper normally ends itself but cannot when
+    /// it is gone too). Returns whether the lock is free.
     pub(super) async fn kill_leftovers(&mut self, worker_exited: bool) -> bool {
         let mut pids: BTreeSet<i32> = locks::holders(&self.lock_path)
             .iter()
@@ -368,6 +393,17 @@ impl Driver {
         }
         pids.remove(&(std::process::id() as i32));
         reap::terminate(&pids, &not_mine, Duration::from_millis(200)).await;
+        if let Some(dir) = self.conn.cgroup() {
+            match cgroup::kill(dir, Duration::from_secs(1)).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(child = %self.child, cgroup = %dir.display(), "the worker's cgroup did not empty within 1 s")
+                }
+                Err(err) => {
+                    tracing::warn!(child = %self.child, cgroup = %dir.display(), %err, "cannot kill the worker's cgroup")
+                }
+            }
+        }
         if !worker_exited {
             self.conn.wait_exit(Duration::from_secs(1)).await;
         }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use subzero_core::lifecycle::{LeafRef, Supervisor};
-use subzero_core::{ErrorCode, RunId};
+use subzero_core::{BudgetReached, ErrorCode, RunId};
 
 use super::PREVIEW_BYTES;
 use super::driver::Driver;
@@ -44,6 +44,9 @@ pub(super) enum Ended {
         leaf: LeafRef,
         /// The result file, once written.
         artifact: Option<NewArtifact>,
+        /// With `run_settled budget_exhausted`: the budget reached (the result is the
+        /// handoff summary).
+        budget: Option<BudgetReached>,
     },
     /// `run_settled failed`, or a completion that cannot be recorded as one.
     Failed {
@@ -100,7 +103,13 @@ impl Driver {
                 Ok(settlement) => match self
                     .broker
                     .store
-                    .settle_run(self.child, run, self.broker.owner_token(), settlement)
+                    .settle_run_with_usage(
+                        self.child,
+                        run,
+                        self.broker.owner_token(),
+                        settlement,
+                        self.usage,
+                    )
                     .await
                 {
                     Ok(settled) => {
@@ -169,6 +178,7 @@ impl Driver {
                 result,
                 leaf,
                 artifact,
+                budget,
             } => {
                 // The token is minted again for each attempt: a failed one is rolled back
                 // whole, and the evidence below is kept unchanged until one succeeds.
@@ -183,6 +193,7 @@ impl Driver {
                     preview_truncated: preview.truncated,
                     artifact: artifact.clone(),
                     leaf,
+                    budget: *budget,
                 })
             }
             Ended::Failed {

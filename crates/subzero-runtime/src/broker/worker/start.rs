@@ -154,6 +154,7 @@ impl Broker {
             active: None,
             leaf: None,
             stopped: None,
+            usage: None,
             activity: None,
         };
         // Queue the first run before the driver runs, so it is the first thing it sends.
@@ -227,6 +228,7 @@ impl Broker {
                 key: p::ApiKey::new(model.key.expose_secret())
                     .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
                 model: wire(model.model.as_str(), START_RUN, "model.model")?,
+                output_tokens_param: model.output_tokens_param,
                 url: wire(model.url.as_str(), START_RUN, "model.url")?,
             },
             prompt: wire(prompt, START_RUN, "prompt")?,

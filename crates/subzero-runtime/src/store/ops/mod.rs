@@ -13,8 +13,8 @@ use subzero_core::lifecycle::{
     StopConfirmed,
 };
 use subzero_core::{
-    AnyChild, AnyRun, ArtifactId, ChildId, ChildState, ErrorCode, EventSeq, LifecycleError, RunId,
-    RunStatus,
+    AnyChild, AnyRun, ArtifactId, BudgetReached, ChildId, ChildState, ErrorCode, EventSeq,
+    LifecycleError, RunId, RunStatus,
 };
 
 use super::events;
@@ -23,7 +23,7 @@ use super::rows::{
     ARTIFACT_COLUMNS, Admit, ArtifactRow, CHILD_COLUMNS, ChildRow, ModelRow, NewChild, Ownership,
     RUN_COLUMNS, ReceiptInput, RunRow, WorkerInfo, artifact_from_row, child_from_row, run_from_row,
 };
-use super::write::{self, RunEnd};
+use super::write::{self, RunEnd, RunUsage};
 use super::{Store, StoreOptions, now};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::scope::WorkspaceScope;

@@ -41,6 +41,9 @@ pub enum Settlement {
         artifact: Option<NewArtifact>,
         /// The committed leaf, as the supervisor's proof for this child and run.
         leaf: LeafRecorded,
+        /// The budget the run reached (`budget_exhausted`; the result is the handoff
+        /// summary), or `None` for a plain completion.
+        budget: Option<BudgetReached>,
     },
     /// Finished with an error.
     Failed {
@@ -91,6 +94,7 @@ pub(super) enum Written {
         preview: String,
         preview_truncated: bool,
         artifact: Option<NewArtifact>,
+        budget: Option<BudgetReached>,
     },
     Failed {
         code: ErrorCode,
@@ -151,6 +155,7 @@ pub(super) fn decide_settlement(
             preview_truncated,
             artifact,
             leaf,
+            budget,
         } => {
             if (leaf.child(), leaf.run()) != (child, run) {
                 return Err(proof_mismatch(
@@ -163,8 +168,13 @@ pub(super) fn decide_settlement(
                 preview,
                 preview_truncated,
                 artifact,
+                budget,
             };
-            let settled = decided.settle(RunReport::Completed(leaf))?;
+            let report = match budget {
+                Some(budget) => RunReport::Exhausted(leaf, budget),
+                None => RunReport::Completed(leaf),
+            };
+            let settled = decided.settle(report)?;
             Ok((written, settled.into()))
         }
         Settlement::Failed {
@@ -229,6 +239,7 @@ pub(super) fn settle_tx(
     run: RunId,
     owner_token: &str,
     settlement: Settlement,
+    usage: Option<RunUsage>,
 ) -> RuntimeResult<Settled> {
     let row = load_child(conn, child)?;
     let mut decided = lifecycle::load(conn, options, &row)?;
@@ -276,6 +287,15 @@ pub(super) fn settle_tx(
             (None, false, None, None, None, Some(reason.as_str()))
         }
     };
+    let budget = match &written {
+        Written::Completed {
+            budget: Some(budget),
+            ..
+        } => Some(serde_json::to_string(budget).map_err(|e| {
+            RuntimeError::Internal(format!("cannot encode the budget reached: {e}"))
+        })?),
+        _ => None,
+    };
     let end = RunEnd {
         reason,
         preview,
@@ -283,6 +303,8 @@ pub(super) fn settle_tx(
         artifact_id: artifact,
         error_code: code,
         error_message: message,
+        usage,
+        budget,
     };
     write::run(conn, child, run, from, decision.status, &end, &at)?;
     let artifact = match &written {
@@ -319,13 +341,27 @@ pub(super) fn settle_tx(
             preview,
             preview_truncated,
             artifact,
-            ..
+            budget: None,
         } => (
             "completed",
             json!({
                 "artifactId": artifact.as_ref().map(|a| a.artifact_id.to_string()),
                 "preview": preview,
                 "previewTruncated": preview_truncated,
+            }),
+        ),
+        Written::Completed {
+            preview,
+            preview_truncated,
+            artifact,
+            budget: Some(budget),
+        } => (
+            "budget_exhausted",
+            json!({
+                "artifactId": artifact.as_ref().map(|a| a.artifact_id.to_string()),
+                "preview": preview,
+                "previewTruncated": preview_truncated,
+                "budgetReached": budget,
             }),
         ),
         Written::Failed { code, message, .. } => (
@@ -415,8 +451,22 @@ impl Store {
         owner_token: &str,
         settlement: Settlement,
     ) -> RuntimeResult<Settled> {
+        self.settle_run_with_usage(child, run, owner_token, settlement, None)
+            .await
+    }
+
+    /// [`Store::settle_run`], recording in the same transaction what the run used as its
+    /// worker reported it (`None` keeps what is stored).
+    pub async fn settle_run_with_usage(
+        &self,
+        child: ChildId,
+        run: RunId,
+        owner_token: &str,
+        settlement: Settlement,
+        usage: Option<RunUsage>,
+    ) -> RuntimeResult<Settled> {
         let token = owner_token.to_owned();
-        self.transact_durable(move |tx, o| settle_tx(tx, o, child, run, &token, settlement))
+        self.transact_durable(move |tx, o| settle_tx(tx, o, child, run, &token, settlement, usage))
             .await
     }
 }

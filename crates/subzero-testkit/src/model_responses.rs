@@ -1,0 +1,711 @@
+//! Scripted OpenAI Responses replies for [`ScriptedServer`](crate::ScriptedServer) (a child
+//! model on `openai-responses`), and [`HeldStream`], an endpoint that shows whether the
+//! client closed its connection.
+//!
+//! Events are framed as OpenAI streams them: `event: <type>` then `data: <json>` carrying the
+//! same `type` and a `sequence_number`. A whole answer ([`text`], [`tool_call`],
+//! [`tool_calls`]) runs `response.created`, `response.in_progress`, the output items
+//! (`response.output_item.added`, the deltas, their `.done` events,
+//! `response.output_item.done`) and `response.completed` with the output and usage; the
+//! single-event builders make streams that break in one particular way.
+//!
+//! ```no_run
+//! use subzero_testkit::{ScriptedServer, model_responses as responses};
+//! let server = ScriptedServer::start(vec![
+//!     responses::tool_call("call_1", "read", r#"{"path":"README.md"}"#),
+//!     responses::text("All done."),
+//! ]).expect("server");
+//! // spawn with model {url: server.base_url(), api: "openai-responses", …}
+//! ```
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Reply, Step, split};
+
+/// Usage every whole answer reports.
+pub const INPUT_TOKENS: u64 = 10;
+pub const OUTPUT_TOKENS: u64 = 5;
+
+/// `events` as SSE steps, numbered from 0 in order.
+pub fn steps(events: Vec<Value>) -> Vec<Step> {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut event)| {
+            event["sequence_number"] = json!(n);
+            step(&event)
+        })
+        .collect()
+}
+
+/// One event as an SSE frame with its `event:` line.
+pub fn step(event: &Value) -> Step {
+    let kind = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
+    Step::Raw(format!("event: {kind}\ndata: {event}\n\n"))
+}
+
+fn response(status: &str, output: Vec<Value>, usage: Option<(u64, u64)>) -> Value {
+    let mut response = json!({"id": "resp_testkit", "object": "response", "created_at": 0,
+                              "status": status, "model": "testkit", "output": output,
+                              "usage": null});
+    if let Some((input, output)) = usage {
+        response["usage"] = json!({"input_tokens": input,
+                                   "input_tokens_details": {"cached_tokens": 0},
+                                   "output_tokens": output,
+                                   "output_tokens_details": {"reasoning_tokens": 0},
+                                   "total_tokens": input + output});
+    }
+    response
+}
+
+pub fn created() -> Value {
+    json!({"type": "response.created", "response": response("in_progress", vec![], None)})
+}
+
+pub fn in_progress() -> Value {
+    json!({"type": "response.in_progress", "response": response("in_progress", vec![], None)})
+}
+
+/// `response.completed` with `output` and usage.
+pub fn completed(output: Vec<Value>, input_tokens: u64, output_tokens: u64) -> Value {
+    json!({"type": "response.completed",
+           "response": response("completed", output, Some((input_tokens, output_tokens)))})
+}
+
+/// `response.incomplete` with `incomplete_details.reason` (`max_output_tokens`, …).
+pub fn incomplete(reason: &str, input_tokens: u64, output_tokens: u64) -> Value {
+    let mut response = response("incomplete", vec![], Some((input_tokens, output_tokens)));
+    response["incomplete_details"] = json!({"reason": reason});
+    json!({"type": "response.incomplete", "response": response})
+}
+
+/// `response.failed` with `response.error`.
+pub fn failed(code: &str, message: &str) -> Value {
+    let mut response = response("failed", vec![], None);
+    response["error"] = json!({"code": code, "message": message});
+    json!({"type": "response.failed", "response": response})
+}
+
+/// The top-level `error` event.
+pub fn error(code: &str, message: &str) -> Value {
+    json!({"type": "error", "code": code, "message": message, "param": null})
+}
+
+/// An assistant message item as `response.output_item.done` and `completed` carry it.
+pub fn message_item(item_id: &str, text: &str) -> Value {
+    json!({"type": "message", "id": item_id, "status": "completed", "role": "assistant",
+           "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// A function call item as `response.output_item.done` and `completed` carry it.
+pub fn call_item(item_id: &str, call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
+           "arguments": arguments, "status": "completed"})
+}
+
+pub fn item_added(output_index: u64, item: Value) -> Value {
+    json!({"type": "response.output_item.added", "output_index": output_index, "item": item})
+}
+
+pub fn item_done(output_index: u64, item: Value) -> Value {
+    json!({"type": "response.output_item.done", "output_index": output_index, "item": item})
+}
+
+/// The `response.output_item.added` of a function call (empty arguments, in progress).
+pub fn call_added(output_index: u64, item_id: &str, call_id: &str, name: &str) -> Value {
+    let mut item = call_item(item_id, call_id, name, "");
+    item["status"] = json!("in_progress");
+    item_added(output_index, item)
+}
+
+pub fn text_delta(output_index: u64, item_id: &str, delta: &str) -> Value {
+    json!({"type": "response.output_text.delta", "item_id": item_id,
+           "output_index": output_index, "content_index": 0, "delta": delta})
+}
+
+pub fn arguments_delta(output_index: u64, item_id: &str, delta: &str) -> Value {
+    json!({"type": "response.function_call_arguments.delta", "item_id": item_id,
+           "output_index": output_index, "delta": delta})
+}
+
+pub fn arguments_done(output_index: u64, item_id: &str, arguments: &str) -> Value {
+    json!({"type": "response.function_call_arguments.done", "item_id": item_id,
+           "output_index": output_index, "arguments": arguments})
+}
+
+/// A reasoning item with a summary delta (which a client keeps out of the answer).
+pub fn reasoning(output_index: u64, item_id: &str, summary: &str) -> Vec<Value> {
+    let item = json!({"type": "reasoning", "id": item_id, "summary": []});
+    vec![
+        item_added(output_index, item.clone()),
+        json!({"type": "response.reasoning_summary_text.delta", "item_id": item_id,
+               "output_index": output_index, "summary_index": 0, "delta": summary}),
+        item_done(output_index, item),
+    ]
+}
+
+/// The events of one message item streamed in three deltas, without the lifecycle events.
+pub fn message_events(output_index: u64, item_id: &str, text: &str) -> Vec<Value> {
+    let mut added = message_item(item_id, "");
+    added["status"] = json!("in_progress");
+    added["content"] = json!([]);
+    let part = |kind: &str, text: &str| {
+        json!({"type": kind, "item_id": item_id, "output_index": output_index,
+               "content_index": 0,
+               "part": {"type": "output_text", "text": text, "annotations": []}})
+    };
+    let mut events = vec![
+        item_added(output_index, added),
+        part("response.content_part.added", ""),
+    ];
+    events.extend(
+        split(text, 3)
+            .iter()
+            .map(|piece| text_delta(output_index, item_id, piece)),
+    );
+    events.extend([
+        json!({"type": "response.output_text.done", "item_id": item_id,
+               "output_index": output_index, "content_index": 0, "text": text}),
+        part("response.content_part.done", text),
+        item_done(output_index, message_item(item_id, text)),
+    ]);
+    events
+}
+
+/// The events of one function call item, its arguments in three deltas.
+pub fn call_events(
+    output_index: u64,
+    item_id: &str,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+) -> Vec<Value> {
+    let mut events = vec![call_added(output_index, item_id, call_id, name)];
+    events.extend(
+        split(arguments, 3)
+            .iter()
+            .map(|piece| arguments_delta(output_index, item_id, piece)),
+    );
+    events.extend([
+        arguments_done(output_index, item_id, arguments),
+        item_done(output_index, call_item(item_id, call_id, name, arguments)),
+    ]);
+    events
+}
+
+/// A streamed text answer, completed with usage.
+pub fn text(text: &str) -> Reply {
+    let mut events = vec![created(), in_progress()];
+    events.extend(message_events(0, "msg_testkit", text));
+    events.push(completed(
+        vec![message_item("msg_testkit", text)],
+        INPUT_TOKENS,
+        OUTPUT_TOKENS,
+    ));
+    Reply::Sse(steps(events))
+}
+
+/// One function call whose arguments arrive in three deltas.
+pub fn tool_call(call_id: &str, name: &str, arguments: &str) -> Reply {
+    tool_calls(&[(call_id, name, arguments)])
+}
+
+/// Parallel function calls, one output item each, in order.
+pub fn tool_calls(calls: &[(&str, &str, &str)]) -> Reply {
+    let mut events = vec![created(), in_progress()];
+    let mut output = Vec::new();
+    for (n, (call_id, name, arguments)) in calls.iter().enumerate() {
+        let item_id = format!("fc_testkit_{n}");
+        events.extend(call_events(n as u64, &item_id, call_id, name, arguments));
+        output.push(call_item(&item_id, call_id, name, arguments));
+    }
+    events.push(completed(output, INPUT_TOKENS, OUTPUT_TOKENS));
+    Reply::Sse(steps(events))
+}
+
+/// The `input` items of a recorded Responses request body of type `kind`.
+pub fn input_items<'a>(body: &'a Value, kind: &str) -> Vec<&'a Value> {
+    body.get("input")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter(|i| i.get("type").and_then(Value::as_str) == Some(kind))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of every user `message` input item, in order.
+pub fn user_texts(body: &Value) -> Vec<String> {
+    input_items(body, "message")
+        .into_iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .map(|m| match m.get("content") {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+/// Refuses a request body the way the OpenAI Responses API does (its documented shapes and
+/// the validation errors it answers with HTTP 400), so a test can assert that what the
+/// worker sent would have been accepted: item types and roles, content part types per role,
+/// item ids (`msg_…`, `fc_…`) when present, every `function_call` answered by a
+/// `function_call_output` with its `call_id` and no output without its call, function tools
+/// with a valid name and object parameters, `tool_choice`, and `max_output_tokens` ≥ 16.
+pub fn check_request(body: &Value) -> Result<(), String> {
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if model.is_empty() {
+        return Err("missing required parameter: 'model'".into());
+    }
+    if let Some(max) = body.get("max_output_tokens")
+        && max.as_u64().is_none_or(|m| m < 16)
+    {
+        return Err(format!(
+            "invalid 'max_output_tokens': expected an integer >= 16, got {max}"
+        ));
+    }
+    let items: Vec<Value> = match body.get("input") {
+        Some(Value::String(_)) => Vec::new(),
+        Some(Value::Array(items)) => items.clone(),
+        _ => return Err("missing required parameter: 'input'".into()),
+    };
+    let mut calls = Vec::new();
+    let mut outputs = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        let id = item.get("id").and_then(Value::as_str);
+        let at = |what: &str| format!("invalid 'input[{n}]{what}'");
+        match kind {
+            "message" => {
+                if id.is_some_and(|id| !id.starts_with("msg")) {
+                    return Err(format!(
+                        "{}: expected an ID that begins with 'msg'",
+                        at(".id")
+                    ));
+                }
+                let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
+                let allowed: &[&str] = match role {
+                    "user" | "system" | "developer" => &["input_text", "input_image", "input_file"],
+                    "assistant" => &["output_text", "refusal"],
+                    other => return Err(format!("{}: unknown role '{other}'", at(".role"))),
+                };
+                match item.get("content") {
+                    Some(Value::String(_)) => {}
+                    Some(Value::Array(parts)) => {
+                        for (p, part) in parts.iter().enumerate() {
+                            let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+                            if !allowed.contains(&kind) {
+                                return Err(format!(
+                                    "{}: '{kind}' is not one of {allowed:?} for role '{role}'",
+                                    at(&format!(".content[{p}].type"))
+                                ));
+                            }
+                            if kind.ends_with("text")
+                                && !part.get("text").is_some_and(Value::is_string)
+                            {
+                                return Err(format!(
+                                    "{}: text must be a string",
+                                    at(&format!(".content[{p}].text"))
+                                ));
+                            }
+                        }
+                    }
+                    _ => return Err(format!("{}: missing content", at(".content"))),
+                }
+            }
+            "function_call" => {
+                if id.is_some_and(|id| !id.starts_with("fc")) {
+                    return Err(format!(
+                        "{}: expected an ID that begins with 'fc'",
+                        at(".id")
+                    ));
+                }
+                for field in ["call_id", "name", "arguments"] {
+                    if !item.get(field).is_some_and(Value::is_string) {
+                        return Err(format!(
+                            "{}: missing or not a string",
+                            at(&format!(".{field}"))
+                        ));
+                    }
+                }
+                calls.push((n, item["call_id"].as_str().unwrap_or_default().to_owned()));
+            }
+            "function_call_output" => {
+                let call_id = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !item
+                    .get("output")
+                    .is_some_and(|o| o.is_string() || o.is_array())
+                {
+                    return Err(format!(
+                        "{}: output must be a string or content list",
+                        at(".output")
+                    ));
+                }
+                outputs.push((n, call_id.to_owned()));
+            }
+            "reasoning" | "item_reference" => {}
+            other => return Err(format!("{}: unknown item type '{other}'", at(".type"))),
+        }
+    }
+    for (n, call_id) in &calls {
+        if !outputs.iter().any(|(m, id)| m > n && id == call_id) {
+            return Err(format!("No tool output found for function call {call_id}."));
+        }
+    }
+    for (n, call_id) in &outputs {
+        if !calls.iter().any(|(m, id)| m < n && id == call_id) {
+            return Err(format!(
+                "No tool call found for function call output with call_id {call_id}."
+            ));
+        }
+    }
+    for (n, tool) in body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if tool.get("type").and_then(Value::as_str) != Some("function") {
+            continue;
+        }
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "invalid 'tools[{n}].name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'"
+            ));
+        }
+        if tool
+            .get("parameters")
+            .is_some_and(|p| !p.is_object() && !p.is_null())
+        {
+            return Err(format!(
+                "invalid 'tools[{n}].parameters': expected an object"
+            ));
+        }
+    }
+    match body.get("tool_choice") {
+        None => {}
+        Some(Value::String(choice)) if ["none", "auto", "required"].contains(&choice.as_str()) => {}
+        Some(Value::Object(_)) => {}
+        Some(other) => return Err(format!("invalid 'tool_choice': {other}")),
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    request: Option<String>,
+    closed: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct HeldShared {
+    state: Mutex<Held>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+/// A Responses endpoint on loopback that answers its first request with HTTP 200, the
+/// `events` given, and then nothing: it keeps the connection open until the client closes it,
+/// and records when it did. A cancelled request is one the server sees closed. Other
+/// connections are not served. Stops when dropped.
+#[derive(Debug)]
+pub struct HeldStream {
+    addr: SocketAddr,
+    shared: Arc<HeldShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HeldStream {
+    pub fn start(events: Vec<Value>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(HeldShared::default());
+        let served = shared.clone();
+        let body: String = steps(events)
+            .into_iter()
+            .map(|s| match s {
+                Step::Raw(raw) => raw,
+                _ => String::new(),
+            })
+            .collect();
+        let thread = std::thread::Builder::new()
+            .name("subzero-testkit-held".into())
+            .spawn(move || serve_held(&listener, &served, &body))?;
+        Ok(Self {
+            addr,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The request (head and body) once it has been read; `None` on timeout.
+    pub fn wait_for_request(&self, timeout: Duration) -> Option<String> {
+        self.wait(timeout, |held| held.request.clone())
+    }
+
+    /// Whether the client closed the connection within `timeout`.
+    pub fn wait_closed(&self, timeout: Duration) -> bool {
+        self.wait(timeout, |held| held.closed).is_some()
+    }
+
+    fn wait<T>(&self, timeout: Duration, found: impl Fn(&Held) -> Option<T>) -> Option<T> {
+        let end = Instant::now() + timeout;
+        let mut held = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(value) = found(&held) {
+                return Some(value);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            held = self
+                .shared
+                .changed
+                .wait_timeout(held, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+impl Drop for HeldStream {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+const POLL: Duration = Duration::from_millis(20);
+
+fn serve_held(listener: &TcpListener, shared: &HeldShared, body: &str) {
+    let stopped = || shared.stop.load(Ordering::SeqCst);
+    let mut stream = loop {
+        if stopped() {
+            return;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => break stream,
+            Err(_) => std::thread::sleep(POLL),
+        }
+    };
+    if stream.set_nonblocking(false).is_err() || stream.set_read_timeout(Some(POLL)).is_err() {
+        return;
+    }
+    let Some(request) = read_request(&mut stream, &stopped) else {
+        return;
+    };
+    update(shared, |held| held.request = Some(request));
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n";
+    let chunk = format!("{:x}\r\n{body}\r\n", body.len());
+    if stream.write_all(head.as_bytes()).is_err() || stream.write_all(chunk.as_bytes()).is_err() {
+        update(shared, |held| held.closed = Some(Instant::now()));
+        return;
+    }
+    let mut buf = [0u8; 1024];
+    while !stopped() {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    if !stopped() {
+        update(shared, |held| held.closed = Some(Instant::now()));
+    }
+}
+
+fn update(shared: &HeldShared, change: impl FnOnce(&mut Held)) {
+    change(&mut shared.state.lock().unwrap_or_else(PoisonError::into_inner));
+    shared.changed.notify_all();
+}
+
+/// Reads one HTTP/1.1 request (head, then `content-length` bytes of body).
+fn read_request(stream: &mut TcpStream, stopped: &dyn Fn() -> bool) -> Option<String> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut need: Option<usize> = None;
+    while !stopped() {
+        if let Some(need) = need
+            && data.len() >= need
+        {
+            return Some(String::from_utf8_lossy(&data).into_owned());
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => return None,
+        }
+        if need.is_none()
+            && let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            need = Some(end + 4 + length);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(reply: &Reply) -> Vec<Value> {
+        let Reply::Sse(steps) = reply else {
+            panic!("not a stream");
+        };
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Raw(raw) => raw.lines().find_map(|l| l.strip_prefix("data: ")),
+                _ => None,
+            })
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect()
+    }
+
+    #[test]
+    fn a_call_streams_arguments_that_rejoin_and_completes_with_usage() {
+        let all = events(&tool_calls(&[
+            ("call_a", "read", r#"{"path":"a"}"#),
+            ("call_b", "ls", "{}"),
+        ]));
+        let joined = |item: &str| -> String {
+            all.iter()
+                .filter(|e| {
+                    e["type"] == "response.function_call_arguments.delta" && e["item_id"] == item
+                })
+                .filter_map(|e| e["delta"].as_str())
+                .collect()
+        };
+        assert_eq!(joined("fc_testkit_0"), r#"{"path":"a"}"#);
+        assert_eq!(joined("fc_testkit_1"), "{}");
+        let last = all.last().expect("events");
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["usage"]["input_tokens"], INPUT_TOKENS);
+        assert_eq!(last["response"]["output"][1]["call_id"], "call_b");
+        let numbers: Vec<u64> = all
+            .iter()
+            .filter_map(|e| e["sequence_number"].as_u64())
+            .collect();
+        assert_eq!(numbers, (0..all.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_frame_names_its_event_type() {
+        let Reply::Sse(steps) = text("Hello there") else {
+            panic!("not a stream");
+        };
+        for step in steps {
+            let Step::Raw(raw) = step else {
+                panic!("raw frames")
+            };
+            let kind = raw.lines().next().and_then(|l| l.strip_prefix("event: "));
+            let data: Value = serde_json::from_str(
+                raw.lines()
+                    .nth(1)
+                    .and_then(|l| l.strip_prefix("data: "))
+                    .unwrap_or(""),
+            )
+            .expect("json");
+            assert_eq!(kind, data["type"].as_str());
+        }
+    }
+
+    #[test]
+    fn check_request_refuses_what_openai_refuses() {
+        let ok = json!({"model": "m", "max_output_tokens": 64, "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
+            {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "x"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "b"}]}
+        ], "tools": [{"type": "function", "name": "ls", "parameters": {"type": "object"}}]});
+        assert_eq!(check_request(&ok), Ok(()));
+        let mut orphan = ok.clone();
+        orphan["input"].as_array_mut().expect("input").remove(2);
+        assert!(check_request(&orphan).is_err_and(|e| e.contains("No tool output")));
+        let mut stray = ok.clone();
+        stray["input"].as_array_mut().expect("input").remove(1);
+        assert!(check_request(&stray).is_err_and(|e| e.contains("No tool call found")));
+        let mut wrong_part = ok.clone();
+        wrong_part["input"][3]["content"][0]["type"] = json!("input_text");
+        assert!(check_request(&wrong_part).is_err());
+        let mut bad_id = ok.clone();
+        bad_id["input"][1]["id"] = json!("call_1");
+        assert!(check_request(&bad_id).is_err());
+        let mut small = ok;
+        small["max_output_tokens"] = json!(8);
+        assert!(check_request(&small).is_err());
+    }
+
+    #[test]
+    fn user_texts_read_both_content_forms() {
+        let body = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "b"}]},
+            {"type": "message", "role": "user", "content": "c"}
+        ]});
+        assert_eq!(user_texts(&body), ["a", "c"]);
+    }
+}
