@@ -269,3 +269,50 @@ fn a_default_past_its_maximum_is_a_config_error() {
         "the refusal names the budget and its maximum: {stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spawns_output_token_budget_is_the_cap_each_request_carries() {
+    let env = Env::new(vec![
+        Reply::tool_call("call_1", "read", r#"{"path":"README.md"}"#),
+        Reply::text("Done."),
+    ]);
+    let s = env.broker("broker").await;
+    let (child, _) = spawn_with(&s, &env, json!({"maxOutputTokens": 321})).await;
+    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let requests = env.server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let body = request.json().expect("json body");
+        assert_eq!(body["max_tokens"], 321, "{body:#}");
+    }
+    s.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spawns_tool_timeout_bounds_each_tool_call() {
+    let env = Env::new(vec![
+        Reply::tool_call("call_1", "bash", r#"{"command":"sleep 20"}"#),
+        Reply::text("never reached"),
+    ]);
+    let s = env.broker("broker").await;
+    let out = ok(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "Wait", "templateId": "coder", "model": env.model(),
+               "budget": {"toolTimeoutMs": 400}}),
+    )
+    .await;
+    let child = out["childId"].as_str().expect("childId").to_owned();
+    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    let last = &snap["lastRun"];
+    assert_eq!(last["status"], "failed", "{snap:#}");
+    assert_eq!(last["error"]["code"], "limit_exceeded");
+    let message = last["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("toolTimeoutMs") && message.contains("400"),
+        "{message}"
+    );
+    assert_eq!(env.server.requests().len(), 1, "the run ended at the tool");
+    s.close().await.expect("close");
+}
