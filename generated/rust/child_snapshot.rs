@@ -169,6 +169,7 @@ pub struct CursorGap {
         "if" = {"properties":{"status":{"const":"budget_exhausted"}},
         "required":["status"]},
         "then" = {"description":"a `budget_exhausted` run names the budget it reached in `budgetReached`",
+        "properties":{"budgetReached":true},
         "required":["budgetReached"]},
         "else" = {"description":"only a `budget_exhausted` run has `budgetReached`",
         "not":{"properties":{"budgetReached":true},
@@ -487,7 +488,7 @@ impl crate::validate::Validate for LastRun {
         crate::validate::check_rule(
             path,
             self,
-            "{\"if\":{\"properties\":{\"status\":{\"const\":\"budget_exhausted\"}},\"required\":[\"status\"]},\"then\":{\"description\":\"a `budget_exhausted` run names the budget it reached in `budgetReached`\",\"required\":[\"budgetReached\"]},\"else\":{\"description\":\"only a `budget_exhausted` run has `budgetReached`\",\"not\":{\"properties\":{\"budgetReached\":true},\"required\":[\"budgetReached\"]}}}",
+            "{\"if\":{\"properties\":{\"status\":{\"const\":\"budget_exhausted\"}},\"required\":[\"status\"]},\"then\":{\"description\":\"a `budget_exhausted` run names the budget it reached in `budgetReached`\",\"properties\":{\"budgetReached\":true},\"required\":[\"budgetReached\"]},\"else\":{\"description\":\"only a `budget_exhausted` run has `budgetReached`\",\"not\":{\"properties\":{\"budgetReached\":true},\"required\":[\"budgetReached\"]}}}",
         )?;
         Ok(())
     }
