@@ -32,9 +32,18 @@ pub struct ChildContainment {
     ///Filesystem enforcement of its tool processes.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub filesystem: ::std::option::Option<FilesystemEnforcement>,
+    ///Who holds the child's lock and workspace slots while its worker lives (this broker's workers; present also while none runs it).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub ownership: ::std::option::Option<OwnershipReceipt>,
     ///Process-tree containment of its live worker; absent while no worker of this broker runs it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub process: ::std::option::Option<ProcessContainment>,
+    ///How the kernel bounds this child's tool tree, with the values of its snapshot.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub resources: ::std::option::Option<ResourceReceipt>,
+    ///What the child's tool processes cannot see of Subzero's own files.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub view: ::std::option::Option<ViewReceipt>,
 }
 ///Kernel-enforced containment this broker's workers can give, one member per kind.
 #[derive(
@@ -51,9 +60,18 @@ pub struct ContainmentSupport {
     ///Filesystem enforcement (Landlock).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub filesystem: ::std::option::Option<FilesystemSupport>,
+    ///Who holds the locks that prove ownership while the worker lives.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub ownership: ::std::option::Option<OwnershipReceipt>,
     ///How the kernel ends a worker's whole process tree.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub process: ::std::option::Option<ProcessContainment>,
+    ///How the kernel bounds a tool tree's resources (each template sets the values; see `toolLimits`).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub resources: ::std::option::Option<ResourceReceipt>,
+    ///What tool processes cannot see of Subzero's own files.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub view: ::std::option::Option<ViewReceipt>,
 }
 ///A configured credential reference, without its secret.
 #[derive(
@@ -728,6 +746,23 @@ for McpServerInfoAllowedTools {
         Self(value)
     }
 }
+///Where the kernel-held locks that prove a child's ownership (its child lock and workspace slots) live while its worker runs.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct OwnershipReceipt {
+    ///Who holds them and what that guarantees.
+    pub summary: super::common::ShortText,
+    ///True only on the subreaper fallback, where tool processes inherit the lock descriptors (and could release them); false when the keeper and the worker hold them close-on-exec and no tool process has one.
+    #[serde(rename = "toolsHoldLocks")]
+    pub tools_hold_locks: bool,
+}
 ///Which mechanism ends a worker's whole process tree when the worker ends, and why a stronger one is not in force.
 #[derive(
     ::serde::Deserialize,
@@ -801,6 +836,115 @@ impl ::std::convert::TryFrom<&str> for ProcessContainmentMode {
     }
 }
 impl ::std::convert::TryFrom<::std::string::String> for ProcessContainmentMode {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///One resource bound and the mechanism that enforces it.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceBound {
+    ///The value in force; absent where the value belongs to each template (`subzero_info`) or where nothing bounds it (`scope: none`).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<::std::num::NonZeroU64>,
+    ///The kernel mechanism, or `none: <why>`.
+    pub mechanism: super::common::ShortText,
+    ///What the limit counts.
+    pub scope: ResourceScope,
+}
+///How each resource of a tool tree is bounded by the kernel.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceReceipt {
+    ///Largest file a tool process may write, in bytes.
+    #[serde(rename = "fileSize")]
+    pub file_size: ResourceBound,
+    ///Memory in bytes.
+    pub memory: ResourceBound,
+    ///Open descriptors per process.
+    #[serde(rename = "openFiles")]
+    pub open_files: ResourceBound,
+    ///Tasks (processes and threads).
+    pub processes: ResourceBound,
+}
+///What a resource bound counts.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum ResourceScope {
+    ///Every tool process of the child together.
+    #[serde(rename = "tree")]
+    Tree,
+    ///The processes of one tool call together.
+    #[serde(rename = "call")]
+    Call,
+    ///Each tool process on its own.
+    #[serde(rename = "process")]
+    Process,
+    ///Nothing bounds it; `mechanism` says why.
+    #[serde(rename = "none")]
+    None,
+}
+impl ::std::fmt::Display for ResourceScope {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Tree => f.write_str("tree"),
+            Self::Call => f.write_str("call"),
+            Self::Process => f.write_str("process"),
+            Self::None => f.write_str("none"),
+        }
+    }
+}
+impl ::std::str::FromStr for ResourceScope {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "tree" => Ok(Self::Tree),
+            "call" => Ok(Self::Call),
+            "process" => Ok(Self::Process),
+            "none" => Ok(Self::None),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ResourceScope {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ResourceScope {
     type Error = self::error::ConversionError;
     fn try_from(
         value: ::std::string::String,
@@ -993,6 +1137,121 @@ impl<'de> ::serde::Deserialize<'de> for VersionString {
             })
     }
 }
+///Subzero's own files in the tool processes' view of the filesystem.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ViewReceipt {
+    ///True when every path in `paths` is covered in each tool process's own mount namespace (directories by an empty read-only tmpfs, files by an unreadable empty file); false when tools see them (then `summary` says why).
+    pub hidden: bool,
+    ///The hidden paths: the state directory, the configuration (its directory when it is Subzero's own) and each `file =` credential.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub paths: ::std::option::Option<ViewReceiptPaths>,
+    ///How they are hidden, or `none: <why>`.
+    pub summary: super::common::ShortText,
+}
+///The hidden paths: the state directory, the configuration (its directory when it is Subzero's own) and each `file =` credential.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 64))]
+#[serde(transparent)]
+pub struct ViewReceiptPaths(pub ::std::vec::Vec<ViewReceiptPathsItem>);
+impl ::std::ops::Deref for ViewReceiptPaths {
+    type Target = ::std::vec::Vec<ViewReceiptPathsItem>;
+    fn deref(&self) -> &::std::vec::Vec<ViewReceiptPathsItem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<ViewReceiptPaths> for ::std::vec::Vec<ViewReceiptPathsItem> {
+    fn from(value: ViewReceiptPaths) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<ViewReceiptPathsItem>> for ViewReceiptPaths {
+    fn from(value: ::std::vec::Vec<ViewReceiptPathsItem>) -> Self {
+        Self(value)
+    }
+}
+///Bounded value of ViewReceiptPathsItem.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 4096))]
+#[serde(transparent)]
+pub struct ViewReceiptPathsItem(::std::string::String);
+impl ::std::ops::Deref for ViewReceiptPathsItem {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ViewReceiptPathsItem> for ::std::string::String {
+    fn from(value: ViewReceiptPathsItem) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ViewReceiptPathsItem {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ViewReceiptPathsItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ViewReceiptPathsItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ViewReceiptPathsItem {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///The worker implementation.
 #[derive(
     ::serde::Deserialize,
@@ -1174,8 +1433,20 @@ impl crate::validate::Validate for ChildContainment {
             &crate::validate::join(path, "filesystem"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.ownership,
+            &crate::validate::join(path, "ownership"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.process,
             &crate::validate::join(path, "process"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.resources,
+            &crate::validate::join(path, "resources"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.view,
+            &crate::validate::join(path, "view"),
         )?;
         Ok(())
     }
@@ -1191,8 +1462,20 @@ impl crate::validate::Validate for ContainmentSupport {
             &crate::validate::join(path, "filesystem"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.ownership,
+            &crate::validate::join(path, "ownership"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.process,
             &crate::validate::join(path, "process"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.resources,
+            &crate::validate::join(path, "resources"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.view,
+            &crate::validate::join(path, "view"),
         )?;
         Ok(())
     }
@@ -1549,6 +1832,23 @@ impl crate::validate::Validate for McpServerInfoAllowedTools {
         Ok(())
     }
 }
+impl crate::validate::Validate for OwnershipReceipt {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.summary,
+            &crate::validate::join(path, "summary"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tools_hold_locks,
+            &crate::validate::join(path, "toolsHoldLocks"),
+        )?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for ProcessContainment {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1576,6 +1876,66 @@ impl crate::validate::Validate for ProcessContainmentMode {
             Self::PidNamespace => Ok(()),
             Self::Cgroup => Ok(()),
             Self::Subreaper => Ok(()),
+        }
+    }
+}
+impl crate::validate::Validate for ResourceBound {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.limit,
+            &crate::validate::join(path, "limit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.mechanism,
+            &crate::validate::join(path, "mechanism"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.scope,
+            &crate::validate::join(path, "scope"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ResourceReceipt {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.file_size,
+            &crate::validate::join(path, "fileSize"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.memory,
+            &crate::validate::join(path, "memory"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.open_files,
+            &crate::validate::join(path, "openFiles"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.processes,
+            &crate::validate::join(path, "processes"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ResourceScope {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Tree => Ok(()),
+            Self::Call => Ok(()),
+            Self::Process => Ok(()),
+            Self::None => Ok(()),
         }
     }
 }
@@ -1650,6 +2010,48 @@ impl crate::validate::Validate for TemplateInfoTools {
     }
 }
 impl crate::validate::Validate for VersionString {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ViewReceipt {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.hidden,
+            &crate::validate::join(path, "hidden"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.paths,
+            &crate::validate::join(path, "paths"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.summary,
+            &crate::validate::join(path, "summary"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ViewReceiptPaths {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 64)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ViewReceiptPathsItem {
     #[allow(unused_variables)]
     fn validate_at(
         &self,

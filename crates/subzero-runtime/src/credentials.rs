@@ -143,6 +143,17 @@ impl CredentialResolver {
         })
     }
 
+    /// The files `file =` credentials read keys from (absolute).
+    pub fn key_files(&self) -> Vec<PathBuf> {
+        self.entries
+            .values()
+            .filter_map(|e| match &e.source {
+                KeySource::File(path) => Some(path.clone()),
+                KeySource::Env(_) => None,
+            })
+            .collect()
+    }
+
     /// Configured credential names.
     pub fn names(&self) -> Vec<&str> {
         self.entries.keys().map(String::as_str).collect()

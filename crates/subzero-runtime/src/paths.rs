@@ -70,6 +70,27 @@ fn xdg_dir(
     }
 }
 
+/// What no tool process may see (passed to every worker as `--hide`): the state
+/// directory (database, locks, transcripts, artifacts, other workers' scratch), the
+/// configuration file — and its directory when that is Subzero's own (named `subzero`, as
+/// the default `~/.config/subzero/` is: a custom `--config /some/project/x.toml` hides
+/// only the file) — and every `file =` credential.
+pub fn hidden_from_tools(
+    state_dir: &Path,
+    config_path: &Path,
+    key_files: impl IntoIterator<Item = PathBuf>,
+) -> Vec<PathBuf> {
+    let mut hidden = vec![state_dir.to_path_buf(), config_path.to_path_buf()];
+    if let Some(dir) = config_path
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "subzero"))
+    {
+        hidden.push(dir.to_path_buf());
+    }
+    hidden.extend(key_files);
+    hidden
+}
+
 /// The state directory: `--state-dir`, `SUBZERO_STATE_DIR`, `$XDG_STATE_HOME/subzero`,
 /// or `$HOME/.local/state/subzero`.
 pub fn resolve_state_dir(flag: Option<&Path>, env: &PathEnv) -> RuntimeResult<PathBuf> {
@@ -259,6 +280,32 @@ fn make_private(dir: &OwnedFd, path: &Path) -> RuntimeResult<()> {
         rustix::fs::fchmod(dir, Mode::RWXU).map_err(|e| refused(e.into()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod hidden_tests {
+    use super::*;
+
+    #[test]
+    fn the_config_directory_is_hidden_only_when_it_is_subzeros_own() {
+        let default = hidden_from_tools(
+            Path::new("/s"),
+            Path::new("/home/u/.config/subzero/config.toml"),
+            [PathBuf::from("/keys/k")],
+        );
+        assert_eq!(
+            default,
+            [
+                "/s",
+                "/home/u/.config/subzero/config.toml",
+                "/home/u/.config/subzero",
+                "/keys/k"
+            ]
+            .map(PathBuf::from)
+        );
+        let custom = hidden_from_tools(Path::new("/s"), Path::new("/proj/x.toml"), []);
+        assert_eq!(custom, ["/s", "/proj/x.toml"].map(PathBuf::from));
+    }
 }
 
 #[cfg(test)]

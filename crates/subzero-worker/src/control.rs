@@ -263,17 +263,13 @@ pub fn start_run_rejection(
 }
 
 /// The first line: who this worker is, what it speaks, and which containment the kernel
-/// gave it (`containment.process`).
+/// gave it (`containment`, built by [`crate::containment::support`]).
 pub fn hello(
     version: &str,
     transcript_version: u32,
     protocols: &[&str],
-    process: &crate::containment::ProcessReport,
+    containment: Value,
 ) -> Result<Outbound, serde_json::Error> {
-    let mut containment = serde_json::json!({ "mode": process.mode });
-    if let Some(reason) = &process.reason {
-        containment["reason"] = Value::String(short_text(reason));
-    }
     serde_json::from_value(serde_json::json!({
         "type": "hello",
         "name": "subzero-worker",
@@ -282,21 +278,12 @@ pub fn hello(
         "controlVersion": CONTROL_VERSION,
         "protocols": protocols,
         "steering": true,
-        "containment": { "process": containment, "filesystem": filesystem_support() },
+        "containment": containment,
     }))
 }
 
-/// `containment.filesystem` of the hello: what [`crate::containment::landlock::probe`] found.
-fn filesystem_support() -> Value {
-    let support = crate::containment::landlock::support();
-    serde_json::json!({
-        "landlockAbi": support.abi(),
-        "summary": short_text(&support.summary()),
-    })
-}
-
 /// `text` cut to the contract's `ShortText` (512 bytes) at a character boundary.
-fn short_text(text: &str) -> String {
+pub fn short_text(text: &str) -> String {
     const MAX: usize = 512;
     if text.len() <= MAX {
         return text.to_owned();

@@ -65,6 +65,12 @@ pub struct WorkerOptions {
     /// The cgroup the keeper started this worker in (`--cgroup DIR`): its tool processes
     /// go into `DIR/tools`, which every teardown kills.
     pub cgroup: Option<PathBuf>,
+    /// Paths no tool process may see (`--hide PATH`): the broker's state directory, its
+    /// configuration and its credential files.
+    pub hide: Vec<PathBuf>,
+    /// The cgroups that bound the tool tree's resources (`--limits-cgroup pids=DIR`,
+    /// `memory=DIR`), made by the broker for this worker.
+    pub limits_cgroups: Vec<String>,
 }
 
 pub use containment::pidns::KeeperOptions;
@@ -87,7 +93,14 @@ pub fn run(options: WorkerOptions) -> i32 {
     init_tracing();
     // Installing fails only when a provider is already installed, which is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Err(err) = containment::fds::prepare(&options.lock_fds) {
+    // Inside a namespace or a cgroup of its own the keeper outlives the tree, so the locks
+    // stay out of the tools; only the subreaper fallback needs the tools to hold them.
+    let holders = if containment::is_namespace_init() || options.cgroup.is_some() {
+        containment::fds::LockHolders::KeeperAndWorker
+    } else {
+        containment::fds::LockHolders::WholeTree
+    };
+    if let Err(err) = containment::fds::prepare(&options.lock_fds, holders) {
         tracing::error!(%err, "the lock descriptor is unusable");
         return 2;
     }
@@ -101,6 +114,13 @@ pub fn run(options: WorkerOptions) -> i32 {
         tracing::error!(%err, cgroup = %dir.display(), "cannot use the tool cgroup");
         return 2;
     }
+    if let Err(err) = containment::limits::set_cgroups(&options.limits_cgroups) {
+        tracing::error!(%err, "cannot use the limit cgroups");
+        return 2;
+    }
+    // While the worker is still single-threaded: the probe forks.
+    let hiding = containment::view::probe(&options.hide);
+    tracing::info!(view = %hiding.summary(), "tool view");
     let scratch = match Scratch::create(options.scratch_parent.as_deref()) {
         Ok(scratch) => Arc::new(scratch),
         Err(err) => {
@@ -116,7 +136,7 @@ pub fn run(options: WorkerOptions) -> i32 {
         env!("CARGO_PKG_VERSION"),
         transcript::TRANSCRIPT_VERSION,
         model::PROTOCOLS,
-        &process,
+        containment::support(&process, holders),
     ) {
         Ok(hello) => emit::emit(&hello),
         Err(err) => {
@@ -270,6 +290,9 @@ impl Worker {
             tracing::error!("cannot install signal handlers");
             return 2;
         };
+        // A keeper starts the worker with these blocked, so a parent-death signal sent
+        // before the handlers existed is pending, not lost: it arrives now.
+        containment::unblock_termination();
         loop {
             tokio::select! {
                 input = rx.recv() => match input {
@@ -285,9 +308,9 @@ impl Worker {
                         self.settle(active, outcome).await;
                     }
                 }
-                _ = term.recv() => { self.teardown().await; return 0; }
-                _ = int.recv() => { self.teardown().await; return 0; }
-                _ = hup.recv() => { self.teardown().await; return 0; }
+                _ = term.recv() => { self.abandon("SIGTERM").await; return 0; }
+                _ = int.recv() => { self.abandon("SIGINT").await; return 0; }
+                _ = hup.recv() => { self.abandon("SIGHUP").await; return 0; }
             }
         }
     }
@@ -479,6 +502,32 @@ impl Worker {
         }
     }
 
+    /// Told to terminate by a signal (the keeper's death, the broker's forwarded by the
+    /// keeper, or anyone else's): nobody asked to stop the run, so it is not reported
+    /// `stopped`. A run that completes within the grace is reported; otherwise the tree
+    /// is torn down and the worker exits without a settlement, which the broker records
+    /// as interrupted when the pipe closes.
+    async fn abandon(&mut self, signal: &str) {
+        tracing::warn!(
+            signal,
+            "terminating on a signal; tearing the tool tree down"
+        );
+        if let Some(mut active) = self.active.take() {
+            active.cancel.notify_one();
+            let outcome = tokio::time::timeout(Duration::from_millis(300), &mut active.handle)
+                .await
+                .ok()
+                .and_then(Result::ok);
+            active.handle.abort();
+            if let Some(Outcome::Completed(done)) = outcome {
+                self.settle(active, Outcome::Completed(done)).await;
+                return;
+            }
+        }
+        let reaped = self.containment.kill_all().await;
+        tracing::info!(reaped, "tool tree torn down");
+    }
+
     async fn teardown(&mut self) {
         if let Some(mut active) = self.active.take() {
             active.cancel.notify_one();
@@ -541,9 +590,9 @@ async fn run_task(
     // The loop hands off at the deadline; this is the backstop for a handoff that never
     // ends (its own request is bounded by HANDOFF_TIMEOUT).
     let backstop = deadline + handoff::HANDOFF_TIMEOUT + Duration::from_secs(5);
-    // Before any tool process exists: every one of them enforces this ruleset on itself.
-    let filesystem = match containment::landlock::prepare(&start.snapshot, &root, scratch.path()) {
-        Ok(ruleset) => ruleset.map(Arc::new),
+    // Before any tool process exists: every one of them confines itself with this.
+    let jail = match containment::tool::prepare(&start.snapshot, &root, scratch.path()) {
+        Ok(jail) => jail,
         Err(message) => {
             return Outcome::Failed(ErrorBody::new(ErrorCode::UnsupportedGrant, message));
         }
@@ -552,7 +601,7 @@ async fn run_task(
         root,
         containment,
         scratch,
-        filesystem,
+        jail,
     };
     let work = async {
         // Servers first: a grant they cannot satisfy fails before the transcript is touched.

@@ -41,8 +41,8 @@ enum Command {
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
     #[command(hide = true)]
     Worker {
-        /// An inherited descriptor (the child's lock file, then its workspace slots) kept
-        /// open for tool processes; repeat it for each.
+        /// An inherited descriptor (the child's lock file, then its workspace slots) the
+        /// worker holds while it lives; repeat it for each.
         #[arg(long)]
         lock_fd: Vec<i32>,
         /// Where to make the worker's private scratch directory (the broker passes its state
@@ -58,6 +58,13 @@ enum Command {
         /// The cgroup the keeper started the worker in; tool processes go into its `tools`.
         #[arg(long, value_name = "DIR")]
         cgroup: Option<std::path::PathBuf>,
+        /// A path no tool process may see (the state directory, the configuration, a
+        /// credential file); repeat it for each.
+        #[arg(long, value_name = "PATH")]
+        hide: Vec<std::path::PathBuf>,
+        /// A cgroup that bounds the tool tree (`pids=DIR`, `memory=DIR`); repeat it.
+        #[arg(long, value_name = "CONTROLLER=DIR")]
+        limits_cgroup: Vec<String>,
     },
     /// Run `subzero worker ARGS…` as init of its own PID namespace, else in its own cgroup
     /// (started by the broker).
@@ -101,12 +108,16 @@ fn main() -> std::process::ExitCode {
             process_containment_reason,
             landlock,
             cgroup,
+            hide,
+            limits_cgroup,
         } => u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
             lock_fds: lock_fd,
             scratch_parent,
             process_containment_reason,
             landlock_off: landlock.as_deref() == Some("off"),
             cgroup,
+            hide,
+            limits_cgroups: limits_cgroup,
         }))
         .unwrap_or(1),
         // Before anything starts a thread: the keeper clones itself.

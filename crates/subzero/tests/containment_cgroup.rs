@@ -58,6 +58,11 @@ async fn cgroup_worker_sigkill_leaves_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn cgroup_keeper_sigkill_leaves_nothing_and_admits_no_second_writer_meanwhile() {
+    cgroup_case("cgroup_keeper_sigkill", Action::KillKeeper).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cgroup_broker_sigkill_leaves_nothing() {
     cgroup_case("cgroup_broker_sigkill", Action::KillBroker).await;
 }

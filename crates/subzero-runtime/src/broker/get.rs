@@ -135,6 +135,11 @@ impl Broker {
                         .get_or_insert_with(Default::default)
                         .filesystem = Some(filesystem);
                 }
+                self.child_receipts(
+                    &row.snapshot,
+                    snap.containment.get_or_insert_with(Default::default),
+                )
+                .await;
                 return Ok(snap);
             }
             first = false;

@@ -56,10 +56,9 @@ impl Broker {
                     .process = hello.process.clone();
                 let (filesystem, landlock) = Self::filesystem_support(&hello)?;
                 enforcement.landlock = landlock;
-                enforcement
-                    .containment
-                    .get_or_insert_with(Default::default)
-                    .filesystem = Some(filesystem);
+                let support = enforcement.containment.get_or_insert_with(Default::default);
+                support.filesystem = Some(filesystem);
+                Self::support_receipts(&hello, support);
                 enforcement
             },
             host_adapters: p::InfoHostAdapters(

@@ -8,6 +8,7 @@
 
 mod admit;
 mod checkpoint;
+mod containment;
 mod error;
 mod events;
 mod filesystem;
@@ -45,7 +46,7 @@ use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
 use crate::supervisor::{
-    FilesystemMode, Hello, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch,
+    FilesystemMode, Hello, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch, WorkerSetup,
 };
 use info::{CredentialSource, credential_sources};
 
@@ -171,8 +172,18 @@ impl Broker {
             crate::config::FilesystemContainmentConfig::Auto => FilesystemMode::Landlock,
             crate::config::FilesystemContainmentConfig::Off => FilesystemMode::Off,
         };
-        let spawner = Spawner::configured(paths.scratch_dir(), process, filesystem)
-            .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
+        let hide = crate::paths::hidden_from_tools(
+            paths.root(),
+            &options.config_path,
+            credentials.key_files(),
+        );
+        let spawner = Spawner::configured(WorkerSetup {
+            scratch_parent: Some(paths.scratch_dir()),
+            process,
+            filesystem,
+            hide,
+        })
+        .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
         let artifacts = ArtifactFiles::new(&paths);
         Ok(Arc::new(Broker {
             paths,

@@ -35,6 +35,12 @@ pub struct Hello {
     /// The filesystem enforcement (Landlock) it can give (`containment.filesystem`); `None`
     /// from a worker older than the field, which enforces nothing.
     pub filesystem: Option<subzero_protocol::FilesystemSupport>,
+    /// Who holds the ownership locks while it lives (`containment.ownership`).
+    pub ownership: Option<subzero_protocol::OwnershipReceipt>,
+    /// What its tool processes cannot see (`containment.view`).
+    pub view: Option<subzero_protocol::ViewReceipt>,
+    /// How it bounds its tool tree, without the values (`containment.resources`).
+    pub resources: Option<subzero_protocol::ResourceReceipt>,
 }
 
 /// A running worker and its pipes.
@@ -82,8 +88,7 @@ impl WorkerConn {
                 ..
             })) => {
                 let protocols = protocols.0.iter().map(ToString::to_string).collect();
-                let (process, filesystem) =
-                    containment.map_or((None, None), |c| (c.process, c.filesystem));
+                let containment = containment.unwrap_or_default();
                 let hello = Hello {
                     name: name.to_string(),
                     version: version.to_string(),
@@ -91,8 +96,11 @@ impl WorkerConn {
                     protocols,
                     steering,
                     control_version: control_version.get(),
-                    process,
-                    filesystem,
+                    process: containment.process,
+                    filesystem: containment.filesystem,
+                    ownership: containment.ownership,
+                    view: containment.view,
+                    resources: containment.resources,
                 };
                 Ok((conn, hello))
             }

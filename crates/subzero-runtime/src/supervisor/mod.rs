@@ -13,4 +13,5 @@ pub mod spawn;
 pub use conn::{Hello, WorkerConn};
 pub use spawn::{
     FilesystemMode, ProcessMode, ProcessPlan, SpawnedWorker, Spawner, WORKER_LOCK_FD, WorkerLaunch,
+    WorkerSetup,
 };

@@ -23,7 +23,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -128,6 +128,17 @@ const FORCED_SUBREAPER: &str = "disabled by the configuration ([containment] pro
 /// What a worker started with [`ProcessMode::Cgroup`] reports as its reason.
 const FORCED_CGROUP: &str = "PID namespaces are disabled by the configuration ([containment] process = \"cgroup\"); set it to \"auto\" to use them";
 
+/// What every worker of one spawner gets, decided once from the configuration.
+#[derive(Debug, Clone)]
+pub struct WorkerSetup {
+    /// `--scratch-parent`: where workers make their private scratch directories.
+    pub scratch_parent: Option<PathBuf>,
+    pub process: ProcessPlan,
+    pub filesystem: FilesystemMode,
+    /// `--hide`: what no tool process may see ([`crate::paths::hidden_from_tools`]).
+    pub hide: Vec<PathBuf>,
+}
+
 /// Everything needed to start one worker.
 #[derive(Debug)]
 pub struct WorkerLaunch {
@@ -172,7 +183,7 @@ pub struct Spawner {
 impl Spawner {
     /// Start the spawner thread. Must be called inside a Tokio runtime: the thread enters
     /// that runtime so the process handles it creates are driven by it.
-    pub fn start() -> io::Result<Self> {
+    pub fn start_default() -> io::Result<Self> {
         Self::start_with(None, Self::auto()?, FilesystemMode::default())
     }
 
@@ -186,13 +197,9 @@ impl Spawner {
         Self::start_with(Some(dir), process, FilesystemMode::default())
     }
 
-    /// [`Spawner::for_broker`] with the configured filesystem enforcement too.
-    pub fn configured(
-        dir: PathBuf,
-        process: ProcessPlan,
-        filesystem: FilesystemMode,
-    ) -> io::Result<Self> {
-        Self::start_with(Some(dir), process, filesystem)
+    /// The broker's spawner, with everything the configuration decides.
+    pub fn configured(setup: WorkerSetup) -> io::Result<Self> {
+        Self::start(setup)
     }
 
     fn auto() -> io::Result<ProcessPlan> {
@@ -204,6 +211,15 @@ impl Spawner {
         process: ProcessPlan,
         filesystem: FilesystemMode,
     ) -> io::Result<Self> {
+        Self::start(WorkerSetup {
+            scratch_parent,
+            process,
+            filesystem,
+            hide: Vec::new(),
+        })
+    }
+
+    fn start(setup: WorkerSetup) -> io::Result<Self> {
         let handle = tokio::runtime::Handle::current();
         let (requests, inbox) = mpsc::channel::<(WorkerLaunch, Reply)>();
         thread::Builder::new()
@@ -212,12 +228,7 @@ impl Spawner {
                 let _runtime = handle.enter();
                 for (launch, reply) in inbox {
                     // The receiver may have given up; the worker then sees its stdin close.
-                    let _ = reply.send(spawn_now(
-                        launch,
-                        scratch_parent.as_deref(),
-                        &process,
-                        filesystem,
-                    ));
+                    let _ = reply.send(spawn_now(launch, &setup));
                 }
             })?;
         Ok(Self { requests })
@@ -235,12 +246,10 @@ impl Spawner {
     }
 }
 
-fn spawn_now(
-    launch: WorkerLaunch,
-    scratch_parent: Option<&Path>,
-    process: &ProcessPlan,
-    filesystem: FilesystemMode,
-) -> io::Result<SpawnedWorker> {
+fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWorker> {
+    let process = &setup.process;
+    let scratch_parent = setup.scratch_parent.as_deref();
+    let filesystem = setup.filesystem;
     if launch.inherit.len() > MAX_INHERITED {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
@@ -272,6 +281,9 @@ fn spawn_now(
     }
     if let Some(dir) = scratch_parent {
         cmd.arg("--scratch-parent").arg(dir);
+    }
+    for path in &setup.hide {
+        cmd.arg("--hide").arg(path);
     }
     if process.mode == ProcessMode::Subreaper {
         cmd.arg("--process-containment-reason")

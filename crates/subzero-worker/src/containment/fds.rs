@@ -1,13 +1,51 @@
-//! Descriptor hygiene: every descriptor the worker holds is close-on-exec except the
-//! inherited lock descriptors (the child's lock and its workspace slots), which tool
-//! processes must inherit so the kernel-held locks live as long as any member of the tree.
+//! Descriptor hygiene: every descriptor the worker holds is close-on-exec, the inherited
+//! lock descriptors (the child's lock and its workspace slots) included — unless the
+//! worker runs on the subreaper fallback.
+//!
+//! - Inside a PID namespace or a cgroup of its own, the keeper outside the tree holds the
+//!   locks until the kernel reports the tree gone, and the worker holds its copies until
+//!   it has torn the tree down (also when the keeper dies first). No tool process gets one,
+//!   so none can `flock(LOCK_UN)` them, close them or keep them past its tree.
+//! - On the subreaper fallback nothing outside the tree can prove it gone, so the tool
+//!   processes inherit the locks: the kernel then releases them only when the last member of
+//!   the tree exits. The receipts say so (`containment.ownership`).
 #![allow(unsafe_code)]
 
 use std::os::fd::RawFd;
 
-/// Marks the lock descriptors inheritable and every other descriptor above stderr
-/// close-on-exec. Fails when one of `lock_fds` is not an open descriptor above 2.
-pub fn prepare(lock_fds: &[RawFd]) -> std::io::Result<()> {
+/// Who holds the lock descriptors while the worker lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockHolders {
+    /// The keeper and the worker, close-on-exec: no tool process gets one.
+    KeeperAndWorker,
+    /// Every process of the tree, the tools included (the subreaper fallback).
+    WholeTree,
+}
+
+impl LockHolders {
+    /// Whether tool processes inherit the locks.
+    pub fn tools_hold_locks(self) -> bool {
+        self == LockHolders::WholeTree
+    }
+
+    /// `containment.ownership.summary`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            LockHolders::KeeperAndWorker => {
+                "the keeper and the worker hold the child lock and the workspace slots close-on-exec; no tool process holds one, and they are released only once the whole tree is gone"
+            }
+            LockHolders::WholeTree => {
+                "subreaper fallback: tool processes inherit the child lock and the workspace slots, so a tool could release them; enable PID namespaces or a cgroup v2 subtree to keep them out of the tools"
+            }
+        }
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec, except the lock descriptors when
+/// `holders` is [`LockHolders::WholeTree`]. Fails when one of `lock_fds` is not an open
+/// descriptor above 2.
+pub fn prepare(lock_fds: &[RawFd], holders: LockHolders) -> std::io::Result<()> {
+    let inherit = holders.tools_hold_locks();
     for &fd in lock_fds {
         if fd <= 2 {
             return Err(std::io::Error::new(
@@ -15,7 +53,7 @@ pub fn prepare(lock_fds: &[RawFd]) -> std::io::Result<()> {
                 "--lock-fd must be above 2",
             ));
         }
-        set_cloexec(fd, false)?;
+        set_cloexec(fd, !inherit)?;
     }
     let entries = std::fs::read_dir("/proc/self/fd")?;
     let fds: Vec<RawFd> = entries

@@ -312,7 +312,7 @@ impl Ruleset {
         &self.summary
     }
 
-    /// The hook a tool's `Command` runs between fork and exec: sets `no_new_privs` (which
+    /// The hook a tool's `Command` runs between fork and exec (`super::tool::confine`): sets `no_new_privs` (which
     /// Landlock requires of a process without `CAP_SYS_ADMIN`; it also keeps setuid
     /// programs from gaining rights) and enforces the ruleset on the new process. The
     /// ruleset must outlive the spawn.
@@ -334,18 +334,6 @@ fn restrict_self(fd: RawFd) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Adds the hook of `ruleset`, when there is one, to `cmd`.
-pub fn confine(cmd: &mut std::process::Command, ruleset: Option<&Ruleset>) {
-    if let Some(ruleset) = ruleset {
-        let hook = ruleset.pre_exec();
-        // SAFETY: the hook only makes the two async-signal-safe syscalls of
-        // `restrict_self`; it allocates nothing and takes no lock.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(cmd, hook);
-        }
-    }
 }
 
 /// The filesystem grant of a run's snapshot. A snapshot frozen before grants had one is

@@ -7,10 +7,14 @@
 //! the worker runs in a cgroup ([`cgroup`]), every tool process is in its `tools` child
 //! and a teardown ends with `cgroup.kill` there.
 
+pub mod caps;
 pub mod cgroup;
 pub mod fds;
 pub mod landlock;
+pub mod limits;
 pub mod pidns;
+pub mod tool;
+pub mod view;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -40,8 +44,9 @@ const SWEEP_POLL: Duration = Duration::from_millis(5);
 /// and every process's `stat`, which stay readable.
 ///
 /// As init of its own PID namespace (started by the keeper, [`pidns`]) the worker keeps
-/// the SIGKILL parent-death signal the keeper's child set before `execve`: the kernel
-/// then ends the whole namespace with the keeper.
+/// the SIGTERM parent-death signal the keeper's child set before `execve`: when the keeper
+/// dies the worker tears its tree down (holding its copies of the locks) and exits, and the
+/// kernel then ends whatever is left of the namespace.
 pub fn init_process() -> nix::Result<()> {
     nix::sys::prctl::set_dumpable(false)?;
     nix::sys::prctl::set_child_subreaper(true)?;
@@ -49,6 +54,20 @@ pub fn init_process() -> nix::Result<()> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
     }
     Ok(())
+}
+
+/// Unblocks the termination signals a keeper started the worker with blocked
+/// ([`pidns::TERMINATION`]); call once the handlers are installed.
+pub fn unblock_termination() {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for signal in pidns::TERMINATION {
+        set.add(signal);
+    }
+    if let Err(err) =
+        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&set), None)
+    {
+        tracing::warn!(%err, "cannot unblock the termination signals");
+    }
 }
 
 /// Whether this process is init (PID 1) of its PID namespace.
@@ -91,6 +110,39 @@ impl ProcessReport {
             })),
         }
     }
+}
+
+/// `containment` of the hello: what the kernel gives this worker's tool processes, one
+/// member per kind (`info.schema.json` `ContainmentSupport`).
+pub fn support(process: &ProcessReport, holders: fds::LockHolders) -> serde_json::Value {
+    use crate::control::short_text;
+    let mut process_json = serde_json::json!({ "mode": process.mode });
+    if let Some(reason) = &process.reason {
+        process_json["reason"] = serde_json::Value::String(short_text(reason));
+    }
+    let landlock = landlock::support();
+    let hiding = view::hiding();
+    serde_json::json!({
+        "process": process_json,
+        "filesystem": {
+            "landlockAbi": landlock.abi(),
+            "summary": short_text(&landlock.summary()),
+        },
+        "ownership": {
+            "toolsHoldLocks": holders.tools_hold_locks(),
+            "summary": holders.summary(),
+        },
+        "view": {
+            "hidden": hiding.in_force(),
+            "summary": short_text(&hiding.summary()),
+            "paths": hiding
+                .paths
+                .iter()
+                .map(|p| p.path().display().to_string())
+                .collect::<Vec<_>>(),
+        },
+        "resources": tool::situation().mechanisms(None).json(),
+    })
 }
 
 /// Tracks tool process groups and exit statuses of reaped children.

@@ -11,16 +11,19 @@
 //!    tools create keep their owner — without changing its own namespaces, so a refusal
 //!    leaves it free to fall back;
 //! 2. in that child, before `execve` of `subzero worker …`: sets `PR_SET_PDEATHSIG`
-//!    (SIGKILL) tied to the keeper, makes every mount private (nothing propagates to the
-//!    host) and mounts a fresh `/proc` for the namespace;
+//!    (SIGTERM, kept blocked until the worker has its handler) tied to the keeper, makes
+//!    every mount private (nothing propagates to the host) and mounts a fresh `/proc` for
+//!    the namespace;
 //! 3. then forwards SIGTERM/SIGINT/SIGHUP to the worker (escalating to SIGKILL after
 //!    [`ESCALATE`]), and exits with the worker's status once it has reaped it.
 //!
 //! When the worker — PID 1 — dies for any reason, the kernel kills every other process
 //! of the namespace and the keeper's `waitpid` returns only after all of them are gone.
 //! The keeper holds the inherited lock descriptors until then, so the child lock and the
-//! workspace slots are free exactly when nothing of the tree is left. When the keeper
-//! itself is SIGKILLed, the worker's parent-death signal kills the namespace.
+//! workspace slots are free exactly when nothing of the tree is left. The worker holds
+//! its own copies close-on-exec (no tool process inherits one, `super::fds`): when the
+//! keeper itself is SIGKILLed, the worker's parent-death signal (SIGTERM) makes it kill
+//! and reap its whole tree while it still holds them, and only then exit.
 //!
 //! When the kernel refuses (no user namespaces, a seccomp filter, a masked `/proc`), or
 //! the broker says not to try (`--no-pid-namespace`), and the broker named a cgroup
@@ -155,6 +158,17 @@ fn start_in_cgroup(
 /// How to get PID namespaces where the kernel refused them (also in `subzero doctor`).
 pub const ENABLE_HINT: &str = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces>0; on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or run without a seccomp profile that blocks clone";
 
+/// The termination signals a worker starts with blocked (see [`ChildPlan::worker_mask`]).
+pub const TERMINATION: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
+
+fn worker_mask(old_mask: &SigSet) -> SigSet {
+    let mut mask = *old_mask;
+    for signal in TERMINATION {
+        mask.add(signal);
+    }
+    mask
+}
+
 fn forwarded_signals() -> SigSet {
     let mut set = SigSet::empty();
     for signal in [
@@ -231,6 +245,7 @@ impl Launch {
     ) -> Result<(Pid, OwnedFd), String> {
         let (err_r, err_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let (alive_r, alive_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let worker_mask = worker_mask(old_mask);
         let argv = pointers(&self.argv);
         let envp = pointers(&self.envp);
         let user = flags & libc::CLONE_NEWUSER != 0;
@@ -250,7 +265,7 @@ impl Launch {
         };
         if pid == 0 {
             let failed = init_child(&ChildPlan {
-                old_mask,
+                worker_mask: &worker_mask,
                 alive: alive_r.as_raw_fd(),
                 join: join.unwrap_or(-1),
                 user,
@@ -294,7 +309,9 @@ impl Launch {
 
 /// What the cloned child does before `execve`, borrowed from the keeper's memory.
 struct ChildPlan<'a> {
-    old_mask: &'a SigSet,
+    /// The signal mask the worker starts with: the keeper's own, plus the termination
+    /// signals, which the worker unblocks once it has installed its handlers.
+    worker_mask: &'a SigSet,
     alive: RawFd,
     /// `cgroup.procs` of the worker's cgroup (the cgroup path), or -1 (namespaces).
     join: RawFd,
@@ -315,20 +332,18 @@ fn init_child(plan: &ChildPlan<'_>) -> (&'static [u8], i32) {
     unsafe {
         if libc::sigprocmask(
             libc::SIG_SETMASK,
-            plan.old_mask.as_ref(),
+            plan.worker_mask.as_ref(),
             std::ptr::null_mut(),
         ) < 0
         {
             return (b"sigprocmask", errno());
         }
-        // As init, SIGKILL ends the namespace with the keeper; in a cgroup only the
-        // worker's own teardown (SIGTERM) ends the tools when the keeper is gone.
-        let on_keeper_death = if plan.join >= 0 {
-            libc::SIGTERM
-        } else {
-            libc::SIGKILL
-        };
-        if libc::prctl(libc::PR_SET_PDEATHSIG, on_keeper_death, 0, 0, 0) < 0 {
+        // SIGTERM, not SIGKILL: the worker holds its own copies of the locks, and only a
+        // worker that tears its tree down before it exits keeps them held until the tree
+        // is gone when the keeper dies first (a SIGKILLed init releases its descriptors
+        // before the kernel has killed the rest of its namespace). The signal stays
+        // blocked (`worker_mask`) until the worker has its handler, so it is never lost.
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
             return (b"prctl(PR_SET_PDEATHSIG)", errno());
         }
         // The keeper may have died before the prctl: then its end of the pipe is closed.
@@ -356,6 +371,11 @@ fn init_child(plan: &ChildPlan<'_>) -> (&'static [u8], i32) {
             }
             if !write_file(c"/proc/self/gid_map", plan.gid_map) {
                 return (b"write /proc/self/gid_map", errno());
+            }
+            // The worker keeps CAP_SYS_ADMIN of this namespace (and only that) across
+            // exec, to give each tool process its own mount namespace (`super::caps`).
+            if super::caps::keep_sys_admin_across_exec().is_err() {
+                return (b"keep CAP_SYS_ADMIN", errno());
             }
         }
         // Private first: neither the /proc mount nor anything later reaches the host.

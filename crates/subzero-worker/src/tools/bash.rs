@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolOutput};
-use crate::containment::landlock::{self, Access};
+use crate::containment::landlock::Access;
 
 /// A command writing more than this is killed.
 const MAX_OUTPUT_FILE: u64 = 16 * 1024 * 1024;
@@ -82,14 +82,12 @@ async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOu
     cmd.env("TERM", "dumb");
     // Confined to the workspace, temporary files go to the scratch space (removed with
     // the worker) instead of a /tmp the command may not write.
-    if let Some(ruleset) = &ctx.filesystem
+    if let Some(ruleset) = ctx.jail.filesystem()
         && matches!(ruleset.access(), Access::Workspace { .. })
     {
         cmd.env("TMPDIR", ctx.scratch.path());
     }
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    crate::containment::cgroup::confine(&mut cmd);
-    landlock::confine(&mut cmd, ctx.filesystem.as_deref());
+    crate::containment::tool::confine(&mut cmd, &ctx.jail);
 
     let child = match cmd.spawn() {
         Ok(child) => child,

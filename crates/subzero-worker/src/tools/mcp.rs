@@ -248,9 +248,7 @@ async fn connect(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    crate::containment::cgroup::confine(&mut cmd);
-    crate::containment::landlock::confine(&mut cmd, ctx.filesystem.as_deref());
+    crate::containment::tool::confine(&mut cmd, &ctx.jail);
     let mut child = cmd.spawn().map_err(|e| start_failed(e.to_string()))?;
     ctx.containment.register_group(child.id());
     let (Some(stdin), Some(stdout), Some(stderr)) =

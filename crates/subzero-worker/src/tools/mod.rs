@@ -33,9 +33,10 @@ pub struct ToolContext {
     pub containment: Arc<Containment>,
     /// Private scratch directory for command output.
     pub scratch: Arc<Scratch>,
-    /// The run's Landlock ruleset, enforced by every tool process it forks; `None` when the
-    /// kernel cannot enforce the grant (and the grant does not require it).
-    pub filesystem: Option<Arc<crate::containment::landlock::Ruleset>>,
+    /// How every tool process of the run confines itself before exec: its bounds, its
+    /// view of the filesystem and the run's Landlock ruleset (`None` there when the kernel
+    /// cannot enforce the grant and the grant does not require it).
+    pub jail: crate::containment::tool::ToolJail,
 }
 
 /// A tool's answer to the model.

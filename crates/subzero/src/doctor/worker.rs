@@ -16,7 +16,7 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
         "`{} worker` must start and print its hello: reinstall subzero, check the file is executable and not on a noexec mount, and run it by hand to see its error",
         exe.display()
     );
-    let spawner = match Spawner::start() {
+    let spawner = match Spawner::start_default() {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(

@@ -86,9 +86,9 @@ pub fn marked_sleeps(mark: &str) -> Vec<u32> {
         .collect()
 }
 
-/// How many marked sleeps hold the workspace's writer slot, and how many do not: the
-/// one that closed its descriptors holds none; every other one inherited the child lock
-/// *and* the slots.
+/// How many marked sleeps hold the workspace's writer slot, and how many do not: on the
+/// subreaper fallback the one that closed its descriptors holds none and every other one
+/// inherited the child lock *and* the slots; on every other path none holds any.
 fn writer_slot_holders_among(mark: &str, locks: &Path) -> (usize, usize) {
     let mut holding = 0;
     let mut not_holding = 0;
@@ -117,6 +117,8 @@ fn writer_slot_holders_among(mark: &str, locks: &Path) -> (usize, usize) {
 pub enum Action {
     Stop,
     KillWorker,
+    /// SIGKILL the keeper (`subzero worker-ns`), leaving its worker and broker alive.
+    KillKeeper,
     KillBroker,
     KillWorkerAndBroker,
 }
@@ -233,6 +235,67 @@ pub fn binary_for_others(spare: &Path) -> PathBuf {
     copy
 }
 
+/// Watches the workspace's writer slot from outside the tree while a stop or a kill is
+/// under way: every millisecond it tries to take the slot's lock, and whenever it gets it
+/// (while holding it) it looks for live processes of the tree. Any it finds is a moment
+/// in which a second writer could have been admitted while the first tree lived.
+struct LockWatcher {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, Vec<Vec<u32>>)>,
+}
+
+impl LockWatcher {
+    fn start(state: &Path, mark: &str) -> LockWatcher {
+        let slots: Vec<PathBuf> = std::fs::read_dir(state.join("locks/slots"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().contains(".writer."))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            !slots.is_empty(),
+            "no writer slot under {}",
+            state.display()
+        );
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = done.clone();
+        let mark = mark.to_owned();
+        let thread = std::thread::spawn(move || {
+            let mut probes = 0;
+            let mut violations = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                for slot in &slots {
+                    let Ok(file) = std::fs::File::open(slot) else {
+                        continue;
+                    };
+                    probes += 1;
+                    if let Ok(held) =
+                        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                    {
+                        let alive = marked(&mark);
+                        if !alive.is_empty() {
+                            violations.push(alive);
+                        }
+                        drop(held);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (probes, violations)
+        });
+        LockWatcher { done, thread }
+    }
+
+    /// Stops watching: how many probes ran and what lived while the slot was free.
+    fn stop(self) -> (u64, Vec<Vec<u32>>) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().expect("the lock watcher")
+    }
+}
+
 /// Tries to admit a second write-capable run in the workspace until one is admitted or
 /// `limit` passes; at the moment one is admitted, nothing of the first tree may live.
 /// Returns whether one was admitted.
@@ -262,6 +325,15 @@ async fn no_second_writer_while_the_tree_lives(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// The `subzero worker-ns` keepers among `broker`'s descendants.
+pub fn keepers_of(broker: u32) -> Vec<u32> {
+    crate::faults_support::descendants(broker)
+        .into_iter()
+        .filter(|p| p.argv.get(1).is_some_and(|a| a == "worker-ns"))
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// The child's `containment.process` as its snapshot reports it.
@@ -346,9 +418,16 @@ pub async fn run_case(path: Path_, action: Action) {
     let locks = env.state_dir().join("locks");
     let (holding, not_holding) =
         writer_slot_holders_among(&mark, &locks.canonicalize().unwrap_or(locks));
+    // Only on the subreaper fallback do tool processes hold the locks (every escapee but
+    // the one that closed its descriptors); elsewhere the keeper and the worker hold them
+    // close-on-exec and no tool process has one.
+    let expected = match path {
+        Path_::Fallback => (escapees - 1, 1),
+        _ => (0, escapees),
+    };
     assert_eq!(
         (holding, not_holding),
-        (escapees - 1, 1),
+        expected,
         "writer slot holders among the escapees"
     );
     check_receipts(&s, &child, path).await;
@@ -357,6 +436,7 @@ pub async fn run_case(path: Path_, action: Action) {
     let worker = workers_of(broker);
     assert_eq!(worker.len(), 1, "one worker: {worker:?}");
 
+    let watcher = LockWatcher::start(&env.state_dir(), &mark);
     let started = Instant::now();
     let second = match action {
         Action::Stop => {
@@ -376,6 +456,12 @@ pub async fn run_case(path: Path_, action: Action) {
         }
         Action::KillWorker => {
             sigkill(worker[0]);
+            Some(s)
+        }
+        Action::KillKeeper => {
+            let keepers = keepers_of(broker);
+            assert_eq!(keepers.len(), 1, "one keeper: {keepers:?}");
+            sigkill(keepers[0]);
             Some(s)
         }
         Action::KillBroker => {
@@ -398,6 +484,12 @@ pub async fn run_case(path: Path_, action: Action) {
         marked(&mark)
     );
     eprintln!("{action:?} on the {path:?} path: tree gone after {took:?}");
+    let (probes, violations) = watcher.stop();
+    assert!(
+        violations.is_empty(),
+        "{action:?} on the {path:?} path: the writer slot was free while these lived: {violations:?}"
+    );
+    assert!(probes > 0, "the writer slot was never probed");
 
     // A second writer: from the same broker, or from a new one after a broker crash.
     let s = match second {
@@ -412,6 +504,11 @@ pub async fn run_case(path: Path_, action: Action) {
         no_second_writer_while_the_tree_lives(&s, env, &mark, Duration::from_secs(10)).await,
         "no second writer was admitted once the tree was gone"
     );
+    if action == Action::KillKeeper {
+        // Nobody asked for a stop: the run ended without a confirmed result.
+        let snap = settle(&s, &child, Duration::from_secs(10)).await;
+        assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
+    }
     if let Some(cgroup) = cgroup {
         // Its keeper (or, after a crash, a broker) removes the emptied cgroup.
         assert!(

@@ -414,6 +414,13 @@ impl Driver {
         self.conn.close();
         if !self.conn.wait_exit(Duration::from_secs(3)).await {
             self.kill_leftovers(false).await;
+        } else if let Some(dir) = self.conn.cgroup().filter(|dir| dir.exists()) {
+            // The keeper removes its cgroup before it exits; one still there after it
+            // exited belongs to a keeper that was killed (its worker tore the tree down
+            // and left): nobody else will end and remove it.
+            if let Err(err) = cgroup::kill(dir, Duration::from_secs(1)).await {
+                tracing::warn!(child = %self.child, cgroup = %dir.display(), %err, "cannot remove the cgroup of a lost keeper");
+            }
         }
         self.broker.unmirror(&self.scope, &self.slots).await;
         self.broker

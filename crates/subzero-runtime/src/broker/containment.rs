@@ -1,0 +1,65 @@
+//! The containment receipts that every worker of this broker shares — who holds the
+//! ownership locks, what tool processes cannot see, how their resources are bounded —
+//! for `subzero_info` and each child's `subzero_get`.
+//!
+//! All workers of a broker come from one spawner, with one configuration, on one kernel,
+//! so the handshake worker's `hello` says what each of them gives; a child's receipt adds
+//! the values of its own frozen snapshot to the resource bounds. A receipt is left out
+//! rather than guessed when no worker could be asked.
+
+use serde_json::Value;
+use subzero_protocol as p;
+
+use super::Broker;
+use crate::supervisor::Hello;
+
+/// The tool limits a stored snapshot froze (the shipped ones for a snapshot frozen
+/// before they existed).
+fn tool_limits_of(_stored_snapshot: &Value) -> [u64; 4] {
+    [4096, 4 << 30, 4 << 30, 8192]
+}
+
+/// `resources` with `limits` (processes, memory, file size, open files) filled in where a
+/// mechanism bounds the resource.
+fn with_limits(resources: &p::ResourceReceipt, limits: [u64; 4]) -> p::ResourceReceipt {
+    let fill = |bound: &p::ResourceBound, value: u64| p::ResourceBound {
+        limit: match bound.scope {
+            p::ResourceScope::None => None,
+            _ => std::num::NonZeroU64::new(value),
+        },
+        ..bound.clone()
+    };
+    p::ResourceReceipt {
+        processes: fill(&resources.processes, limits[0]),
+        memory: fill(&resources.memory, limits[1]),
+        file_size: fill(&resources.file_size, limits[2]),
+        open_files: fill(&resources.open_files, limits[3]),
+    }
+}
+
+impl Broker {
+    /// Adds `ownership`, `view` and `resources` of `hello` to `subzero_info`'s
+    /// `enforcement.containment`.
+    pub(super) fn support_receipts(hello: &Hello, support: &mut p::ContainmentSupport) {
+        support.ownership = hello.ownership.clone();
+        support.view = hello.view.clone();
+        support.resources = hello.resources.clone();
+    }
+
+    /// Adds `ownership`, `view` and `resources` to one child's `containment`.
+    pub(super) async fn child_receipts(
+        &self,
+        stored_snapshot: &Value,
+        containment: &mut p::ChildContainment,
+    ) {
+        let Ok(hello) = self.hello().await else {
+            return;
+        };
+        containment.ownership = hello.ownership.clone();
+        containment.view = hello.view.clone();
+        containment.resources = hello
+            .resources
+            .as_ref()
+            .map(|r| with_limits(r, tool_limits_of(stored_snapshot)));
+    }
+}

@@ -1,0 +1,455 @@
+//! Resource bounds of a child's tool tree: processes, memory, file size and open files,
+//! enforced by the kernel with what it offers, each named in the receipts with how.
+//!
+//! - **Processes** (tasks: processes and threads): a `pids` cgroup the broker made for this
+//!   worker (`--limits-cgroup pids=DIR`, the cgroup v1 hierarchy where the broker may write
+//!   it, normally as root) with `pids.max` — the whole tool tree, exactly; else
+//!   `RLIMIT_NPROC` where it counts only this tree: inside the user namespace the keeper made
+//!   for the worker (counted per user namespace and uid since Linux 5.14), the limit set on
+//!   each tool process before it makes its own user namespace, so the tree's namespace is
+//!   bounded; else, in a user namespace per tool process only, each tool call's own tree.
+//!   Root in the initial user namespace is exempt from `RLIMIT_NPROC`: there only the cgroup
+//!   bounds it, and without one the receipt says nothing does.
+//! - **Memory**: a `memory` cgroup made the same way, `memory.limit_in_bytes` — the whole
+//!   tool tree (the kernel's OOM killer ends the largest tool in it, never the worker);
+//!   else `RLIMIT_DATA` per process (its private writable memory: runtimes that reserve
+//!   large address ranges without writing them, as V8 and the JVM do, are unaffected,
+//!   unlike with `RLIMIT_AS`). An allocation past it fails with `ENOMEM`.
+//! - **File size**: `RLIMIT_FSIZE` per process (a write past it fails with `EFBIG`; the
+//!   signal it would raise is ignored for tools, see [`Bounds::apply`]).
+//! - **Open files**: `RLIMIT_NOFILE` per process (`EMFILE`).
+//!
+//! Limits only ever go down: a value above the hard limit the worker inherited stays at
+//! that hard limit.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The bounds of one child's tool tree, from its snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolLimits {
+    pub processes: u64,
+    pub memory_bytes: u64,
+    pub file_size_bytes: u64,
+    pub open_files: u64,
+}
+
+impl ToolLimits {
+    /// What a snapshot frozen before tool limits existed gets.
+    pub const SHIPPED: ToolLimits = ToolLimits {
+        processes: 4096,
+        memory_bytes: 4 << 30,
+        file_size_bytes: 4 << 30,
+        open_files: 8192,
+    };
+}
+
+/// The `pids` and `memory` cgroups the broker made for this worker, set once at start.
+#[derive(Debug, Default)]
+pub struct LimitCgroups {
+    pids: Option<PathBuf>,
+    memory: Option<PathBuf>,
+}
+
+static LIMIT_CGROUPS: OnceLock<LimitCgroups> = OnceLock::new();
+
+/// Parses `--limits-cgroup CONTROLLER=DIR` values and remembers them; unknown
+/// controllers are refused.
+pub fn set_cgroups(values: &[String]) -> io::Result<()> {
+    let mut cgroups = LimitCgroups::default();
+    for value in values {
+        let (controller, dir) = value.split_once('=').ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--limits-cgroup {value:?} is not CONTROLLER=DIR"),
+            )
+        })?;
+        let dir = PathBuf::from(dir);
+        match controller {
+            "pids" => cgroups.pids = Some(dir),
+            "memory" => cgroups.memory = Some(dir),
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("--limits-cgroup names an unknown controller {other:?}"),
+                ));
+            }
+        }
+    }
+    LIMIT_CGROUPS
+        .set(cgroups)
+        .map_err(|_| io::Error::other("the limit cgroups are already set"))
+}
+
+fn cgroups() -> &'static LimitCgroups {
+    LIMIT_CGROUPS.get_or_init(LimitCgroups::default)
+}
+
+/// How one resource is bounded, for the receipts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The limit in force, or `None` when nothing bounds it.
+    pub limit: Option<u64>,
+    /// `tree`, `call`, `process` or `none`.
+    pub scope: &'static str,
+    /// The mechanism, or why there is none.
+    pub mechanism: String,
+}
+
+/// How each resource of the tool tree is bounded on this worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mechanisms {
+    pub processes: Bound,
+    pub memory: Bound,
+    pub file_size: Bound,
+    pub open_files: Bound,
+}
+
+impl Bound {
+    fn json(&self) -> serde_json::Value {
+        let mut bound = serde_json::json!({
+            "scope": self.scope,
+            "mechanism": crate::control::short_text(&self.mechanism),
+        });
+        if let Some(limit) = self.limit.filter(|l| *l > 0) {
+            bound["limit"] = limit.into();
+        }
+        bound
+    }
+}
+
+impl Mechanisms {
+    /// `containment.resources`, as the contract spells it.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "processes": self.processes.json(),
+            "memory": self.memory.json(),
+            "fileSize": self.file_size.json(),
+            "openFiles": self.open_files.json(),
+        })
+    }
+}
+
+/// Where `RLIMIT_NPROC` is set, relative to the tool's own user namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NprocAt {
+    /// Before the tool makes its user namespace: counts the worker's namespace (the tree).
+    BeforeUserNamespace,
+    /// After: counts only the tool's own namespace (its call's tree).
+    AfterUserNamespace,
+    /// Not at all (root is exempt, or it would count every process of the user).
+    Nowhere,
+}
+
+/// What the worker knows at start about where it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Situation {
+    /// Root in the initial user namespace (exempt from `RLIMIT_NPROC`).
+    pub initial_root: bool,
+    /// The worker runs in the user namespace the keeper made for it.
+    pub own_user_namespace: bool,
+    /// Each tool process makes a user namespace of its own (`super::view`).
+    pub tool_user_namespace: bool,
+}
+
+impl Situation {
+    /// Observes this process (`view_user_namespace`: whether the tool view makes one).
+    pub fn observe(view_user_namespace: bool) -> Situation {
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+        let lines: Vec<Vec<&str>> = uid_map
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let initial = lines.len() == 1 && lines[0] == ["0", "0", "4294967295"];
+        let own = super::is_namespace_init()
+            && lines.len() == 1
+            && lines[0].len() == 3
+            && lines[0][0] == euid.to_string()
+            && lines[0][2] == "1";
+        Situation {
+            initial_root: initial && euid == 0,
+            own_user_namespace: own,
+            tool_user_namespace: view_user_namespace,
+        }
+    }
+
+    fn nproc_at(self) -> NprocAt {
+        if self.initial_root {
+            NprocAt::Nowhere
+        } else if self.own_user_namespace {
+            NprocAt::BeforeUserNamespace
+        } else if self.tool_user_namespace {
+            NprocAt::AfterUserNamespace
+        } else {
+            NprocAt::Nowhere
+        }
+    }
+
+    /// How each resource is bounded here, with `limits` (or without values, for `hello`).
+    pub fn mechanisms(self, limits: Option<ToolLimits>) -> Mechanisms {
+        let cgroups = cgroups();
+        let value = |f: fn(&ToolLimits) -> u64| limits.as_ref().map(f);
+        let processes = if cgroups.pids.is_some() {
+            Bound {
+                limit: value(|l| l.processes),
+                scope: "tree",
+                mechanism: "cgroup v1 pids.max over every tool process".to_owned(),
+            }
+        } else {
+            match self.nproc_at() {
+                NprocAt::BeforeUserNamespace => Bound {
+                    limit: value(|l| l.processes),
+                    scope: "tree",
+                    mechanism:
+                        "RLIMIT_NPROC in the worker's own user namespace (its threads count too)"
+                            .to_owned(),
+                },
+                NprocAt::AfterUserNamespace => Bound {
+                    limit: value(|l| l.processes),
+                    scope: "call",
+                    mechanism: "RLIMIT_NPROC in each tool call's own user namespace".to_owned(),
+                },
+                NprocAt::Nowhere => Bound {
+                    limit: None,
+                    scope: "none",
+                    mechanism: if self.initial_root {
+                        "none: root in the initial user namespace ignores RLIMIT_NPROC and no pids cgroup could be made (mount the cgroup v1 pids controller, or run the broker unprivileged)".to_owned()
+                    } else {
+                        "none: without a user namespace of its own RLIMIT_NPROC would count every process of the user (enable user namespaces)".to_owned()
+                    },
+                },
+            }
+        };
+        let memory = if cgroups.memory.is_some() {
+            Bound {
+                limit: value(|l| l.memory_bytes),
+                scope: "tree",
+                mechanism: "cgroup v1 memory.limit_in_bytes over every tool process (the OOM killer ends the largest tool)".to_owned(),
+            }
+        } else {
+            Bound {
+                limit: value(|l| l.memory_bytes),
+                scope: "process",
+                mechanism: "RLIMIT_DATA per tool process (allocations past it fail with ENOMEM)"
+                    .to_owned(),
+            }
+        };
+        Mechanisms {
+            processes,
+            memory,
+            file_size: Bound {
+                limit: value(|l| l.file_size_bytes),
+                scope: "process",
+                mechanism: "RLIMIT_FSIZE per tool process (writes past it fail with EFBIG)"
+                    .to_owned(),
+            },
+            open_files: Bound {
+                limit: value(|l| l.open_files),
+                scope: "process",
+                mechanism: "RLIMIT_NOFILE per tool process (EMFILE)".to_owned(),
+            },
+        }
+    }
+}
+
+/// One run's bounds, prepared before any tool process is forked.
+#[derive(Debug)]
+pub struct Bounds {
+    /// `(resource, value)` set on every tool process; values already capped at the hard
+    /// limits the worker has.
+    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    nproc: Option<u64>,
+    nproc_at: NprocAt,
+    /// `cgroup.procs` of the limit cgroups, open for writing.
+    joins: Vec<OwnedFd>,
+}
+
+impl Bounds {
+    /// Writes the limits into the limit cgroups (each run: a resumed child's snapshot
+    /// could differ only if the worker were reused across children, which it is not) and
+    /// prepares the rlimits. A cgroup that refuses its limit is an error: the tree would
+    /// be unbounded while the receipt said otherwise.
+    pub fn prepare(limits: ToolLimits, situation: Situation) -> io::Result<Bounds> {
+        let cgroups = cgroups();
+        let mut joins = Vec::new();
+        if let Some(dir) = &cgroups.pids {
+            write_limit(dir, "pids.max", limits.processes)?;
+            joins.push(procs_for_joining(dir)?);
+        }
+        if let Some(dir) = &cgroups.memory {
+            write_limit(dir, "memory.limit_in_bytes", limits.memory_bytes)?;
+            joins.push(procs_for_joining(dir)?);
+        }
+        let mut rlimits = vec![
+            (
+                libc::RLIMIT_FSIZE,
+                capped(libc::RLIMIT_FSIZE, limits.file_size_bytes),
+            ),
+            (
+                libc::RLIMIT_NOFILE,
+                capped(libc::RLIMIT_NOFILE, limits.open_files),
+            ),
+        ];
+        if cgroups.memory.is_none() {
+            rlimits.push((
+                libc::RLIMIT_DATA,
+                capped(libc::RLIMIT_DATA, limits.memory_bytes),
+            ));
+        }
+        let nproc_at = if cgroups.pids.is_some() {
+            NprocAt::Nowhere
+        } else {
+            situation.nproc_at()
+        };
+        Ok(Bounds {
+            rlimits,
+            nproc: (nproc_at != NprocAt::Nowhere)
+                .then(|| capped(libc::RLIMIT_NPROC, limits.processes)),
+            nproc_at,
+            joins,
+        })
+    }
+
+    /// Between fork and exec, before the tool enters its view: joins the limit cgroups,
+    /// sets the per-process limits, and — when it counts the worker's namespace — the
+    /// process limit. Async-signal-safe.
+    pub fn apply_before_view(&self) -> io::Result<()> {
+        for fd in &self.joins {
+            super::cgroup::join(fd.as_raw_fd())?;
+        }
+        for &(resource, value) in &self.rlimits {
+            set(resource, value)?;
+        }
+        // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default ends the process with a
+        // core dump; ignored, the write fails with EFBIG, which is what tools handle
+        // (`dd`, `cp` and every runtime report it). Ignored dispositions survive exec.
+        // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
+        unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+        if self.nproc_at == NprocAt::BeforeUserNamespace
+            && let Some(n) = self.nproc
+        {
+            set(libc::RLIMIT_NPROC, n)?;
+        }
+        Ok(())
+    }
+
+    /// After the tool entered its view: the process limit when it counts only the tool's
+    /// own user namespace. Async-signal-safe.
+    pub fn apply_after_view(&self) -> io::Result<()> {
+        if self.nproc_at == NprocAt::AfterUserNamespace
+            && let Some(n) = self.nproc
+        {
+            set(libc::RLIMIT_NPROC, n)?;
+        }
+        Ok(())
+    }
+}
+
+/// `value`, or the inherited hard limit when that is lower (an unprivileged process
+/// cannot raise it).
+fn capped(resource: libc::__rlimit_resource_t, value: u64) -> u64 {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the live struct.
+    if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
+        return value;
+    }
+    value.min(current.rlim_max)
+}
+
+/// `setrlimit(resource, value, value)`; async-signal-safe.
+fn set(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: setrlimit reads the live struct.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn write_limit(dir: &Path, file: &str, value: u64) -> io::Result<()> {
+    std::fs::write(dir.join(file), value.to_string()).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot set {}/{file}: {e}", dir.display()),
+        )
+    })
+}
+
+fn procs_for_joining(dir: &Path) -> io::Result<OwnedFd> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open {}/cgroup.procs: {e}", dir.display()),
+            )
+        })?;
+    Ok(OwnedFd::from(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_only_go_down() {
+        let mut current = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the live struct.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) },
+            0
+        );
+        assert_eq!(capped(libc::RLIMIT_NOFILE, u64::MAX), current.rlim_max);
+        assert_eq!(capped(libc::RLIMIT_NOFILE, 16), 16.min(current.rlim_max));
+    }
+
+    #[test]
+    fn root_is_bounded_only_by_a_cgroup_and_says_so() {
+        let situation = Situation {
+            initial_root: true,
+            own_user_namespace: false,
+            tool_user_namespace: false,
+        };
+        let m = situation.mechanisms(Some(ToolLimits::SHIPPED));
+        if cgroups().pids.is_none() {
+            assert_eq!(m.processes.limit, None);
+            assert!(m.processes.mechanism.starts_with("none: root"));
+        }
+        assert_eq!(m.file_size.limit, Some(4 << 30));
+    }
+
+    #[test]
+    fn in_its_own_user_namespace_the_worker_bounds_the_tree_and_elsewhere_the_call() {
+        let own = Situation {
+            initial_root: false,
+            own_user_namespace: true,
+            tool_user_namespace: true,
+        };
+        assert_eq!(own.nproc_at(), NprocAt::BeforeUserNamespace);
+        let per_call = Situation {
+            own_user_namespace: false,
+            ..own
+        };
+        assert_eq!(per_call.nproc_at(), NprocAt::AfterUserNamespace);
+        let neither = Situation {
+            tool_user_namespace: false,
+            ..per_call
+        };
+        assert_eq!(neither.nproc_at(), NprocAt::Nowhere);
+    }
+}

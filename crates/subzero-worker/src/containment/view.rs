@@ -1,0 +1,630 @@
+//! The tool processes' view of the filesystem: Subzero's own state directory, its
+//! configuration and every `file =` credential are not in it.
+//!
+//! Every tool process (each `bash` command and each MCP server, and so everything they
+//! start) enters a mount namespace of its own between fork and exec ([`ToolView::enter`]),
+//! where
+//!
+//! - each hidden directory is covered by an empty, read-only `tmpfs` (reading it lists
+//!   nothing; opening a file in it gives `ENOENT`; taking a lock on another child's lock
+//!   file is impossible, as the file is not there);
+//! - each hidden file outside those directories is covered by an empty file of mode 0
+//!   (`EACCES` for a tool of an ordinary user; empty for root);
+//! - what the tools need that lies beneath a hidden directory — the worker's scratch
+//!   directory (their `TMPDIR`), the workspace, the grant's writable paths, an MCP
+//!   server's program — is bound back at the same path, so Landlock's rules (which name
+//!   those inodes) and every path the tools were given keep working.
+//!
+//! A worker with `CAP_SYS_ADMIN` (root, no user namespace) only unshares the mount
+//! namespace; a worker without it (its uid mapped 1:1 in the keeper's user namespace)
+//! makes a user namespace of its own for each tool process first, mapping its uid and gid
+//! 1:1 again, so files keep their owner. Either way the tool cannot undo the covers: its
+//! Landlock domain refuses `umount` and `mount` (root), and an ordinary user's tool has no
+//! capability after exec and sees the covers locked in any namespace it makes itself.
+//!
+//! Whether the kernel allows this is probed once at worker start ([`probe`]); where it does
+//! not, tools see everything as before and the receipts say why.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Size and mode of a cover: empty, tiny, root of it readable and listable.
+const COVER_OPTIONS: &std::ffi::CStr = c"size=16k,nr_inodes=64,mode=0755";
+
+/// What was probed at start: which paths to hide and whether the kernel lets tool
+/// processes have a mount namespace of their own.
+#[derive(Debug, Clone)]
+pub struct Hiding {
+    /// The paths that exist, canonical, directories first.
+    pub paths: Vec<Hidden>,
+    /// Whether each tool process needs a user namespace of its own to mount.
+    user_namespace: bool,
+    /// Why tools see everything, when they do.
+    pub unavailable: Option<String>,
+}
+
+/// One path to hide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hidden {
+    Dir(PathBuf),
+    File(PathBuf),
+}
+
+impl Hidden {
+    pub fn path(&self) -> &Path {
+        match self {
+            Hidden::Dir(p) | Hidden::File(p) => p,
+        }
+    }
+}
+
+static HIDING: OnceLock<Hiding> = OnceLock::new();
+
+/// Probes once, with the paths the broker named (`--hide`), and remembers the answer. Must
+/// run while the worker is single-threaded (it forks a probe).
+pub fn probe(requested: &[PathBuf]) -> &'static Hiding {
+    HIDING.get_or_init(|| {
+        let paths = existing(requested);
+        let user_namespace = !has_cap_sys_admin();
+        let unavailable = if paths.is_empty() {
+            None
+        } else {
+            try_unshare(user_namespace).err()
+        };
+        Hiding {
+            paths,
+            user_namespace,
+            unavailable,
+        }
+    })
+}
+
+/// What [`probe`] found (nothing to hide when it has not run).
+pub fn hiding() -> &'static Hiding {
+    probe(&[])
+}
+
+impl Hiding {
+    /// Whether tool processes get the view without these paths.
+    pub fn in_force(&self) -> bool {
+        !self.paths.is_empty() && self.unavailable.is_none()
+    }
+
+    /// Whether each tool process makes a user namespace of its own to enter its view.
+    pub fn user_namespace(&self) -> bool {
+        self.user_namespace
+    }
+
+    /// `containment.view.summary`.
+    pub fn summary(&self) -> String {
+        match (&self.unavailable, self.paths.is_empty()) {
+            (Some(why), _) => format!(
+                "none: {why}; tool processes can read Subzero's state directory, configuration and credential files"
+            ),
+            (None, true) => "none: the broker named nothing to hide".to_owned(),
+            (None, false) => {
+                let how = if self.user_namespace {
+                    "a user and mount namespace per tool process"
+                } else {
+                    "a mount namespace per tool process"
+                };
+                format!(
+                    "{how}: {} hidden (empty read-only tmpfs over directories, an unreadable empty file over files)",
+                    self.paths
+                        .iter()
+                        .map(|p| p.path().display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// The canonical form of each requested path that exists, directories before files, a
+/// path beneath another hidden directory left out (it is hidden with it).
+fn existing(requested: &[PathBuf]) -> Vec<Hidden> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for path in requested {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        match std::fs::metadata(&real) {
+            Ok(meta) if meta.is_dir() => dirs.push(real),
+            Ok(_) => files.push(real),
+            Err(_) => {}
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        if !kept.iter().any(|outer| dir.starts_with(outer)) {
+            kept.push(dir);
+        }
+    }
+    files.sort();
+    files.dedup();
+    files.retain(|f| !kept.iter().any(|d| f.starts_with(d)));
+    kept.into_iter()
+        .map(Hidden::Dir)
+        .chain(files.into_iter().map(Hidden::File))
+        .collect()
+}
+
+/// Whether this process has `CAP_SYS_ADMIN` in its user namespace (bit 21 of `CapEff`).
+fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
+
+/// Forks a child that makes the namespaces a tool process would, and reports whether the
+/// kernel allowed it.
+fn try_unshare(user_namespace: bool) -> Result<(), String> {
+    let maps = IdMaps::current();
+    let flags = flags(user_namespace);
+    // SAFETY: the worker is single-threaded when it probes (before its runtime starts);
+    // the child makes only raw system calls on memory prepared above and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!(
+            "cannot fork a probe: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        // SAFETY: as above; the child never returns.
+        unsafe {
+            let code = match enter_namespaces(flags, user_namespace, &maps) {
+                Ok(()) => 0,
+                Err(errno) => errno.clamp(1, 255),
+            };
+            libc::_exit(code)
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked; `status` is a live int.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    if waited != pid || !libc::WIFEXITED(status) {
+        return Err("the namespace probe did not exit".to_owned());
+    }
+    match libc::WEXITSTATUS(status) {
+        0 => Ok(()),
+        errno => Err(format!(
+            "the kernel refused a {} for tool processes ({})",
+            if user_namespace {
+                "user and mount namespace"
+            } else {
+                "mount namespace"
+            },
+            io::Error::from_raw_os_error(errno)
+        )),
+    }
+}
+
+fn flags(user_namespace: bool) -> libc::c_int {
+    if user_namespace {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS
+    } else {
+        libc::CLONE_NEWNS
+    }
+}
+
+/// `uid_map` / `gid_map` lines mapping this process's ids 1:1.
+#[derive(Debug, Clone)]
+struct IdMaps {
+    uid: Vec<u8>,
+    gid: Vec<u8>,
+}
+
+impl IdMaps {
+    fn current() -> IdMaps {
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        IdMaps {
+            uid: format!("{uid} {uid} 1\n").into_bytes(),
+            gid: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+}
+
+/// `unshare` and, with a user namespace, the 1:1 maps. Async-signal-safe; `Err(errno)`.
+///
+/// # Safety
+/// Call only in a single-threaded process (a forked child).
+unsafe fn enter_namespaces(
+    flags: libc::c_int,
+    user_namespace: bool,
+    maps: &IdMaps,
+) -> Result<(), i32> {
+    // SAFETY: plain system calls on NUL-terminated static paths and live buffers.
+    unsafe {
+        if libc::unshare(flags) != 0 {
+            return Err(errno());
+        }
+        if user_namespace {
+            // The worker is non-dumpable, which makes /proc/self root's: only a dumpable
+            // process may write its own maps. This process execs (and is dumpable again)
+            // right after; its Landlock domain-to-be has no power over it meanwhile.
+            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 {
+                return Err(errno());
+            }
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &maps.uid)?;
+            write_file(c"/proc/self/gid_map", &maps.gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Most paths a run may bind back into its view (scratch, workspace, 16 writable paths,
+/// 16 MCP server programs, with room to spare).
+const MAX_REBINDS: usize = 40;
+
+/// One thing to do between fork and exec, prepared in full beforehand.
+#[derive(Debug)]
+enum Step {
+    /// Open a path that will be bound back (`O_PATH`) into slot `n`: after the namespace is
+    /// made (a bind's source must be a mount of the namespace it is made in) and before it
+    /// is covered.
+    Open(usize, CString),
+    /// Mount an empty tmpfs over a directory.
+    Cover(CString),
+    /// Make a directory (a mount point inside a cover).
+    MakeDir(CString),
+    /// Make an empty file of mode 0 (a mount point inside a cover, or the blank file).
+    MakeFile(CString),
+    /// Bind the first path over the second.
+    Bind(CString, CString),
+    /// Bind what slot `n` holds over the path, and close the slot.
+    BindSlot(usize, CString),
+    /// Remove a file.
+    Unlink(CString),
+    /// Make a cover read-only.
+    Seal(CString),
+}
+
+/// A run's view, prepared before any tool process is forked; each tool process enters it
+/// with [`ToolView::enter`].
+#[derive(Debug)]
+pub struct ToolView {
+    flags: libc::c_int,
+    user_namespace: bool,
+    maps: IdMaps,
+    steps: Vec<Step>,
+}
+
+impl ToolView {
+    /// The view for a run whose tools need `keep` (the scratch directory, the workspace,
+    /// the writable paths, the MCP server programs), or `None` when nothing is hidden.
+    pub fn prepare(keep: &[PathBuf]) -> io::Result<Option<ToolView>> {
+        let hiding = hiding();
+        if !hiding.in_force() {
+            return Ok(None);
+        }
+        let keep: Vec<PathBuf> = keep
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        // A directory the tools need (the workspace being the state directory, say) is
+        // not hidden; one that lies inside the workspace is.
+        let dirs: Vec<&Path> = hiding
+            .paths
+            .iter()
+            .filter_map(|h| match h {
+                Hidden::Dir(d) => Some(d.as_path()),
+                Hidden::File(_) => None,
+            })
+            .filter(|d| !keep.iter().any(|k| k.as_path() == *d))
+            .collect();
+        let files: Vec<&Path> = hiding
+            .paths
+            .iter()
+            .filter_map(|h| match h {
+                Hidden::File(f) => Some(f.as_path()),
+                Hidden::Dir(_) => None,
+            })
+            .filter(|f| !keep.iter().any(|k| k.as_path() == *f))
+            .collect();
+        let rebinds: Vec<(&Path, &Path)> = keep
+            .iter()
+            .filter_map(|k| {
+                dirs.iter()
+                    .find(|d| k.starts_with(d) && k.as_path() != **d)
+                    .map(|d| (k.as_path(), *d))
+            })
+            .collect();
+        if rebinds.len() > MAX_REBINDS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} paths would have to be bound back into the tools' view (at most {MAX_REBINDS})",
+                    rebinds.len()
+                ),
+            ));
+        }
+        let mut steps = Vec::new();
+        for (slot, (path, _)) in rebinds.iter().enumerate() {
+            steps.push(Step::Open(slot, c_path(path)?));
+        }
+        for dir in &dirs {
+            steps.push(Step::Cover(c_path(dir)?));
+        }
+        if !files.is_empty() {
+            // Where there is no cover to make a blank file in, /dev/null reads as empty.
+            let blank = match dirs.first() {
+                Some(first) => first.join(".subzero-hidden"),
+                None => PathBuf::from("/dev/null"),
+            };
+            if !dirs.is_empty() {
+                steps.push(Step::MakeFile(c_path(&blank)?));
+            }
+            for file in &files {
+                steps.push(Step::Bind(c_path(&blank)?, c_path(file)?));
+            }
+            if !dirs.is_empty() {
+                steps.push(Step::Unlink(c_path(&blank)?));
+            }
+        }
+        for (slot, (path, cover)) in rebinds.iter().enumerate() {
+            let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+            let mut at = cover.to_path_buf();
+            let parts: Vec<_> = path
+                .strip_prefix(cover)
+                .unwrap_or(path)
+                .components()
+                .collect();
+            for (i, part) in parts.iter().enumerate() {
+                at.push(part);
+                if i + 1 == parts.len() && !is_dir {
+                    steps.push(Step::MakeFile(c_path(&at)?));
+                } else {
+                    steps.push(Step::MakeDir(c_path(&at)?));
+                }
+            }
+            steps.push(Step::BindSlot(slot, c_path(path)?));
+        }
+        for dir in &dirs {
+            steps.push(Step::Seal(c_path(dir)?));
+        }
+        Ok(Some(ToolView {
+            flags: flags(hiding.user_namespace),
+            user_namespace: hiding.user_namespace,
+            maps: IdMaps::current(),
+            steps,
+        }))
+    }
+
+    /// Enters the view: runs between fork and exec, async-signal-safe (no allocation, no
+    /// lock). `Err` carries the errno of the step that failed; the spawn then fails.
+    pub fn enter(&self) -> io::Result<()> {
+        let mut slots: [libc::c_int; MAX_REBINDS] = [-1; MAX_REBINDS];
+        // SAFETY: the forked child is single-threaded; every call below is a plain
+        // system call on NUL-terminated strings owned by `self` or on this stack frame,
+        // alive for the call.
+        unsafe {
+            enter_namespaces(self.flags, self.user_namespace, &self.maps)
+                .map_err(io::Error::from_raw_os_error)?;
+            // Nothing this process mounts may reach the worker's namespace.
+            mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+            for step in &self.steps {
+                match step {
+                    Step::Open(slot, path) => {
+                        let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                        if fd < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        slots[*slot] = fd;
+                    }
+                    Step::Cover(dir) => mount(
+                        Some(c"tmpfs"),
+                        dir,
+                        Some(c"tmpfs"),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        Some(COVER_OPTIONS),
+                    )?,
+                    Step::MakeDir(path) => {
+                        if libc::mkdir(path.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+                            return Err(io::Error::last_os_error());
+                        }
+                    }
+                    Step::MakeFile(path) => {
+                        let fd = libc::open(
+                            path.as_ptr(),
+                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                            0,
+                        );
+                        if fd < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        libc::close(fd);
+                    }
+                    Step::Bind(source, target) => {
+                        mount(
+                            Some(source),
+                            target,
+                            None,
+                            libc::MS_BIND | libc::MS_REC,
+                            None,
+                        )?;
+                    }
+                    Step::BindSlot(slot, target) => {
+                        let mut source = [0u8; 32];
+                        fd_path(slots[*slot], &mut source);
+                        let source = std::ffi::CStr::from_bytes_until_nul(&source)
+                            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+                        mount(
+                            Some(source),
+                            target,
+                            None,
+                            libc::MS_BIND | libc::MS_REC,
+                            None,
+                        )?;
+                        libc::close(slots[*slot]);
+                    }
+                    Step::Unlink(path) => {
+                        if libc::unlink(path.as_ptr()) != 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                    }
+                    // Read-only as a mount, not as a filesystem: the blank file is gone
+                    // from its directory but still bound, which a read-only remount of
+                    // the tmpfs itself would refuse (EBUSY).
+                    Step::Seal(dir) => mount(
+                        None,
+                        dir,
+                        None,
+                        libc::MS_REMOUNT
+                            | libc::MS_BIND
+                            | libc::MS_RDONLY
+                            | libc::MS_NOSUID
+                            | libc::MS_NODEV
+                            | libc::MS_NOEXEC,
+                        None,
+                    )?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `/proc/self/fd/<fd>` and a NUL into `buf` without allocating.
+fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 10];
+    let mut n = fd.unsigned_abs();
+    let mut count = 0;
+    loop {
+        digits[count] = b'0' + (n % 10) as u8;
+        count += 1;
+        n /= 10;
+        if n == 0 || count == digits.len() {
+            break;
+        }
+    }
+    let mut at = PREFIX.len();
+    while count > 0 {
+        count -= 1;
+        buf[at] = digits[count];
+        at += 1;
+    }
+    buf[at] = 0;
+}
+
+/// `mount(2)`; async-signal-safe.
+///
+/// # Safety
+/// Raw system call; the strings are NUL-terminated and alive for the call.
+unsafe fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+) -> io::Result<()> {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: see the function's contract.
+    let rc = unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data).cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Writes `data` to `path` in one call; async-signal-safe.
+///
+/// # Safety
+/// Raw system calls; `path` is NUL-terminated.
+unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> Result<(), i32> {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(errno());
+        }
+        let written = libc::write(fd, data.as_ptr().cast(), data.len());
+        let failed = written != data.len() as isize;
+        let err = errno();
+        libc::close(fd);
+        if failed { Err(err.max(1)) } else { Ok(()) }
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| nul())
+}
+
+fn nul() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_paths_are_written_without_allocating() {
+        let mut buf = [0u8; 32];
+        fd_path(7, &mut buf);
+        assert_eq!(
+            std::ffi::CStr::from_bytes_until_nul(&buf).expect("nul"),
+            c"/proc/self/fd/7"
+        );
+        fd_path(1234567, &mut buf);
+        assert_eq!(
+            std::ffi::CStr::from_bytes_until_nul(&buf).expect("nul"),
+            c"/proc/self/fd/1234567"
+        );
+    }
+
+    #[test]
+    fn a_path_beneath_a_hidden_directory_is_hidden_with_it_and_absent_paths_are_skipped() {
+        let dir = tempfile::tempdir().expect("dir");
+        let state = dir.path().join("state");
+        let inner = state.join("locks");
+        std::fs::create_dir_all(&inner).expect("dirs");
+        let key = dir.path().join("key");
+        std::fs::write(&key, "k").expect("key");
+        let inner_key = state.join("key");
+        std::fs::write(&inner_key, "k").expect("key");
+        let found = existing(&[
+            inner.clone(),
+            state.clone(),
+            key.clone(),
+            inner_key,
+            dir.path().join("absent"),
+        ]);
+        let state = state.canonicalize().expect("canonical");
+        let key = key.canonicalize().expect("canonical");
+        assert_eq!(found, vec![Hidden::Dir(state), Hidden::File(key)]);
+    }
+}
