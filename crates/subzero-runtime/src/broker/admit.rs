@@ -144,40 +144,40 @@ impl Broker {
             return Err(interrupted(child));
         }
         let run = RunId::generate();
-        if row.state == ChildState::Ready {
-            return self
-                .followup_on_ready(child, &scope, &row, run, message, receipt)
-                .await;
-        }
-        let admitted = self
-            .store
-            .admit_followup(
-                &scope,
-                AdmitFollowup {
-                    child_id: child,
-                    run_id: run,
-                    prompt: message.clone(),
-                    owner_token: self.owner_token().to_owned(),
-                    receipt: receipt
-                        .clone()
-                        .map(|r| r.with_output(&delivered(run, p::SendOutputDelivery::Queued)))
-                        .transpose()?,
-                },
-            )
-            .await?;
-        match admitted {
-            Admit::Replayed(stored) => replayed("subzero_send", stored),
-            Admit::New(FollowupDelivery::Queued { .. }) => {
-                Ok(delivered(run, p::SendOutputDelivery::Queued))
-            }
-            // The active run settled between our read and the admission.
-            Admit::New(FollowupDelivery::Started) => {
-                self.run_on_claimed(child, &scope, run, message).await?;
-                Ok(delivered(run, p::SendOutputDelivery::Started))
+        if row.state != ChildState::Ready {
+            let queued = self
+                .store
+                .queue_followup(
+                    &scope,
+                    AdmitFollowup {
+                        child_id: child,
+                        run_id: run,
+                        prompt: message.clone(),
+                        owner_token: self.owner_token().to_owned(),
+                        receipt: receipt
+                            .clone()
+                            .map(|r| r.with_output(&delivered(run, p::SendOutputDelivery::Queued)))
+                            .transpose()?,
+                    },
+                )
+                .await?;
+            match queued {
+                Some(Admit::Replayed(stored)) => return replayed("subzero_send", stored),
+                Some(Admit::New(_)) => return Ok(delivered(run, p::SendOutputDelivery::Queued)),
+                // The active run settled between our read and the admission; nothing was
+                // written, and the follow-up starts on the now ready child.
+                None => {}
             }
         }
+        self.followup_on_ready(child, &scope, &row, run, message, receipt)
+            .await
     }
 
+    /// A follow-up that starts a run on a ready child. Every lock comes before the first
+    /// write — the workspace slots, then the child's lock — and the claim and the
+    /// admission are one transaction, so any refusal (`workspace_busy`, `busy`,
+    /// `recovery_required`) leaves the child, its runs, events and receipts as they were;
+    /// what was taken is given back by dropping it.
     async fn followup_on_ready(
         self: &Arc<Self>,
         child: ChildId,
@@ -187,16 +187,12 @@ impl Broker {
         message: String,
         receipt: Option<Receipt>,
     ) -> Result<p::SendOutput, BrokerError> {
-        // Take the worker slots before the claim: a full workspace refuses the send
-        // with nothing changed.
         let slots = self.take_slots(scope, row.write_capable)?;
+        let child_lock = self.acquire_child_lock(child).await?;
         let output = delivered(run, p::SendOutputDelivery::Started);
-        // Claiming an idle child bumps its owner generation; the admission below then
-        // starts the run under this broker's ownership in one transaction.
-        self.store.claim(scope, child, self.owner_token()).await?;
         let admitted = self
             .store
-            .admit_followup(
+            .start_followup(
                 scope,
                 AdmitFollowup {
                     child_id: child,
@@ -206,67 +202,45 @@ impl Broker {
                     receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
                 },
             )
-            .await;
-        let admitted = self.unclaimed_on_error(child, admitted).await?;
+            .await?;
         match admitted {
-            Admit::Replayed(stored) => {
-                let _ = self.store.release(child, self.owner_token()).await;
-                replayed("subzero_send", stored)
-            }
+            Admit::Replayed(stored) => replayed("subzero_send", stored),
+            // A claimed idle child starts the run; the core never queues on one.
             Admit::New(FollowupDelivery::Queued { .. }) => {
                 Ok(delivered(run, p::SendOutputDelivery::Queued))
             }
             Admit::New(FollowupDelivery::Started) => {
-                self.start_on_claimed(child, scope, slots, run, message)
+                self.start_admitted(child, scope, child_lock, slots, run, message)
                     .await?;
                 Ok(output)
             }
         }
     }
 
-    /// A run was admitted as `running` on a child this broker just claimed: hand it to
-    /// the child's worker if one is still open, else start one.
-    async fn run_on_claimed(
+    /// Start the worker of a run just admitted on a child this broker claimed, holding
+    /// its lock and slots. Whatever fails from here on settles the run `failed` with the
+    /// reason, so nothing is left `running` without a worker and the child takes the
+    /// next follow-up.
+    async fn start_admitted(
         self: &Arc<Self>,
         child: ChildId,
         scope: &WorkspaceScope,
-        run: RunId,
-        prompt: String,
-    ) -> Result<(), BrokerError> {
-        let row = self.store.child(scope, child).await?;
-        let slots = self.take_slots(scope, row.write_capable)?;
-        self.start_on_claimed(child, scope, slots, run, prompt)
-            .await
-    }
-
-    async fn start_on_claimed(
-        self: &Arc<Self>,
-        child: ChildId,
-        scope: &WorkspaceScope,
+        child_lock: ChildLock,
         slots: Vec<SlotGuard>,
         run: RunId,
         prompt: String,
     ) -> Result<(), BrokerError> {
-        {
-            let live = lock(&self.live);
-            if let Some(link) = live.get(&child).and_then(|l| l.worker.as_ref()) {
-                // The previous worker has not closed yet: it takes the run.
-                if link
-                    .tx
-                    .send(ToWorker::Start {
-                        run,
-                        prompt: prompt.clone(),
-                    })
-                    .is_ok()
-                {
-                    return Ok(());
-                }
+        // Read after the claim: the leaf cannot move while this broker holds the lock.
+        let leaf = match self.store.child(scope, child).await {
+            Ok(row) => row.last_leaf.map(|l| (l.leaf_id, l.digest)),
+            Err(e) => {
+                let err = BrokerError::from(e);
+                self.record_failed_start(child, run, &err).await;
+                return Err(err);
             }
-        }
-        let row = self.store.child(scope, child).await?;
-        let child_lock = self.acquire_child_lock(child).await?;
+        };
         let from = StartFrom {
-            leaf: row.last_leaf.map(|l| (l.leaf_id, l.digest)),
+            leaf,
             recovery_notice: None,
         };
         self.start_worker(
@@ -279,8 +253,9 @@ impl Broker {
         .await
     }
 
-    /// The child's lock, waiting briefly for this broker's own previous worker of the
-    /// child to finish exiting.
+    /// The child's lock, waiting briefly ([`LOCK_HANDOVER`]) for this broker's own
+    /// previous worker of the child to finish exiting; `busy`, naming the holders, when
+    /// it is still held then. Taken before any write that depends on it.
     pub(super) async fn acquire_child_lock(
         &self,
         child: ChildId,
@@ -357,22 +332,6 @@ impl Broker {
             self.remember_steer(child, id, &message, output.clone());
         }
         Ok(output)
-    }
-
-    /// An admission that failed after this broker claimed the idle child gives the claim
-    /// back, so the child is not left owned by a call that did nothing.
-    pub(super) async fn unclaimed_on_error<T>(
-        &self,
-        child: ChildId,
-        admitted: crate::RuntimeResult<T>,
-    ) -> Result<T, BrokerError> {
-        match admitted {
-            Ok(a) => Ok(a),
-            Err(e) => {
-                let _ = self.store.release(child, self.owner_token()).await;
-                Err(e.into())
-            }
-        }
     }
 
     /// Take a worker slot and, for a write-capable child, the writer slot.

@@ -39,6 +39,11 @@ impl Broker {
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
         let mut row = self.store.child(&scope, child).await?;
+        // First: a run whose previous owner's processes may live is `recovery_required`
+        // (naming them) even though its row still says `running`.
+        if row.ownership == Ownership::RecoveryRequired {
+            row = self.recover(&scope, &row).await?;
+        }
         if row.state == ChildState::Running {
             return Err(BrokerError::new(
                 ErrorCode::Busy,
@@ -46,9 +51,6 @@ impl Broker {
                     "child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"
                 ),
             ));
-        }
-        if row.ownership == Ownership::RecoveryRequired {
-            row = self.recover(&scope, &row).await?;
         }
         let hello = self.hello().await?;
         if let Some(worker) = &row.worker
@@ -77,14 +79,20 @@ impl Broker {
             hello.transcript_version,
         )?;
         let run = message.as_ref().map(|_| RunId::generate());
-        let (slots, child_lock) = match run {
-            Some(_) => (
-                self.take_slots(&scope, row.write_capable)?,
-                Some(self.acquire_child_lock(child).await?),
-            ),
-            None => (Vec::new(), None),
+        // Every lock before the first write, so a refusal changes nothing. A new run needs
+        // the slots and the child's lock. So does an interrupted child without one: it
+        // comes back `ready` — free for the next run — only when nothing holds its lock.
+        // A ready child without a run needs neither: nothing will run, only its model
+        // record is rewritten.
+        let slots = match run {
+            Some(_) => self.take_slots(&scope, row.write_capable)?,
+            None => Vec::new(),
         };
-        self.store.claim(&scope, child, self.owner_token()).await?;
+        let child_lock = if run.is_some() || row.state == ChildState::Interrupted {
+            Some(self.acquire_child_lock(child).await?)
+        } else {
+            None
+        };
         let output = p::ResumeOutput {
             child_id: child.into(),
             run_id: run.map(Into::into),
@@ -96,7 +104,7 @@ impl Broker {
         let first = run.zip(message.clone());
         let admitted = self
             .store
-            .commit_resume(
+            .claim_and_resume(
                 &scope,
                 child,
                 self.owner_token(),
@@ -107,8 +115,7 @@ impl Broker {
                     receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
                 },
             )
-            .await;
-        let admitted = self.unclaimed_on_error(child, admitted).await?;
+            .await?;
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_resume", stored);
         }

@@ -190,6 +190,48 @@ pub(super) fn admit_followup_tx(
     Ok(Admit::New(delivery))
 }
 
+/// A follow-up on a `ready` child as one transaction: a replayed receipt first (nothing
+/// claimed), then the claim and the admission, so a refusal of either leaves neither.
+pub(super) fn start_followup_tx(
+    conn: &Connection,
+    options: &StoreOptions,
+    scope: &WorkspaceScope,
+    input: &AdmitFollowup,
+) -> RuntimeResult<Admit<FollowupDelivery>> {
+    if let Some(receipt) = &input.receipt
+        && let Some(stored) = existing_receipt(conn, &scope.key(), receipt)?
+    {
+        return Ok(Admit::Replayed(stored));
+    }
+    super::claim::claim_tx(conn, options, scope, input.child_id, &input.owner_token)?;
+    admit_followup_tx(conn, options, scope, input)
+}
+
+/// A follow-up queued behind the active run, or `None` — nothing written — when the child
+/// has no active run any more (it settled since the caller read it).
+pub(super) fn queue_followup_tx(
+    conn: &Connection,
+    options: &StoreOptions,
+    scope: &WorkspaceScope,
+    input: &AdmitFollowup,
+) -> RuntimeResult<Option<Admit<FollowupDelivery>>> {
+    if let Some(receipt) = &input.receipt
+        && let Some(stored) = existing_receipt(conn, &scope.key(), receipt)?
+    {
+        return Ok(Some(Admit::Replayed(stored)));
+    }
+    if load_child_in(conn, scope, input.child_id)?.state == ChildState::Ready {
+        return Ok(None);
+    }
+    match admit_followup_tx(conn, options, scope, input)? {
+        Admit::New(FollowupDelivery::Started) => Err(RuntimeError::Internal(format!(
+            "a follow-up to be queued on child {} was started instead",
+            input.child_id
+        ))),
+        admitted => Ok(Some(admitted)),
+    }
+}
+
 impl Store {
     /// Admission of a spawn: creates the child (`running`, owned by `owner_token`,
     /// generation 1), its first run (`running`), a `run_started` event and the receipt —
@@ -212,6 +254,35 @@ impl Store {
     ) -> RuntimeResult<Admit<FollowupDelivery>> {
         let scope = scope.clone();
         self.transact(move |tx, o| admit_followup_tx(tx, o, &scope, &input))
+            .await
+    }
+
+    /// A follow-up that starts on a `ready` child: the claim (see [`Store::claim`]; the
+    /// caller holds the child's kernel lock and its workspace slots) and the admission
+    /// (`run_started`, receipt) in one transaction. A refusal — `busy` or
+    /// `recovery_required` from the claim, anything from the admission — writes nothing:
+    /// no owner generation bump, no run, no event, no receipt. A known requestId replays.
+    pub async fn start_followup(
+        &self,
+        scope: &WorkspaceScope,
+        input: AdmitFollowup,
+    ) -> RuntimeResult<Admit<FollowupDelivery>> {
+        let scope = scope.clone();
+        self.transact(move |tx, o| start_followup_tx(tx, o, &scope, &input))
+            .await
+    }
+
+    /// A follow-up for a `running` child, queued behind its active run (`run_queued`), or
+    /// `None` with nothing written when the child is `ready` by now: the caller then takes
+    /// the locks a start needs and calls [`Store::start_followup`]. A queued follow-up never
+    /// starts a run, so this needs no lock. A known requestId replays.
+    pub async fn queue_followup(
+        &self,
+        scope: &WorkspaceScope,
+        input: AdmitFollowup,
+    ) -> RuntimeResult<Option<Admit<FollowupDelivery>>> {
+        let scope = scope.clone();
+        self.transact(move |tx, o| queue_followup_tx(tx, o, &scope, &input))
             .await
     }
 }

@@ -33,6 +33,11 @@ pub(super) fn recover_tx(
     let at = now(conn)?;
     let custody = match row.custody().recover(observed_generation, lock) {
         Recovery::Unchanged => return Ok(RecoveryOutcome::Changed),
+        // Already marked: a recovery that finds the lock still held changes nothing
+        // (every access to such a child re-checks it; none may look like a change).
+        Recovery::Hold(held) if held == row.custody() && row.phase == held.phase_of(&decided) => {
+            return Ok(RecoveryOutcome::MarkedRecoveryRequired);
+        }
         Recovery::Hold(held) => {
             write::child_at_rest(conn, &row, &decided, &held, &at)?;
             return Ok(RecoveryOutcome::MarkedRecoveryRequired);

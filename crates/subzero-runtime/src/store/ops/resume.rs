@@ -97,6 +97,35 @@ pub(super) fn resume_tx(
     }))
 }
 
+/// A resume as one transaction: a replayed receipt first (nothing claimed), then the
+/// claim and the resume, so a refusal of either leaves neither.
+pub(super) fn claim_and_resume_tx(
+    conn: &Connection,
+    options: &StoreOptions,
+    scope: &WorkspaceScope,
+    child: ChildId,
+    owner_token: &str,
+    resume: &ResumeCommit,
+) -> RuntimeResult<Admit<Resumed>> {
+    if let Some(receipt) = &resume.receipt
+        && let Some(stored) = existing_receipt(conn, &scope.key(), receipt)?
+    {
+        return Ok(Admit::Replayed(stored));
+    }
+    super::claim::claim_tx(conn, options, scope, child, owner_token)?;
+    resume_tx(
+        conn,
+        options,
+        scope,
+        child,
+        owner_token,
+        &resume.model,
+        resume.observed.as_ref(),
+        resume.first.as_ref(),
+        resume.receipt.as_ref(),
+    )
+}
+
 impl Store {
     /// Commit a resume of a `ready`/`interrupted` child claimed by `owner_token`:
     /// rewrites the model metadata; with a message it starts a run (`running`), without
@@ -124,5 +153,23 @@ impl Store {
             )
         })
         .await
+    }
+
+    /// [`Store::commit_resume`] with the claim in the same transaction (see
+    /// [`Store::claim`]: the caller holds the child's kernel lock whenever the resume
+    /// starts a run or brings an interrupted child back). A refusal — `busy` or
+    /// `recovery_required` from the claim, anything from the resume — writes nothing: no
+    /// owner generation bump, no run, no event, no receipt. A known requestId replays.
+    pub async fn claim_and_resume(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        owner_token: &str,
+        resume: ResumeCommit,
+    ) -> RuntimeResult<Admit<Resumed>> {
+        let scope = scope.clone();
+        let token = owner_token.to_owned();
+        self.transact(move |tx, o| claim_and_resume_tx(tx, o, &scope, child, &token, &resume))
+            .await
     }
 }
