@@ -208,6 +208,24 @@ fn the_check<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
+fn doctor_names_what_tools_cannot_see_and_how_their_tree_is_bounded() {
+    let report = doctor_with_containment("");
+    let view = the_check(&report, "tool view");
+    assert_eq!(view["status"], "pass", "{view:#}");
+    let detail = view["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("mount namespace per tool process") && detail.contains("config.toml"),
+        "{detail}"
+    );
+    let bounds = the_check(&report, "tool bounds");
+    let detail = bounds["detail"].as_str().expect("detail");
+    for resource in ["processes:", "memory:", "file size:", "open files:"] {
+        assert!(detail.contains(resource), "{detail}");
+    }
+    assert!(detail.contains("RLIMIT_FSIZE"), "{detail}");
+}
+
+#[test]
 fn doctor_reports_landlock_off_by_configuration_not_as_in_force() {
     let report = doctor_with_containment("filesystem = \"off\"\n");
     let landlock = the_check(&report, "landlock");

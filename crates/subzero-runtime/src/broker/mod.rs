@@ -45,6 +45,7 @@ use crate::paths::StatePaths;
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
+use crate::supervisor::limits::LimitParents;
 use crate::supervisor::{
     FilesystemMode, Hello, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch, WorkerSetup,
 };
@@ -151,10 +152,14 @@ impl Broker {
         )?;
         let identity = BrokerIdentity::acquire(&paths)?;
         let scope = WorkspaceScope::resolve(&options.workspace)?;
+        let limit_cgroups = Arc::new(LimitParents::probe());
         let report = {
             let (store, paths, token) = (store.clone(), paths.clone(), identity.token().to_owned());
             let cgroups = process.cgroups().cloned();
+            let limit_cgroups = limit_cgroups.clone();
             tokio::task::spawn_blocking(move || {
+                let removed = limit_cgroups.sweep();
+                tracing::info!(removed, "limit cgroups of gone brokers removed");
                 let swept = crate::recovery::reclaim_scratch(&paths);
                 tracing::info!(?swept, "stale scratch directories reclaimed");
                 // Before recovery: ending an orphaned tree frees the locks it held.
@@ -182,6 +187,7 @@ impl Broker {
             process,
             filesystem,
             hide,
+            limits: limit_cgroups,
         })
         .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
         let artifacts = ArtifactFiles::new(&paths);

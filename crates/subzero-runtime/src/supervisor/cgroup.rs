@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The prefix of every cgroup Subzero makes.
-const PREFIX: &str = "subzero-";
+pub(super) const PREFIX: &str = "subzero-";
 
 /// How to get the cgroup fallback where the probe found none (also in `subzero doctor`).
 pub const ENABLE_HINT: &str = "run the broker in a cgroup v2 subtree delegated to your user (for example start the MCP host under `systemd-run --user --scope -p Delegate=yes …`) on Linux 5.14 or later";
@@ -244,7 +244,7 @@ fn own_cgroup_dir(mountinfo: &str, membership: &str) -> Result<PathBuf, String> 
 }
 
 /// Mount points in mountinfo escape space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
+pub(super) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -269,7 +269,7 @@ fn unescape(field: &str) -> String {
 }
 
 /// `<pid>-<start time>` of a live process.
-fn owner_of(pid: u32) -> Option<String> {
+pub(super) fn owner_of(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (state, start) = state_and_start(&stat)?;
     (state != "Z" && state != "X").then(|| format!("{pid}-{start}"))
@@ -284,7 +284,7 @@ fn state_and_start(stat: &str) -> Option<(&str, &str)> {
 }
 
 /// The `<pid>-<start>` owner of a cgroup named `subzero-<pid>-<start>-<n|probe>`.
-fn owner_in_name(name: &str) -> Option<&str> {
+pub(super) fn owner_in_name(name: &str) -> Option<&str> {
     let rest = name.strip_prefix(PREFIX)?;
     let (owner, tail) = rest.rsplit_once('-')?;
     let (pid, start) = owner.split_once('-')?;
@@ -293,7 +293,7 @@ fn owner_in_name(name: &str) -> Option<&str> {
 }
 
 /// Whether the broker `<pid>-<start>` still runs.
-fn owner_alive(owner: &str) -> bool {
+pub(super) fn owner_alive(owner: &str) -> bool {
     let Some(pid) = owner
         .split_once('-')
         .and_then(|(p, _)| p.parse::<u32>().ok())

@@ -48,6 +48,8 @@ pub struct Hello {
 pub struct WorkerConn {
     pid: i32,
     cgroup: Option<std::path::PathBuf>,
+    /// The cgroups that bound its tool tree (`supervisor::limits`), removed once it is gone.
+    limits: Vec<std::path::PathBuf>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
@@ -69,6 +71,7 @@ impl WorkerConn {
         let mut conn = WorkerConn {
             pid,
             cgroup: spawned.cgroup,
+            limits: spawned.limits,
             child: spawned.child,
             stdin: Some(spawned.stdin),
             lines: BufReader::new(spawned.stdout).lines(),
@@ -171,6 +174,19 @@ impl WorkerConn {
             tokio::time::timeout(limit, self.child.wait()).await,
             Ok(Ok(_))
         )
+    }
+
+    /// The processes still in the cgroups that bound its tool tree.
+    pub fn limit_cgroup_members(&self) -> Vec<i32> {
+        super::limits::members(&self.limits)
+    }
+}
+
+impl Drop for WorkerConn {
+    /// The limit cgroups go with the worker; one a process still holds stays for the
+    /// next broker start's sweep.
+    fn drop(&mut self) {
+        super::limits::remove(&self.limits);
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod conn;
+pub mod limits;
 pub mod proof;
 pub mod reap;
 pub mod spawn;

@@ -32,6 +32,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
 
 use super::cgroup::CgroupParent;
+use super::limits::LimitParents;
 
 /// The descriptor number at which a worker finds the child's lock file; the slot
 /// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`,
@@ -137,6 +138,8 @@ pub struct WorkerSetup {
     pub filesystem: FilesystemMode,
     /// `--hide`: what no tool process may see ([`crate::paths::hidden_from_tools`]).
     pub hide: Vec<PathBuf>,
+    /// Where each worker's limit cgroups go (`--limits-cgroup`).
+    pub limits: Arc<LimitParents>,
 }
 
 /// Everything needed to start one worker.
@@ -170,6 +173,8 @@ pub struct SpawnedWorker {
     /// The cgroup the keeper runs the worker in where it gets no PID namespace (it may
     /// never be made: the namespace path makes none).
     pub cgroup: Option<PathBuf>,
+    /// The cgroups that bound its tool tree, made for it (`super::limits`).
+    pub limits: Vec<PathBuf>,
 }
 
 type Reply = oneshot::Sender<io::Result<SpawnedWorker>>;
@@ -185,16 +190,6 @@ impl Spawner {
     /// that runtime so the process handles it creates are driven by it.
     pub fn start_default() -> io::Result<Self> {
         Self::start_with(None, Self::auto()?, FilesystemMode::default())
-    }
-
-    /// [`Spawner::start`], passing `--scratch-parent dir` to every worker it starts.
-    pub fn with_scratch_parent(dir: PathBuf) -> io::Result<Self> {
-        Self::start_with(Some(dir), Self::auto()?, FilesystemMode::default())
-    }
-
-    /// The broker's spawner: `--scratch-parent dir` and the configured containment.
-    pub fn for_broker(dir: PathBuf, process: ProcessPlan) -> io::Result<Self> {
-        Self::start_with(Some(dir), process, FilesystemMode::default())
     }
 
     /// The broker's spawner, with everything the configuration decides.
@@ -216,6 +211,7 @@ impl Spawner {
             process,
             filesystem,
             hide: Vec::new(),
+            limits: Arc::new(LimitParents::none()),
         })
     }
 
@@ -285,6 +281,13 @@ fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWor
     for path in &setup.hide {
         cmd.arg("--hide").arg(path);
     }
+    let limits = setup.limits.make();
+    for (controller, dir) in &limits {
+        let mut value = std::ffi::OsString::from(format!("{}=", controller.name()));
+        value.push(dir);
+        cmd.arg("--limits-cgroup").arg(value);
+    }
+    let limits: Vec<PathBuf> = limits.into_iter().map(|(_, dir)| dir).collect();
     if process.mode == ProcessMode::Subreaper {
         cmd.arg("--process-containment-reason")
             .arg(FORCED_SUBREAPER);
@@ -341,7 +344,13 @@ fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWor
             Ok(())
         });
     }
-    let mut child = cmd.spawn()?;
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            super::limits::remove(&limits);
+            return Err(err);
+        }
+    };
     // Our copies go away with `launch`: from now on only the worker tree holds the locks,
     // so they are free exactly when every process of that tree is gone.
     drop(launch.inherit);
@@ -361,5 +370,6 @@ fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWor
         stdout,
         stderr,
         cgroup,
+        limits,
     })
 }

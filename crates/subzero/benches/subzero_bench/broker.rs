@@ -133,13 +133,30 @@ pub fn worker_idle_rss(exe: &Path, runs: usize) -> Result<Samples, Fail> {
 /// worker-ns` (the keeper, which puts the worker in its own PID namespace) or `subzero
 /// worker` (no namespace, the `[containment] process = "subreaper"` path). Also returns
 /// the containment mode the namespaced worker's hello reported.
+///
+/// As the broker does, it names a state directory, a configuration directory and a key
+/// file to hide from tool processes (`--hide`), so the worker probes the tools' mount
+/// namespace before its hello.
 pub fn worker_start(exe: &Path, runs: usize, namespace: bool) -> Result<(Samples, String), Fail> {
+    let hidden = tempfile::tempdir()?;
+    let state = hidden.path().join("state");
+    let config = hidden.path().join("subzero");
+    std::fs::create_dir_all(&state)?;
+    std::fs::create_dir_all(&config)?;
+    let key = hidden.path().join("key");
+    std::fs::write(&key, "k")?;
     let mut ms = Samples::default();
     let mut mode = String::new();
     for _ in 0..runs {
         let started = Instant::now();
         let mut child = Command::new(exe)
             .arg(if namespace { "worker-ns" } else { "worker" })
+            .arg("--hide")
+            .arg(&state)
+            .arg("--hide")
+            .arg(&config)
+            .arg("--hide")
+            .arg(&key)
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -155,10 +172,13 @@ pub fn worker_start(exe: &Path, runs: usize, namespace: bool) -> Result<(Samples
         if parsed["type"] != "hello" {
             return Err(format!("the worker's first line was not a hello: {hello}").into());
         }
-        mode = parsed["containment"]["process"]["mode"]
-            .as_str()
-            .unwrap_or("none reported")
-            .to_owned();
+        mode = format!(
+            "{}; view hidden: {}",
+            parsed["containment"]["process"]["mode"]
+                .as_str()
+                .unwrap_or("none reported"),
+            parsed["containment"]["view"]["hidden"]
+        );
         drop(child.stdin.take());
         if !eventually(Duration::from_secs(5), Duration::from_millis(5), || {
             child.try_wait().ok().flatten().is_some()

@@ -7,39 +7,66 @@ use std::time::Duration;
 
 use subzero_protocol::ProcessContainmentMode;
 use subzero_runtime::config::{Config, ProcessContainmentConfig};
-use subzero_runtime::supervisor::{ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch};
+use subzero_runtime::supervisor::limits::LimitParents;
+use subzero_runtime::supervisor::{
+    FilesystemMode, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch, WorkerSetup,
+};
 
 use super::report::Check;
 
 const NAME: &str = "process containment";
 
-/// One handshake worker, started with the configured mode; its `containment.process`.
+/// One handshake worker, started with the configured mode and the paths a broker would
+/// hide from tools: its `containment.process`, `containment.view` and
+/// `containment.resources`, one check each.
 pub async fn check_process_containment(
     exe: &Path,
     workspace: &Path,
     config: Option<&Config>,
-) -> Check {
+    hide: Vec<std::path::PathBuf>,
+) -> Vec<Check> {
+    match handshake(exe, workspace, config, hide).await {
+        Ok((hello, configured)) => vec![
+            judge(hello.process, configured),
+            judge_view(hello.view.as_ref()),
+            judge_resources(hello.resources.as_ref()),
+        ],
+        Err(check) => vec![check],
+    }
+}
+
+async fn handshake(
+    exe: &Path,
+    workspace: &Path,
+    config: Option<&Config>,
+    hide: Vec<std::path::PathBuf>,
+) -> Result<(subzero_runtime::supervisor::Hello, ProcessContainmentConfig), Check> {
     let configured = config.map_or(ProcessContainmentConfig::Auto, |c| c.containment.process);
     let plan = match ProcessPlan::detect(ProcessMode::from(configured)) {
         Ok(plan) => plan,
         // Only a forced cgroup fails here; the broker refuses to start the same way.
         Err(why) => {
-            return Check::fail(
+            return Err(Check::fail(
                 NAME,
                 format!("{why} (a broker with this configuration refuses to start)"),
                 subzero_runtime::supervisor::cgroup::ENABLE_HINT,
-            );
+            ));
         }
     };
-    let scratch = std::env::temp_dir();
-    let spawner = match Spawner::for_broker(scratch, plan) {
+    let spawner = match Spawner::configured(WorkerSetup {
+        scratch_parent: Some(std::env::temp_dir()),
+        process: plan,
+        filesystem: FilesystemMode::default(),
+        hide,
+        limits: std::sync::Arc::new(LimitParents::probe()),
+    }) {
         Ok(s) => s,
         Err(e) => {
-            return Check::fail(
+            return Err(Check::fail(
                 NAME,
                 format!("cannot start the spawner thread: {e}"),
                 "check the process limits (ulimit -u)",
-            );
+            ));
         }
     };
     let launch = WorkerLaunch {
@@ -55,14 +82,66 @@ pub async fn check_process_containment(
             hello
         }
         Err(e) => {
-            return Check::fail(
+            return Err(Check::fail(
                 NAME,
                 format!("the worker did not start: {e}"),
                 "see the `worker` check",
-            );
+            ));
         }
     };
-    judge(hello.process, configured)
+    Ok((hello, configured))
+}
+
+/// `tool view`: whether tool processes can see Subzero's state, configuration and keys.
+fn judge_view(view: Option<&subzero_protocol::ViewReceipt>) -> Check {
+    const VIEW: &str = "tool view";
+    match view {
+        Some(view) if view.hidden => Check::pass(VIEW, view.summary.as_str().to_owned()),
+        Some(view) => Check::warn(
+            VIEW,
+            view.summary.as_str().to_owned(),
+            format!(
+                "allow the worker a mount namespace per tool process: {}",
+                subzero_worker::PID_NAMESPACE_HINT
+            ),
+        ),
+        None => Check::warn(
+            VIEW,
+            "the worker does not report its tools' view (an older worker)",
+            "reinstall subzero so the broker and the worker are the same build",
+        ),
+    }
+}
+
+/// `tool bounds`: how the kernel bounds a tool tree's processes, memory, files.
+fn judge_resources(resources: Option<&subzero_protocol::ResourceReceipt>) -> Check {
+    const BOUNDS: &str = "tool bounds";
+    let Some(r) = resources else {
+        return Check::warn(
+            BOUNDS,
+            "the worker does not report its tool bounds (an older worker)",
+            "reinstall subzero so the broker and the worker are the same build",
+        );
+    };
+    let line = |name: &str, b: &subzero_protocol::ResourceBound| {
+        format!("{name}: {} ({})", b.mechanism.as_str(), b.scope)
+    };
+    let detail = [
+        line("processes", &r.processes),
+        line("memory", &r.memory),
+        line("file size", &r.file_size),
+        line("open files", &r.open_files),
+    ]
+    .join("; ");
+    if r.processes.scope == subzero_protocol::ResourceScope::None {
+        Check::warn(
+            BOUNDS,
+            detail,
+            "run the broker as an unprivileged user with user namespaces enabled, or as root where the cgroup v1 pids controller is mounted, so a fork bomb in a tool is bounded",
+        )
+    } else {
+        Check::pass(BOUNDS, detail)
+    }
 }
 
 fn judge(

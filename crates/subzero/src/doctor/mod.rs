@@ -92,8 +92,9 @@ fn diagnose(args: &DoctorArgs) -> Report {
         }
     };
 
-    match resolve_state_dir(args.state_dir.as_deref(), &env) {
-        Ok(root) => report.extend(state::check_state(&root)),
+    let state_dir = resolve_state_dir(args.state_dir.as_deref(), &env);
+    match &state_dir {
+        Ok(root) => report.extend(state::check_state(root)),
         Err(e) => report.add(Check::fail(
             "state dir",
             e.to_string(),
@@ -119,10 +120,22 @@ fn diagnose(args: &DoctorArgs) -> Report {
     };
     report.add(runtime.block_on(check_worker(args)));
     if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
-        report.add(runtime.block_on(containment::check_process_containment(
+        // What a broker with this configuration would hide from its tools.
+        let hide = match (&state_dir, &config_path) {
+            (Ok(state), Ok(path)) => subzero_runtime::paths::hidden_from_tools(
+                state,
+                path,
+                config
+                    .iter()
+                    .flat_map(|c| c.credentials.values().filter_map(|e| e.file.clone())),
+            ),
+            _ => Vec::new(),
+        };
+        report.extend(runtime.block_on(containment::check_process_containment(
             &exe,
             &workspace,
             config.as_ref(),
+            hide,
         )));
     }
     if let (Some(url), Some(credential), Ok(path)) = (&args.model, &args.credential, &config_path) {

@@ -386,6 +386,8 @@ impl Driver {
             .collect();
         let table = reap::process_table();
         pids.extend(reap::descendants(&table, self.conn.pid()));
+        // Tool processes that left the worker's subtree are still in its limit cgroups.
+        pids.extend(self.conn.limit_cgroup_members());
         let mut not_mine = BTreeSet::new();
         if !worker_exited {
             pids.insert(self.conn.pid());
