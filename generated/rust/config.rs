@@ -393,6 +393,9 @@ pub struct Config {
         super::common::TemplateId,
         super::template::UserTemplate,
     >,
+    ///`[tool_limits]`: kernel bounds on the tool processes of every template's children, the built-in `researcher` and `coder` included; a template's own `tool_limits` overrides them per key, and a key set nowhere takes the shipped value (processes 4096, memory_bytes 4294967296, file_size_bytes 4294967296, open_files 8192).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub tool_limits: ::std::option::Option<super::template::ToolLimitsConfig>,
 }
 ///How workers and their tool processes are contained.
 #[derive(
@@ -1426,6 +1429,10 @@ impl crate::validate::Validate for Config {
         crate::validate::Validate::validate_at(
             &self.templates,
             &crate::validate::join(path, "templates"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_limits,
+            &crate::validate::join(path, "tool_limits"),
         )?;
         Ok(())
     }

@@ -158,6 +158,12 @@ pub struct GrantSnapshot {
     ///The template it was frozen from.
     #[serde(rename = "templateId")]
     pub template_id: super::common::TemplateId,
+    ///Kernel bounds on the child's tool processes, resolved at spawn (template, else `[tool_limits]`, else shipped) and enforced by the worker. Absent in snapshots frozen before it existed: then the shipped values (processes 4096, memoryBytes 4294967296, fileSizeBytes 4294967296, openFiles 8192).
+    #[serde(
+        rename = "toolLimits",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub tool_limits: ::std::option::Option<ToolLimits>,
     ///Exact built-in tool names granted.
     pub tools: GrantSnapshotTools,
     ///True when runs count against the per-workspace writer limit.
@@ -583,6 +589,29 @@ impl<'de> ::serde::Deserialize<'de> for SkillSnapshotContent {
             })
     }
 }
+///Kernel bounds on a child's tool processes (its bash commands and MCP servers, and everything they start), as resolved for one template.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ToolLimits {
+    ///Largest file a tool process may create or extend, in bytes.
+    #[serde(rename = "fileSizeBytes")]
+    pub file_size_bytes: super::template::ToolFileSizeBytes,
+    ///Memory of the tool processes, in bytes.
+    #[serde(rename = "memoryBytes")]
+    pub memory_bytes: super::template::ToolMemoryBytes,
+    ///Open file descriptors of one tool process.
+    #[serde(rename = "openFiles")]
+    pub open_files: super::template::ToolOpenFiles,
+    ///Tasks (processes and threads) of the tool tree.
+    pub processes: super::template::ToolProcesses,
+}
 /// Error types.
 pub mod error {
     /// Error from a `TryFrom` or `FromStr` implementation.
@@ -694,6 +723,10 @@ impl crate::validate::Validate for GrantSnapshot {
         crate::validate::Validate::validate_at(
             &self.template_id,
             &crate::validate::join(path, "templateId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_limits,
+            &crate::validate::join(path, "toolLimits"),
         )?;
         crate::validate::Validate::validate_at(
             &self.tools,
@@ -863,6 +896,31 @@ impl crate::validate::Validate for SkillSnapshotContent {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolLimits {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.file_size_bytes,
+            &crate::validate::join(path, "fileSizeBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.memory_bytes,
+            &crate::validate::join(path, "memoryBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.open_files,
+            &crate::validate::join(path, "openFiles"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.processes,
+            &crate::validate::join(path, "processes"),
+        )?;
         Ok(())
     }
 }

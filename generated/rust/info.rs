@@ -477,6 +477,12 @@ pub struct Info {
     pub protocol_version: InfoProtocolVersion,
     ///Templates available to `subzero_spawn`.
     pub templates: InfoTemplates,
+    ///Tool limits of a template that sets none: `[tool_limits]` of the config over the shipped values.
+    #[serde(
+        rename = "toolLimits",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub tool_limits: ::std::option::Option<super::grant_snapshot::ToolLimits>,
     ///Subzero version.
     pub version: VersionString,
     ///The worker this runtime starts.
@@ -975,6 +981,12 @@ pub struct TemplateInfo {
     ///Template id to pass to `subzero_spawn`.
     #[serde(rename = "templateId")]
     pub template_id: super::common::TemplateId,
+    ///The tool limits a spawn of this template is frozen with: its own `tool_limits`, else `[tool_limits]`, else the shipped values.
+    #[serde(
+        rename = "toolLimits",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub tool_limits: ::std::option::Option<super::grant_snapshot::ToolLimits>,
     ///Exact built-in tool names granted.
     pub tools: TemplateInfoTools,
     ///True when runs of this template count against the per-workspace writer limit.
@@ -1690,6 +1702,10 @@ impl crate::validate::Validate for Info {
             &crate::validate::join(path, "templates"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.tool_limits,
+            &crate::validate::join(path, "toolLimits"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.version,
             &crate::validate::join(path, "version"),
         )?;
@@ -1964,6 +1980,10 @@ impl crate::validate::Validate for TemplateInfo {
         crate::validate::Validate::validate_at(
             &self.template_id,
             &crate::validate::join(path, "templateId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_limits,
+            &crate::validate::join(path, "toolLimits"),
         )?;
         crate::validate::Validate::validate_at(
             &self.tools,

@@ -743,6 +743,235 @@ impl<'de> ::serde::Deserialize<'de> for TemplateDescription {
             })
     }
 }
+///Largest file a tool process may write, in bytes: 1048576..1125899906842624 (1 MiB..1 PiB).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1048576, "maximum" = 1125899906842624_i64))]
+#[serde(transparent)]
+pub struct ToolFileSizeBytes(pub i64);
+impl ::std::ops::Deref for ToolFileSizeBytes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolFileSizeBytes> for i64 {
+    fn from(value: ToolFileSizeBytes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ToolFileSizeBytes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ToolFileSizeBytes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ToolFileSizeBytes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ToolFileSizeBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ToolFileSizeBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Kernel bounds on a child's tool processes, each key optional (`[tool_limits]`, or a template's `tool_limits`). A key left out comes from the level below: template, then `[tool_limits]`, then the shipped value.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ToolLimitsConfig {
+    ///Largest file a tool process may create or extend, in bytes (1048576..1125899906842624 = 1 MiB..1 PiB, shipped 4294967296 = 4 GiB).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub file_size_bytes: ::std::option::Option<ToolFileSizeBytes>,
+    ///Memory of the tool processes in bytes (16777216..1099511627776 = 16 MiB..1 TiB, shipped 4294967296 = 4 GiB).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub memory_bytes: ::std::option::Option<ToolMemoryBytes>,
+    ///Open file descriptors of one tool process (16..1048576, shipped 8192).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub open_files: ::std::option::Option<ToolOpenFiles>,
+    ///Tasks (processes and threads) of the tool tree (1..1048576, shipped 4096).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub processes: ::std::option::Option<ToolProcesses>,
+}
+///Memory of tool processes in bytes: 16777216..1099511627776 (16 MiB..1 TiB).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 16777216, "maximum" = 1099511627776_i64))]
+#[serde(transparent)]
+pub struct ToolMemoryBytes(pub i64);
+impl ::std::ops::Deref for ToolMemoryBytes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolMemoryBytes> for i64 {
+    fn from(value: ToolMemoryBytes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ToolMemoryBytes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ToolMemoryBytes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ToolMemoryBytes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ToolMemoryBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ToolMemoryBytes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Open file descriptors of one tool process: 16..1048576.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 16, "maximum" = 1048576))]
+#[serde(transparent)]
+pub struct ToolOpenFiles(pub i64);
+impl ::std::ops::Deref for ToolOpenFiles {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolOpenFiles> for i64 {
+    fn from(value: ToolOpenFiles) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ToolOpenFiles {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ToolOpenFiles {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ToolOpenFiles {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ToolOpenFiles {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ToolOpenFiles {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Tasks (processes and threads) of a tool tree: 1..1048576.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 1048576))]
+#[serde(transparent)]
+pub struct ToolProcesses(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for ToolProcesses {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ToolProcesses> for ::std::num::NonZeroU64 {
+    fn from(value: ToolProcesses) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for ToolProcesses {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ToolProcesses {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ToolProcesses {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ToolProcesses {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ToolProcesses {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 ///A user template as configured under `[templates.<id>]` in the configuration file (snake_case keys).
 #[derive(
     ::serde::Deserialize,
@@ -770,6 +999,9 @@ pub struct UserTemplate {
     ///Explicit skills, loaded once at spawn.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub skills: ::std::option::Option<UserTemplateSkills>,
+    ///Kernel bounds on this template's tool processes (bash, MCP servers and everything they start); a key left out comes from `[tool_limits]`, else the shipped value. Frozen into the grant snapshot at spawn as `toolLimits`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub tool_limits: ::std::option::Option<ToolLimitsConfig>,
     ///Exact built-in tool names granted.
     pub tools: UserTemplateTools,
     ///Absolute paths (directories or files) that the tool processes of a write-capable child may write besides the workspace and the worker's scratch space, e.g. a tool cache. Not allowed with `read_only`. Default: none.
@@ -1163,6 +1395,75 @@ impl crate::validate::Validate for TemplateDescription {
         Ok(())
     }
 }
+impl crate::validate::Validate for ToolFileSizeBytes {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1048576, 1125899906842624)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolLimitsConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.file_size_bytes,
+            &crate::validate::join(path, "file_size_bytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.memory_bytes,
+            &crate::validate::join(path, "memory_bytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.open_files,
+            &crate::validate::join(path, "open_files"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.processes,
+            &crate::validate::join(path, "processes"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolMemoryBytes {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 16777216, 1099511627776)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolOpenFiles {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 16, 1048576)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ToolProcesses {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 1048576)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for UserTemplate {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1192,6 +1493,10 @@ impl crate::validate::Validate for UserTemplate {
         crate::validate::Validate::validate_at(
             &self.skills,
             &crate::validate::join(path, "skills"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tool_limits,
+            &crate::validate::join(path, "tool_limits"),
         )?;
         crate::validate::Validate::validate_at(
             &self.tools,

@@ -352,6 +352,7 @@ impl Replay {
                     &template,
                     Vec::new(),
                     RunLimits::default(),
+                    templates.tool_limits(&template),
                     &self.limits,
                 )
                 .map_err(|e| code(&e))?;

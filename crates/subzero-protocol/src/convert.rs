@@ -11,6 +11,8 @@
 //!   parse stays the one judge of what an id is.
 //! - Values the wire bounds more tightly than the core (the grant snapshot's texts, lists
 //!   and limits) convert with `TryFrom`, failing with [`OutOfContract`] naming the field.
+//! - Tool limits convert both ways with `TryFrom`: the core's are `u64`, the wire's are
+//!   the schema's bounded integers (`processes` a `NonZeroU64`, the others `i64`).
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -297,6 +299,46 @@ impl TryFrom<&core_template::RunLimits> for grant_snapshot::RunLimits {
     }
 }
 
+/// `value` as a wire integer of type `T` (an `i64` newtype), or the field it breaks.
+fn wire_i64<T: From<i64>>(value: u64, field: &str) -> Result<T, OutOfContract> {
+    i64::try_from(value)
+        .map(T::from)
+        .map_err(|_| OutOfContract::new(field, "is past the largest integer the wire carries"))
+}
+
+/// A wire `i64` as the core's `u64`, or the field it breaks (a negative value).
+fn core_u64(value: i64, field: &str) -> Result<u64, OutOfContract> {
+    u64::try_from(value).map_err(|_| OutOfContract::new(field, "must not be negative"))
+}
+
+/// The core's resolved tool limits as the snapshot's (and `subzero_info`'s) `toolLimits`.
+/// Each field keeps its value; its range is the wire type's `Validate` (and the core's
+/// `ToolLimits::check`) to judge.
+impl TryFrom<&core_template::ToolLimits> for grant_snapshot::ToolLimits {
+    type Error = OutOfContract;
+    fn try_from(limits: &core_template::ToolLimits) -> Result<Self, OutOfContract> {
+        Ok(Self {
+            file_size_bytes: wire_i64(limits.file_size_bytes, "toolLimits.fileSizeBytes")?,
+            memory_bytes: wire_i64(limits.memory_bytes, "toolLimits.memoryBytes")?,
+            open_files: wire_i64(limits.open_files, "toolLimits.openFiles")?,
+            processes: positive(limits.processes, "toolLimits.processes")?.into(),
+        })
+    }
+}
+
+/// The wire's `toolLimits` as the core's.
+impl TryFrom<&grant_snapshot::ToolLimits> for core_template::ToolLimits {
+    type Error = OutOfContract;
+    fn try_from(limits: &grant_snapshot::ToolLimits) -> Result<Self, OutOfContract> {
+        Ok(Self {
+            processes: limits.processes.0.get(),
+            memory_bytes: core_u64(limits.memory_bytes.0, "toolLimits.memoryBytes")?,
+            file_size_bytes: core_u64(limits.file_size_bytes.0, "toolLimits.fileSizeBytes")?,
+            open_files: core_u64(limits.open_files.0, "toolLimits.openFiles")?,
+        })
+    }
+}
+
 fn mcp_server(
     index: usize,
     server: &core_template::McpServerGrant,
@@ -377,6 +419,12 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
                 .has_filesystem_grant()
                 .then(|| filesystem_grant(&snapshot.filesystem()))
                 .transpose()?,
+            // Absent exactly when the core snapshot was frozen without it, so the wire
+            // form hashes to the same digest.
+            tool_limits: snapshot
+                .has_tool_limits()
+                .then(|| grant_snapshot::ToolLimits::try_from(&snapshot.tool_limits()))
+                .transpose()?,
         })
     }
 }
@@ -404,7 +452,9 @@ fn filesystem_grant(
 mod tests {
     use std::collections::BTreeMap;
 
-    use subzero_core::template::{GrantSnapshot, RunLimits, Skill, Template, TemplateId};
+    use subzero_core::template::{
+        GrantSnapshot, RunLimits, Skill, Template, TemplateId, ToolLimits,
+    };
     use subzero_core::{ArtifactId, ChildId, ChildState, ErrorCode, Limits, RunId, RunStatus};
 
     use super::*;
@@ -483,7 +533,12 @@ mod tests {
             token_budget: Some(50_000),
             ..RunLimits::default()
         };
-        GrantSnapshot::freeze(id, template, skills, limits, &Limits::SEED).expect("valid")
+        let tool_limits = ToolLimits {
+            open_files: 1024,
+            ..ToolLimits::SHIPPED
+        };
+        GrantSnapshot::freeze(id, template, skills, limits, tool_limits, &Limits::SEED)
+            .expect("valid")
     }
 
     #[test]
@@ -514,6 +569,41 @@ mod tests {
                 .expect("valid");
             assert_eq!(converted, parsed);
         }
+    }
+
+    #[test]
+    fn tool_limits_cross_to_the_wire_and_back_and_validate_there() {
+        use crate::Validate;
+        let snapshot = frozen(&Template::coder(), Vec::new());
+        let wire = grant_snapshot::GrantSnapshot::try_from(&snapshot).expect("valid");
+        let limits = wire
+            .tool_limits
+            .as_ref()
+            .expect("every new snapshot carries them");
+        assert_eq!(limits.open_files.0, 1024);
+        assert_eq!(limits.memory_bytes.0, 4_294_967_296);
+        assert_eq!(
+            ToolLimits::try_from(limits).ok(),
+            Some(snapshot.tool_limits())
+        );
+        assert!(wire.validate().is_ok());
+        let zero = ToolLimits {
+            open_files: 0,
+            ..ToolLimits::SHIPPED
+        };
+        let out = grant_snapshot::ToolLimits::try_from(&zero).expect("converts");
+        let err = out.validate().expect_err("under the wire minimum");
+        assert!(err.to_string().contains("openFiles"), "{err}");
+        let no_tasks = ToolLimits {
+            processes: 0,
+            ..ToolLimits::SHIPPED
+        };
+        assert_eq!(
+            grant_snapshot::ToolLimits::try_from(&no_tasks)
+                .err()
+                .map(|e| e.field().to_owned()),
+            Some("toolLimits.processes".to_owned())
+        );
     }
 
     #[test]

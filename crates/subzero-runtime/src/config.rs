@@ -1,4 +1,5 @@
-//! The configuration file (TOML, snake_case): credentials, user templates, limits.
+//! The configuration file (TOML, snake_case): credentials, user templates, limits, tool
+//! limits, containment and budgets.
 //!
 //! The raw shape stays close to `docs/protocol.md`; unknown keys are rejected so a
 //! typo is reported instead of silently ignored. A missing file is an empty config.
@@ -7,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use subzero_core::template::{Template, TemplateError, TemplateId};
+use subzero_core::template::{Template, TemplateError, TemplateId, ToolLimitsConfig};
 
 use crate::credentials::Origin;
 use crate::error::{RuntimeError, RuntimeResult};
@@ -32,6 +33,11 @@ pub struct Config {
     /// `[budgets]`: per-run budgets of a spawn — defaults and maxima.
     #[serde(default)]
     pub budgets: BudgetsConfig,
+    /// `[tool_limits]`: kernel bounds on the tool processes of every template's children
+    /// (built-ins included), under each template's own `tool_limits`; a key set nowhere
+    /// takes [`subzero_core::template::ToolLimits::SHIPPED`].
+    #[serde(default)]
+    pub tool_limits: ToolLimitsConfig,
 }
 
 /// `[budgets]`: `[budgets.default]` is what a spawn without `budget.X` gets,
@@ -246,6 +252,16 @@ impl Config {
             .budgets
             .budgets()
             .map_err(|why| fail(format!("[budgets]: {why}")))?;
+        config
+            .tool_limits
+            .check()
+            .map_err(|bound| fail(format!("[tool_limits] {bound}")))?;
+        for (name, template) in &config.templates {
+            template
+                .tool_limits
+                .check()
+                .map_err(|bound| fail(format!("[templates.{name}] tool_limits.{bound}")))?;
+        }
         // Last, so the targeted messages above win; this catches every other bound.
         check_contract(text).map_err(fail)?;
         Ok(config)

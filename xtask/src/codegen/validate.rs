@@ -47,10 +47,19 @@ pub(super) fn bounds_patch(def: &Value) -> Option<String> {
         if let Some(value) = map.get(keyword) {
             // typify already maps `minimum: 0` and `minimum: 1` to u64 / NonZeroU64, whose
             // schemas say so; restating them is harmless and keeps the patch uniform.
-            parts.push(format!("{keyword:?} = {value}"));
+            parts.push(format!("{keyword:?} = {}", json_literal(value)));
         }
     }
     (!parts.is_empty()).then(|| format!("#[schemars(extend({}))]", parts.join(", ")))
+}
+
+/// `value` as a literal of schemars' `extend` (a `json!` expression): an integer past
+/// `i32` gets an `i64` suffix, which an unsuffixed literal would overflow (a 1 TiB bound).
+fn json_literal(value: &Value) -> String {
+    match value.as_i64() {
+        Some(n) if i32::try_from(n).is_err() => format!("{n}_i64"),
+        _ => value.to_string(),
+    }
 }
 
 /// `impl Validate` for every type generated in this module, as Rust source, plus the

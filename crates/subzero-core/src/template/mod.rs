@@ -6,6 +6,10 @@
 //! files once, and freezes a [`GrantSnapshot`]: every field private, and a `sha256`
 //! digest over the canonical JSON of all other fields, re-checked whenever a snapshot is
 //! deserialized. A resume reuses the snapshot as is; nothing is ever added to it.
+//!
+//! Tool limits (kernel bounds on a child's tool processes, [`ToolLimits`]) resolve per key:
+//! the template's `tool_limits`, else the configuration's `[tool_limits]` (held by
+//! [`Templates`]), else [`ToolLimits::SHIPPED`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,10 +21,12 @@ use crate::error_code::{Coded, ErrorCode};
 use crate::limits::LimitExceeded;
 
 mod snapshot;
+mod tool_limits;
 
 pub use snapshot::{
     FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits, Skill,
 };
+pub use tool_limits::{ToolLimitKey, ToolLimitOutOfRange, ToolLimits, ToolLimitsConfig};
 
 /// A template id: the wire's `TemplateId` (`schema-src/v1/common.schema.json`),
 /// `^[a-z0-9][a-z0-9_-]{0,63}$` — lowercase ASCII letters, digits, `_` and `-`, starting
@@ -194,6 +200,10 @@ pub struct Template {
     /// (`unsupported_grant` at spawn and resume where it cannot).
     #[serde(default)]
     pub require_enforcement: bool,
+    /// Kernel bounds on the child's tool processes; a key left out comes from
+    /// `[tool_limits]`, else [`ToolLimits::SHIPPED`].
+    #[serde(default, skip_serializing_if = "ToolLimitsConfig::is_empty")]
+    pub tool_limits: ToolLimitsConfig,
 }
 
 impl Template {
@@ -211,6 +221,7 @@ impl Template {
             read_only: false,
             writable_paths: Vec::new(),
             require_enforcement: false,
+            tool_limits: ToolLimitsConfig::default(),
         }
     }
 
@@ -227,6 +238,7 @@ impl Template {
             read_only: false,
             writable_paths: Vec::new(),
             require_enforcement: false,
+            tool_limits: ToolLimitsConfig::default(),
         }
     }
 
@@ -247,14 +259,17 @@ fn names(tools: &[BuiltinTool]) -> Vec<String> {
     tools.iter().map(|t| t.as_str().to_owned()).collect()
 }
 
-/// The built-in templates plus the user's, resolvable by id.
+/// The built-in templates plus the user's, resolvable by id, and the `[tool_limits]`
+/// defaults every one of them resolves its tool limits over.
 #[derive(Clone, Debug, Default)]
 pub struct Templates {
     user: BTreeMap<TemplateId, Template>,
+    tool_limits: ToolLimitsConfig,
 }
 
 impl Templates {
-    /// The catalog; a user template may not reuse a built-in id.
+    /// The catalog; a user template may not reuse a built-in id, nor set a tool limit
+    /// outside its range.
     pub fn new(user: BTreeMap<TemplateId, Template>) -> Result<Self, TemplateError> {
         if let Some(id) = user
             .keys()
@@ -262,7 +277,43 @@ impl Templates {
         {
             return Err(TemplateError::ShadowsBuiltin { id: id.clone() });
         }
-        Ok(Self { user })
+        for (id, template) in &user {
+            template
+                .tool_limits
+                .check()
+                .map_err(|bound| TemplateError::ToolLimit {
+                    at: format!("[templates.{id}] tool_limits."),
+                    bound,
+                })?;
+        }
+        Ok(Self {
+            user,
+            tool_limits: ToolLimitsConfig::default(),
+        })
+    }
+
+    /// The catalog with `defaults` (`[tool_limits]`) under every template's own
+    /// `tool_limits`, the built-ins' included.
+    pub fn with_tool_limits(self, defaults: ToolLimitsConfig) -> Result<Self, TemplateError> {
+        defaults.check().map_err(|bound| TemplateError::ToolLimit {
+            at: "[tool_limits] ".to_owned(),
+            bound,
+        })?;
+        Ok(Self {
+            tool_limits: defaults,
+            ..self
+        })
+    }
+
+    /// The tool limits of a template that sets none: `[tool_limits]` over the shipped ones.
+    pub fn default_tool_limits(&self) -> ToolLimits {
+        self.tool_limits.over(ToolLimits::SHIPPED)
+    }
+
+    /// The tool limits `template` (resolved from this catalog) is frozen with: its own keys,
+    /// else `[tool_limits]`, else the shipped values.
+    pub fn tool_limits(&self, template: &Template) -> ToolLimits {
+        template.tool_limits.over(self.default_tool_limits())
     }
 
     /// Resolve an id: built-ins first, then user templates; unknown is
@@ -323,6 +374,15 @@ pub enum TemplateError {
         /// What cannot be granted.
         what: String,
     },
+    /// A tool limit outside its range.
+    #[error("invalid_request: {at}{bound}; fix the configuration file")]
+    ToolLimit {
+        /// Where it is set, as the message's prefix (`[tool_limits] `,
+        /// `[templates.<id>] tool_limits.`).
+        at: String,
+        /// The key, its value and its range.
+        bound: ToolLimitOutOfRange,
+    },
     /// A size or count over policy.
     #[error(transparent)]
     Limit(#[from] LimitExceeded),
@@ -348,9 +408,9 @@ impl Coded for TemplateError {
     fn code(&self) -> ErrorCode {
         match self {
             TemplateError::NotFound { .. } => ErrorCode::TemplateNotFound,
-            TemplateError::InvalidId { .. } | TemplateError::ShadowsBuiltin { .. } => {
-                ErrorCode::InvalidRequest
-            }
+            TemplateError::InvalidId { .. }
+            | TemplateError::ShadowsBuiltin { .. }
+            | TemplateError::ToolLimit { .. } => ErrorCode::InvalidRequest,
             TemplateError::UnsupportedGrant { .. } => ErrorCode::UnsupportedGrant,
             TemplateError::Limit(e) => e.code(),
             TemplateError::DigestMismatch { .. } | TemplateError::Encoding { .. } => {
@@ -371,6 +431,7 @@ mod tests {
             t,
             Vec::new(),
             RunLimits::default(),
+            ToolLimits::SHIPPED,
             &Limits::default(),
         )
     }
@@ -498,6 +559,147 @@ mod tests {
             serde_json::to_value(&old).unwrap(),
             json,
             "re-encoded unchanged"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_carries_its_tool_limits_under_its_digest() {
+        let limits = ToolLimits {
+            processes: 64,
+            ..ToolLimits::SHIPPED
+        };
+        let s = GrantSnapshot::freeze(
+            TemplateId::parse("coder").unwrap(),
+            &Template::coder(),
+            Vec::new(),
+            RunLimits::default(),
+            limits,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert!(s.has_tool_limits());
+        assert_eq!(s.tool_limits(), limits);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["toolLimits"],
+            serde_json::json!({
+                "processes": 64,
+                "memoryBytes": 4_294_967_296_u64,
+                "fileSizeBytes": 4_294_967_296_u64,
+                "openFiles": 8192,
+            })
+        );
+        assert_eq!(
+            serde_json::from_value::<GrantSnapshot>(json.clone()).unwrap(),
+            s
+        );
+        let mut raised = json;
+        raised["toolLimits"]["processes"] = 1_000_000.into();
+        let err = serde_json::from_value::<GrantSnapshot>(raised).unwrap_err();
+        assert!(err.to_string().contains("altered"), "{err}");
+    }
+
+    #[test]
+    fn a_snapshot_frozen_before_tool_limits_keeps_its_digest_and_gets_the_shipped_ones() {
+        let s = freeze("coder", &Template::coder()).unwrap();
+        let mut json = serde_json::to_value(&s).unwrap();
+        let body = json.as_object_mut().unwrap();
+        body.remove("toolLimits");
+        body.remove("digest");
+        let digest = Sha256Digest::of(crate::digest::canonical_json(&json).as_bytes());
+        json["digest"] = digest.to_string().into();
+        let old: GrantSnapshot = serde_json::from_value(json.clone()).unwrap();
+        assert!(!old.has_tool_limits());
+        assert_eq!(old.tool_limits(), ToolLimits::SHIPPED);
+        assert_eq!(
+            serde_json::to_value(&old).unwrap(),
+            json,
+            "re-encoded unchanged"
+        );
+    }
+
+    #[test]
+    fn a_tool_limit_outside_its_range_is_not_frozen() {
+        let err = GrantSnapshot::freeze(
+            TemplateId::parse("coder").unwrap(),
+            &Template::coder(),
+            Vec::new(),
+            RunLimits::default(),
+            ToolLimits {
+                open_files: 0,
+                ..ToolLimits::SHIPPED
+            },
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidRequest);
+        assert!(
+            err.to_string().contains("tool_limits.open_files = 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn templates_resolve_tool_limits_per_key_over_the_configured_defaults() {
+        let mut capped = Template::coder();
+        capped.tool_limits = ToolLimitsConfig {
+            processes: Some(32),
+            ..ToolLimitsConfig::default()
+        };
+        let user = BTreeMap::from([(TemplateId::parse("capped").unwrap(), capped)]);
+        let defaults = ToolLimitsConfig {
+            processes: Some(512),
+            memory_bytes: Some(1 << 30),
+            ..ToolLimitsConfig::default()
+        };
+        let templates = Templates::new(user)
+            .unwrap()
+            .with_tool_limits(defaults)
+            .unwrap();
+        let expected_defaults = ToolLimits {
+            processes: 512,
+            memory_bytes: 1 << 30,
+            ..ToolLimits::SHIPPED
+        };
+        assert_eq!(templates.default_tool_limits(), expected_defaults);
+        let (_, researcher) = templates.resolve("researcher").unwrap();
+        assert_eq!(templates.tool_limits(&researcher), expected_defaults);
+        let (_, capped) = templates.resolve("capped").unwrap();
+        assert_eq!(
+            templates.tool_limits(&capped),
+            ToolLimits {
+                processes: 32,
+                ..expected_defaults
+            }
+        );
+        assert_eq!(
+            Templates::default().default_tool_limits(),
+            ToolLimits::SHIPPED
+        );
+    }
+
+    #[test]
+    fn configured_tool_limits_outside_their_range_are_refused_naming_where() {
+        let mut bad = Template::researcher();
+        bad.tool_limits.memory_bytes = Some(1);
+        let user = BTreeMap::from([(TemplateId::parse("tiny").unwrap(), bad)]);
+        let err = Templates::new(user).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidRequest);
+        assert!(
+            err.to_string()
+                .contains("[templates.tiny] tool_limits.memory_bytes = 1 is outside"),
+            "{err}"
+        );
+        let err = Templates::default()
+            .with_tool_limits(ToolLimitsConfig {
+                file_size_bytes: Some(0),
+                ..ToolLimitsConfig::default()
+            })
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("[tool_limits] file_size_bytes = 0 is outside"),
+            "{err}"
         );
     }
 

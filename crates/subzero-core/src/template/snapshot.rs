@@ -1,11 +1,11 @@
 //! The immutable grant snapshot frozen from a template at spawn, and the per-run limits,
-//! skills and MCP server grants it carries.
+//! tool limits, skills and MCP server grants it carries.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId};
+use super::{BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId, ToolLimits};
 use crate::digest::{Sha256Digest, canonical_json};
 use crate::limits::Limits;
 
@@ -117,6 +117,10 @@ struct SnapshotBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     filesystem: Option<FilesystemGrant>,
     limits: RunLimits,
+    /// Absent in snapshots frozen before tool limits existed (which keeps their digests):
+    /// then [`GrantSnapshot::tool_limits`] is [`ToolLimits::SHIPPED`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_limits: Option<ToolLimits>,
 }
 
 /// The immutable template/grant snapshot of one child.
@@ -174,16 +178,25 @@ fn digest_of(body: &SnapshotBody) -> Result<Sha256Digest, TemplateError> {
 
 impl GrantSnapshot {
     /// Freeze `template` (resolved as `id`) with its skills loaded as `skills` (same
-    /// names, same order as declared). Refuses grants the worker cannot enforce
-    /// exactly (`unsupported_grant`) and sizes over policy (`limit_exceeded`).
+    /// names, same order as declared) and its resolved `tool_limits`
+    /// ([`super::Templates::tool_limits`]). Refuses grants the worker cannot enforce
+    /// exactly (`unsupported_grant`), sizes over policy (`limit_exceeded`) and a tool
+    /// limit outside its range (`invalid_request`).
     pub fn freeze(
         id: TemplateId,
         template: &Template,
         skills: Vec<Skill>,
         run_limits: RunLimits,
+        tool_limits: ToolLimits,
         limits: &Limits,
     ) -> Result<Self, TemplateError> {
         limits.check_instructions(&template.instructions)?;
+        tool_limits
+            .check()
+            .map_err(|bound| TemplateError::ToolLimit {
+                at: format!("template `{id}` tool_limits."),
+                bound,
+            })?;
         let mut write_capable = template.write_capable;
         if template.read_only && template.write_capable {
             return Err(TemplateError::UnsupportedGrant {
@@ -240,6 +253,7 @@ impl GrantSnapshot {
             write_capable,
             filesystem: Some(filesystem),
             limits: run_limits,
+            tool_limits: Some(tool_limits),
         };
         let digest = digest_of(&body)?;
         Ok(Self { body, digest })
@@ -296,6 +310,16 @@ impl GrantSnapshot {
     /// Per-run limits.
     pub fn limits(&self) -> &RunLimits {
         &self.body.limits
+    }
+    /// The kernel bounds on the child's tool processes; for a snapshot frozen before tool
+    /// limits existed, [`ToolLimits::SHIPPED`].
+    pub fn tool_limits(&self) -> ToolLimits {
+        self.body.tool_limits.unwrap_or(ToolLimits::SHIPPED)
+    }
+    /// Whether the snapshot carries its tool limits (not the shipped ones standing in for
+    /// an old snapshot's).
+    pub fn has_tool_limits(&self) -> bool {
+        self.body.tool_limits.is_some()
     }
     /// The digest of the canonical JSON of every other field.
     pub fn digest(&self) -> Sha256Digest {

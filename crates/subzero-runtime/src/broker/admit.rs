@@ -377,7 +377,9 @@ impl Broker {
         ))
     }
 
-    /// Resolve and freeze a template into the immutable grant snapshot.
+    /// Resolve and freeze a template into the immutable grant snapshot, with its tool
+    /// limits resolved now (template, else `[tool_limits]`, else shipped): a resume reuses
+    /// them as frozen.
     pub(super) fn freeze(
         &self,
         template_id: &str,
@@ -394,11 +396,13 @@ impl Broker {
             .iter()
             .map(|s| load_skill(&base, &s.name, Path::new(&s.path)))
             .collect::<Result<Vec<_>, _>>()?;
+        let tool_limits = self.templates.tool_limits(&template);
         Ok(GrantSnapshot::freeze(
             id,
             &template,
             skills,
             run_limits,
+            tool_limits,
             &self.limits,
         )?)
     }

@@ -1,10 +1,10 @@
 //! `subzero_info`: what this broker serves — versions, templates, credentials (never their
-//! values), limits, the host versions tested and what Subzero enforces.
+//! values), limits, tool limits, the host versions tested and what Subzero enforces.
 
-use subzero_core::template::{Template, TemplateId};
+use subzero_core::template::{Template, TemplateId, ToolLimits};
 use subzero_protocol as p;
 
-use super::wire::{positive, wire};
+use super::wire::{broken, positive, wire};
 use super::{Broker, BrokerError};
 use crate::config::Config;
 use crate::secret_env::SecretEnv;
@@ -21,7 +21,7 @@ impl Broker {
             .ids()
             .into_iter()
             .filter_map(|id| self.templates.resolve(&id).ok())
-            .map(|(id, t)| template_info(&id, &t))
+            .map(|(id, t)| template_info(&id, &t, self.templates.tool_limits(&t)))
             .collect::<Result<_, _>>()?;
         let credentials = self
             .credential_sources
@@ -78,6 +78,10 @@ impl Broker {
             ),
             limits: self.info_limits()?,
             budgets: self.info_budgets(),
+            tool_limits: Some(tool_limits(
+                &self.templates.default_tool_limits(),
+                "toolLimits",
+            )?),
             protocol_version: wire("1", INFO, "protocolVersion")?,
             templates: p::InfoTemplates(templates),
             version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
@@ -209,7 +213,16 @@ pub(super) fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<Cr
         .collect()
 }
 
-fn template_info(id: &TemplateId, t: &Template) -> Result<p::TemplateInfo, BrokerError> {
+/// `limits` as `subzero_info` shows them at `field`.
+fn tool_limits(limits: &ToolLimits, field: &str) -> Result<p::ToolLimits, BrokerError> {
+    p::ToolLimits::try_from(limits).map_err(|e| broken(INFO, field, e))
+}
+
+fn template_info(
+    id: &TemplateId,
+    t: &Template,
+    resolved: ToolLimits,
+) -> Result<p::TemplateInfo, BrokerError> {
     let at = |field: &str| format!("templates[{id}].{field}");
     let tools = t
         .tools
@@ -243,6 +256,7 @@ fn template_info(id: &TemplateId, t: &Template) -> Result<p::TemplateInfo, Broke
         skills: p::TemplateInfoSkills(skills),
         template_id: wire(id.as_str(), INFO, &at("templateId"))?,
         tools: p::TemplateInfoTools(tools),
+        tool_limits: Some(tool_limits(&resolved, &at("toolLimits"))?),
         write_capable: t.write_capable
             || t.tools
                 .iter()

@@ -365,6 +365,7 @@ fn user_templates(config: &Config, limits: &Limits) -> Result<Templates, BrokerE
         user.insert(id, raw.clone());
     }
     Templates::new(user)
+        .and_then(|templates| templates.with_tool_limits(config.tool_limits))
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
 }
 
