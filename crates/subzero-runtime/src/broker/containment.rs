@@ -8,15 +8,23 @@
 //! rather than guessed when no worker could be asked.
 
 use serde_json::Value;
+use subzero_core::template::{GrantSnapshot, ToolLimits};
 use subzero_protocol as p;
 
 use super::Broker;
 use crate::supervisor::Hello;
 
 /// The tool limits a stored snapshot froze (the shipped ones for a snapshot frozen
-/// before they existed).
-fn tool_limits_of(_stored_snapshot: &Value) -> [u64; 4] {
-    [4096, 4 << 30, 4 << 30, 8192]
+/// before they existed, or one that does not parse).
+fn tool_limits_of(stored_snapshot: &Value) -> [u64; 4] {
+    let limits = serde_json::from_value::<GrantSnapshot>(stored_snapshot.clone())
+        .map_or(ToolLimits::SHIPPED, |s| s.tool_limits());
+    [
+        limits.processes,
+        limits.memory_bytes,
+        limits.file_size_bytes,
+        limits.open_files,
+    ]
 }
 
 /// `resources` with `limits` (processes, memory, file size, open files) filled in where a

@@ -80,8 +80,18 @@ pub fn situation() -> Situation {
 }
 
 /// The snapshot's tool limits, or the shipped ones for a snapshot frozen before them.
-pub fn limits_of(_snapshot: &subzero_protocol::GrantSnapshot) -> ToolLimits {
-    ToolLimits::SHIPPED
+pub fn limits_of(snapshot: &subzero_protocol::GrantSnapshot) -> ToolLimits {
+    let Some(frozen) = &snapshot.tool_limits else {
+        return ToolLimits::SHIPPED;
+    };
+    // The contract's ranges are positive, checked when the line was read.
+    let positive = |v: i64| u64::try_from(v).unwrap_or(1).max(1);
+    ToolLimits {
+        processes: frozen.processes.0.get(),
+        memory_bytes: positive(frozen.memory_bytes.0),
+        file_size_bytes: positive(frozen.file_size_bytes.0),
+        open_files: positive(frozen.open_files.0),
+    }
 }
 
 /// Puts `cmd` in its own process group and adds the confinement hook.
