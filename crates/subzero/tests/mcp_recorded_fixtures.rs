@@ -36,6 +36,8 @@ fn fixtures() -> PathBuf {
 struct Normalizer {
     ids: BTreeMap<String, String>,
     workspace: String,
+    /// The test's temporary directory (state, config), shown as `/home/u/.subzero`.
+    dir: String,
     port: String,
 }
 
@@ -104,6 +106,7 @@ impl Normalizer {
             return "2026-11-29T20:05:36.123Z".into();
         }
         s.replace(&self.workspace, "/home/u/proj")
+            .replace(&self.dir, "/home/u/.subzero")
             .replace(&self.port, "127.0.0.1:8080")
     }
 }
@@ -155,6 +158,13 @@ async fn every_tool_output_and_event_type_is_recorded_from_the_live_server() {
         norm: Normalizer {
             ids: BTreeMap::new(),
             workspace: env.workspace().to_string_lossy().into_owned(),
+            dir: env
+                .dir
+                .path()
+                .canonicalize()
+                .unwrap_or_else(|_| env.dir.path().to_path_buf())
+                .to_string_lossy()
+                .into_owned(),
             port: env.gate.origin().trim_start_matches("http://").to_owned(),
         },
         files: BTreeMap::new(),
