@@ -45,6 +45,160 @@ pub struct ChildContainment {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub view: ::std::option::Option<ViewReceipt>,
 }
+///One configuration entry left out, and why.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigProblem {
+    ///The configuration file.
+    pub file: ConfigProblemFile,
+    ///The entry: `templates.<id>`, `credentials.<name>`, `limits.<key>`, … or `(the whole file)`.
+    pub key: ConfigProblemKey,
+    ///What is wrong with it, and so how to fix it.
+    pub reason: super::common::ShortText,
+}
+///The configuration file.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 4096))]
+#[serde(transparent)]
+pub struct ConfigProblemFile(::std::string::String);
+impl ::std::ops::Deref for ConfigProblemFile {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ConfigProblemFile> for ::std::string::String {
+    fn from(value: ConfigProblemFile) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ConfigProblemFile {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ConfigProblemFile {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ConfigProblemFile {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ConfigProblemFile {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The entry: `templates.<id>`, `credentials.<name>`, `limits.<key>`, … or `(the whole file)`.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 512))]
+#[serde(transparent)]
+pub struct ConfigProblemKey(::std::string::String);
+impl ::std::ops::Deref for ConfigProblemKey {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ConfigProblemKey> for ::std::string::String {
+    fn from(value: ConfigProblemKey) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ConfigProblemKey {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 512usize {
+            return Err("longer than 512 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ConfigProblemKey {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ConfigProblemKey {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ConfigProblemKey {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Kernel-enforced containment this broker's workers can give, one member per kind.
 #[derive(
     ::serde::Deserialize,
@@ -450,6 +604,12 @@ impl<'de> ::serde::Deserialize<'de> for HostAdapterHost {
 pub struct Info {
     ///Per-run budgets: what a spawn gets by default and the most it may ask for (`[budgets]` of the config).
     pub budgets: Budgets,
+    ///Entries of the configuration file this broker left out because they are broken (an unknown tool, a bad id, an unreadable skill file, a bad credential entry, a bad value); everything else is served. A spawn or a credentialRef that names one is refused with the same reason. Absent when there is none.
+    #[serde(
+        rename = "configProblems",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub config_problems: ::std::option::Option<InfoConfigProblems>,
     ///Version of the broker ⇄ worker control protocol (`schema-src/v1/control-*.schema.json`) this broker speaks.
     #[serde(
         rename = "controlProtocolVersion",
@@ -487,6 +647,34 @@ pub struct Info {
     pub version: VersionString,
     ///The worker this runtime starts.
     pub worker: WorkerInfo,
+}
+///Entries of the configuration file this broker left out because they are broken (an unknown tool, a bad id, an unreadable skill file, a bad credential entry, a bad value); everything else is served. A spawn or a credentialRef that names one is refused with the same reason. Absent when there is none.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 256))]
+#[serde(transparent)]
+pub struct InfoConfigProblems(pub ::std::vec::Vec<ConfigProblem>);
+impl ::std::ops::Deref for InfoConfigProblems {
+    type Target = ::std::vec::Vec<ConfigProblem>;
+    fn deref(&self) -> &::std::vec::Vec<ConfigProblem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<InfoConfigProblems> for ::std::vec::Vec<ConfigProblem> {
+    fn from(value: InfoConfigProblems) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<ConfigProblem>> for InfoConfigProblems {
+    fn from(value: ::std::vec::Vec<ConfigProblem>) -> Self {
+        Self(value)
+    }
 }
 ///Configured credential references (names only, never values).
 #[derive(
@@ -1463,6 +1651,47 @@ impl crate::validate::Validate for ChildContainment {
         Ok(())
     }
 }
+impl crate::validate::Validate for ConfigProblem {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.file,
+            &crate::validate::join(path, "file"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.key,
+            &crate::validate::join(path, "key"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.reason,
+            &crate::validate::join(path, "reason"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ConfigProblemFile {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ConfigProblemKey {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for ContainmentSupport {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1670,6 +1899,10 @@ impl crate::validate::Validate for Info {
             &crate::validate::join(path, "budgets"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.config_problems,
+            &crate::validate::join(path, "configProblems"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.control_protocol_version,
             &crate::validate::join(path, "controlProtocolVersion"),
         )?;
@@ -1713,6 +1946,17 @@ impl crate::validate::Validate for Info {
             &self.worker,
             &crate::validate::join(path, "worker"),
         )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for InfoConfigProblems {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 256)?;
         Ok(())
     }
 }

@@ -121,9 +121,12 @@ fn broker_options(args: &McpArgs) -> Result<BrokerOptions, String> {
 /// here; `Broker::open` reports it. When the scrub is refused the values are still
 /// captured, and the variables stay visible to processes of this user.
 fn capture_secrets(config_path: &Path) -> SecretEnv {
-    let Ok(config) = Config::load(config_path) else {
+    // What the broker will serve: a broken entry is left out there, so its variable is not
+    // captured here either.
+    let Ok(loaded) = Config::load_lenient(config_path) else {
         return SecretEnv::default();
     };
+    let config = loaded.config;
     match SecretEnv::capture_and_scrub(&config) {
         Ok(secrets) => secrets,
         Err(e) => {

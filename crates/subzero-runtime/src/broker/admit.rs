@@ -385,6 +385,15 @@ impl Broker {
         template_id: &str,
         run_limits: RunLimits,
     ) -> Result<GrantSnapshot, BrokerError> {
+        if let Some(problem) = self.config_problem("templates", template_id) {
+            return Err(BrokerError::new(
+                ErrorCode::UnsupportedGrant,
+                format!(
+                    "template `{template_id}` is configured but broken, so this broker left it out: {}; fix the file and restart the MCP server (subzero doctor lists every problem); nothing was spawned",
+                    problem.describe()
+                ),
+            ));
+        }
         let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
         let base = self
             .config_path()

@@ -9,6 +9,18 @@ use super::{Broker, BrokerError};
 use crate::config::Config;
 use crate::secret_env::SecretEnv;
 
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The document `info` answers with, as error messages name it.
 const INFO: &str = "info result";
 
@@ -40,7 +52,24 @@ impl Broker {
                 })
             })
             .collect::<Result<_, BrokerError>>()?;
+        let config_problems = self
+            .config_problems
+            .iter()
+            .map(|problem| {
+                Ok(p::ConfigProblem {
+                    file: wire(
+                        problem.file.to_string_lossy().as_ref(),
+                        INFO,
+                        "configProblems.file",
+                    )?,
+                    key: wire(cut(&problem.key, 512), INFO, "configProblems.key")?,
+                    reason: wire(cut(&problem.reason, 512), INFO, "configProblems.reason")?,
+                })
+            })
+            .collect::<Result<Vec<_>, BrokerError>>()?;
         Ok(p::Info {
+            config_problems: (!config_problems.is_empty())
+                .then_some(p::InfoConfigProblems(config_problems)),
             control_protocol_version: Some(positive(
                 hello.control_version,
                 INFO,

@@ -38,7 +38,7 @@ use subzero_protocol as p;
 use tokio::sync::{Notify, OnceCell};
 
 use crate::artifacts::ArtifactFiles;
-use crate::config::Config;
+use crate::config::{Config, ConfigProblem, LoadedConfig};
 use crate::credentials::CredentialResolver;
 use crate::locks::BrokerIdentity;
 use crate::paths::StatePaths;
@@ -123,6 +123,8 @@ pub struct Broker {
     closing: tokio::sync::watch::Sender<bool>,
     /// The last phase line reported in progress notifications, per child.
     last_phase: Mutex<HashMap<ChildId, String>>,
+    /// Configuration entries left out at start (`subzero_info.configProblems`).
+    config_problems: Vec<ConfigProblem>,
 }
 
 impl Broker {
@@ -130,7 +132,12 @@ impl Broker {
     /// Must be called inside a Tokio runtime.
     pub async fn open(options: BrokerOptions) -> Result<Arc<Broker>, BrokerError> {
         let paths = StatePaths::create(&options.state_dir)?;
-        let config = Config::load(&options.config_path)?;
+        // Only an unreadable or non-TOML file stops the start; a broken entry is left out
+        // and reported (`config::lenient`).
+        let LoadedConfig {
+            config,
+            problems: mut config_problems,
+        } = Config::load_lenient(&options.config_path)?;
         let credentials = {
             let secrets = options.secrets.clone();
             CredentialResolver::with_env(&config, &options.config_path, move |name| {
@@ -138,7 +145,8 @@ impl Broker {
             })?
         };
         let limits = limits_from(&config);
-        let templates = user_templates(&config, &limits)?;
+        let templates =
+            user_templates(&config, &limits, &options.config_path, &mut config_problems)?;
         // Before anything is written: a forced cgroup that cannot be had refuses the start.
         let process = process_plan(&config, &options.config_path)?;
         let store = Store::open(
@@ -197,6 +205,7 @@ impl Broker {
             templates,
             credentials,
             credential_sources: credential_sources(&config, &options.secrets),
+            config_problems,
             secrets: options.secrets,
             config_path: options.config_path,
             artifacts,
@@ -321,6 +330,16 @@ impl Broker {
 
     fn credential(&self, model: &p::ModelRef) -> Result<live::ModelKey, BrokerError> {
         let api = model.api_or_default();
+        let name = model.credential_ref.as_str();
+        if let Some(problem) = self.config_problem("credentials", name) {
+            return Err(BrokerError::new(
+                ErrorCode::CredentialsRequired,
+                format!(
+                    "credentialRef {name:?} is configured but broken, so this broker left it out: {}; fix the file and restart the MCP server (subzero doctor lists every problem)",
+                    problem.describe()
+                ),
+            ));
+        }
         let key: SecretString = self
             .credentials
             .resolve(model.credential_ref.as_str(), model.url.as_str())?;
@@ -337,6 +356,12 @@ impl Broker {
     fn config_path(&self) -> &Path {
         &self.config_path
     }
+
+    /// The problem that left `[section.name]` out of the configuration, if one did.
+    fn config_problem(&self, section: &str, name: &str) -> Option<&ConfigProblem> {
+        let key = format!("{section}.{name}");
+        self.config_problems.iter().find(|p| p.key == key)
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -349,24 +374,64 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The configured templates, checked at load: a template whose instructions are over
 /// the policy is refused now (`limit_exceeded`), not at every spawn of it.
-fn user_templates(config: &Config, limits: &Limits) -> Result<Templates, BrokerError> {
+/// The configuration's templates the broker can serve. One that the core refuses, whose
+/// instructions are too long or whose skill file cannot be read is left out and reported
+/// in `problems`, like an entry the file check left out.
+fn user_templates(
+    config: &Config,
+    limits: &Limits,
+    config_path: &Path,
+    problems: &mut Vec<ConfigProblem>,
+) -> Result<Templates, BrokerError> {
+    let base = config_path.parent().unwrap_or(Path::new("/"));
     let mut user = std::collections::BTreeMap::new();
     for (name, raw) in &config.templates {
-        let id = TemplateId::parse(name).map_err(|e| {
-            BrokerError::invalid("templates", format!("configuration template `{name}`: {e}"))
-        })?;
-        limits.check_instructions(&raw.instructions).map_err(|e| {
-            let e = BrokerError::from(e);
-            BrokerError::new(
-                e.code(),
-                format!("configuration template `{name}`: {}", e.message()),
-            )
-        })?;
-        user.insert(id, raw.clone());
+        let checked = TemplateId::parse(name)
+            .map_err(|e| e.to_string())
+            .and_then(|id| {
+                limits
+                    .check_instructions(&raw.instructions)
+                    .map_err(|e| BrokerError::from(e).message().to_owned())?;
+                let alone = std::collections::BTreeMap::from([(id.clone(), raw.clone())]);
+                Templates::new(alone).map_err(|e| e.to_string())?;
+                unreadable_skill(raw, base).map_or(Ok(id), Err)
+            });
+        match checked {
+            Ok(id) => {
+                user.insert(id, raw.clone());
+            }
+            Err(reason) => {
+                tracing::warn!(file = %config_path.display(), template = %name, %reason, "configuration template left out");
+                problems.push(ConfigProblem {
+                    file: config_path.to_path_buf(),
+                    key: format!("templates.{name}"),
+                    reason,
+                });
+            }
+        }
     }
     Templates::new(user)
         .and_then(|templates| templates.with_tool_limits(config.tool_limits))
         .map_err(|e| BrokerError::invalid("templates", format!("configuration templates: {e}")))
+}
+
+/// Why one of `template`'s skill files cannot be read, if one cannot.
+fn unreadable_skill(template: &subzero_core::template::Template, base: &Path) -> Option<String> {
+    template.skills.iter().find_map(|skill| {
+        let path = Path::new(&skill.path);
+        let full = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            base.join(path)
+        };
+        std::fs::File::open(&full).err().map(|e| {
+            format!(
+                "skill `{}` cannot be read from {}: {e}",
+                skill.name,
+                full.display()
+            )
+        })
+    })
 }
 
 /// The configured process containment, detected once: a forced cgroup that cannot be

@@ -7,13 +7,61 @@ use subzero_runtime::credentials::CredentialResolver;
 
 use super::report::Check;
 
-/// Load and validate the configuration file; `None` when it cannot be used.
+/// Each entry a broker would leave out of the configuration, with how to fix it.
+pub fn check_config_entries(path: &Path) -> Vec<Check> {
+    let Ok(loaded) = Config::load_lenient(path) else {
+        // Reported by `check_config`: the file itself cannot be used.
+        return Vec::new();
+    };
+    loaded
+        .problems
+        .iter()
+        .map(|problem| {
+            Check::warn(
+                format!("config entry {}", problem.key),
+                format!(
+                    "{}: {} — a broker leaves this entry out and serves the rest",
+                    path.display(),
+                    problem.reason
+                ),
+                format!(
+                    "edit [{}] in {} (TOML, snake_case keys; see docs/protocol.md, \"Configuration file\") and restart the MCP server",
+                    problem.key,
+                    path.display()
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Load and validate the configuration file; `None` when it cannot be used. A file with
+/// broken entries is usable (a broker serves the rest): the config then holds what is
+/// left, and [`check_config_entries`] names each broken entry.
 pub fn check_config(path: &Path) -> (Check, Option<Config>) {
     let shown = path.display();
-    let loaded = Config::load(path).and_then(|config| {
-        CredentialResolver::new(&config, path)?;
-        Ok(config)
+    let loaded = Config::load_lenient(path).and_then(|loaded| {
+        CredentialResolver::new(&loaded.config, path)?;
+        Ok(loaded)
     });
+    let loaded = match loaded {
+        Ok(l) if !l.problems.is_empty() => {
+            let count = l.problems.len();
+            return (
+                Check::warn(
+                    "config",
+                    format!(
+                        "{shown}: {count} broken entr{} left out (each below); {} credential(s), {} user template(s) served",
+                        if count == 1 { "y" } else { "ies" },
+                        l.config.credentials.len(),
+                        l.config.templates.len()
+                    ),
+                    format!("fix the entries named below in {shown}"),
+                ),
+                Some(l.config),
+            );
+        }
+        other => other.map(|l| l.config),
+    };
     match loaded {
         Ok(config) if !path.exists() => (
             Check::warn(

@@ -77,6 +77,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
         Ok(path) => {
             let (check, config) = config::check_config(path);
             report.add(check);
+            report.extend(config::check_config_entries(path));
             if let Some(config) = &config {
                 report.extend(config::check_credentials(config, path));
             }

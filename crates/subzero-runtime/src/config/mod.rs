@@ -3,6 +3,12 @@
 //!
 //! The raw shape stays close to `docs/protocol.md`; unknown keys are rejected so a
 //! typo is reported instead of silently ignored. A missing file is an empty config.
+//! [`Config::parse`] refuses a file with any problem (`subzero doctor`, tests);
+//! a broker loads it with [`Config::load_lenient`], which leaves out only what is broken.
+
+mod lenient;
+
+pub use lenient::{ConfigProblem, LoadedConfig};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -240,13 +246,24 @@ impl Config {
             }
         }
         let limits = &config.limits;
-        if limits.active_workers_per_workspace == 0
-            || limits.write_runs_per_workspace == 0
-            || limits.prompt_bytes == 0
-            || limits.event_retention == 0
-            || limits.event_retention_bytes == 0
-        {
-            return Err(fail("every [limits] value must be at least 1".to_owned()));
+        for (key, value) in [
+            (
+                "active_workers_per_workspace",
+                u64::from(limits.active_workers_per_workspace),
+            ),
+            (
+                "write_runs_per_workspace",
+                u64::from(limits.write_runs_per_workspace),
+            ),
+            ("prompt_bytes", limits.prompt_bytes),
+            ("event_retention", limits.event_retention),
+            ("event_retention_bytes", limits.event_retention_bytes),
+        ] {
+            if value == 0 {
+                return Err(fail(format!(
+                    "[limits] {key} is 0; every [limits] value must be at least 1"
+                )));
+            }
         }
         config
             .budgets
