@@ -118,6 +118,17 @@ async fn a_tool_that_releases_every_descriptor_changes_no_ownership(path: Path_)
         second.text
     );
     assert_eq!(second.code(), Some("workspace_busy"), "{}", second.text);
+    // Nor by another broker of the same user sharing the state (the cap is cross-broker).
+    let other = case.broker("other-broker").await;
+    reaper.broker(other.pid());
+    let third = call(
+        &other,
+        "subzero_spawn",
+        json!({"prompt": "third writer", "templateId": "coder", "model": env.model()}),
+    )
+    .await;
+    assert_eq!(third.code(), Some("workspace_busy"), "{}", third.text);
+    other.close().await.expect("close");
     // And it had nothing of Subzero's to release.
     assert!(
         fds.is_empty(),
