@@ -190,6 +190,9 @@ pub struct LastRun {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub budget_reached: ::std::option::Option<super::common::BudgetReached>,
+    ///A `completed` run whose final answer was cut at `maxOutputTokens`: the cap and its value (the result is the text up to the cut); absent otherwise.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cut: ::std::option::Option<super::common::RunCut>,
     ///Why the run failed or was interrupted.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub error: ::std::option::Option<super::error::ErrorBody>,
@@ -460,6 +463,10 @@ impl crate::validate::Validate for LastRun {
         crate::validate::Validate::validate_at(
             &self.budget_reached,
             &crate::validate::join(path, "budgetReached"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.cut,
+            &crate::validate::join(path, "cut"),
         )?;
         crate::validate::Validate::validate_at(
             &self.error,

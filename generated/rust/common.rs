@@ -1275,6 +1275,75 @@ impl ::std::convert::TryFrom<String> for RunBudgetToolTimeoutMs {
         value.parse()
     }
 }
+///The per-response cap that cut a completed run's final answer: the answer is the text the model sent up to the cap.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct RunCut {
+    ///Which cap.
+    pub limit: RunCutLimit,
+    ///The cap's value for this run.
+    pub value: ::std::num::NonZeroU64,
+}
+///Which cap.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum RunCutLimit {
+    ///Output tokens of one model response (`finish_reason: length`, Responses `incomplete` for `max_output_tokens`, Messages `stop_reason: max_tokens`).
+    #[serde(rename = "maxOutputTokens")]
+    MaxOutputTokens,
+}
+impl ::std::fmt::Display for RunCutLimit {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::MaxOutputTokens => f.write_str("maxOutputTokens"),
+        }
+    }
+}
+impl ::std::str::FromStr for RunCutLimit {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "maxOutputTokens" => Ok(Self::MaxOutputTokens),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunCutLimit {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for RunCutLimit {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Run id: `run_` followed by a 26-character ULID.
 #[derive(
     ::serde::Serialize,
@@ -1442,7 +1511,7 @@ impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
         value.parse()
     }
 }
-///What a run has used so far: model turns and the tokens the endpoint reported (0 where it reported none).
+///What a run has used so far: model turns and tokens, as the endpoint reported them or, for a request whose stream reported none, estimated from the bytes sent and received (`source` says which).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1453,12 +1522,14 @@ impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
 )]
 #[serde(deny_unknown_fields)]
 pub struct RunUsage {
-    ///Input (prompt) tokens, summed over the run's model requests.
+    ///Input (prompt) tokens, summed over the run's model requests (estimated: the request body's bytes / 4, rounded up).
     #[serde(rename = "inputTokens")]
     pub input_tokens: u64,
-    ///Output (completion) tokens, summed over the run's model requests.
+    ///Output (completion) tokens, summed over the run's model requests (estimated: the response's bytes as received / 4, rounded up).
     #[serde(rename = "outputTokens")]
     pub output_tokens: u64,
+    ///Where the token counts come from.
+    pub source: UsageSource,
     ///Model requests made (the handoff request after a budget included).
     pub turns: u64,
 }
@@ -2046,6 +2117,64 @@ impl ::std::convert::TryFrom<::std::string::String> for ToolState {
         value.parse()
     }
 }
+///Where the token counts come from.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum UsageSource {
+    ///Every model request of the run reported its usage (or the run made none).
+    #[serde(rename = "reported")]
+    Reported,
+    ///At least one model request reported no usage; its tokens are estimated as bytes sent plus bytes received, divided by 4, rounded up.
+    #[serde(rename = "estimated")]
+    Estimated,
+}
+impl ::std::fmt::Display for UsageSource {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Reported => f.write_str("reported"),
+            Self::Estimated => f.write_str("estimated"),
+        }
+    }
+}
+impl ::std::str::FromStr for UsageSource {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "reported" => Ok(Self::Reported),
+            "estimated" => Ok(Self::Estimated),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for UsageSource {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for UsageSource {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Milliseconds to wait, 0..30000.
 #[derive(
     ::serde::Deserialize,
@@ -2507,6 +2636,34 @@ impl crate::validate::Validate for RunBudgetToolTimeoutMs {
         Ok(())
     }
 }
+impl crate::validate::Validate for RunCut {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.limit,
+            &crate::validate::join(path, "limit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.value,
+            &crate::validate::join(path, "value"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RunCutLimit {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::MaxOutputTokens => Ok(()),
+        }
+    }
+}
 impl crate::validate::Validate for RunId {
     #[allow(unused_variables)]
     fn validate_at(
@@ -2548,6 +2705,10 @@ impl crate::validate::Validate for RunUsage {
         crate::validate::Validate::validate_at(
             &self.output_tokens,
             &crate::validate::join(path, "outputTokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.source,
+            &crate::validate::join(path, "source"),
         )?;
         crate::validate::Validate::validate_at(
             &self.turns,
@@ -2647,6 +2808,18 @@ impl crate::validate::Validate for ToolState {
             Self::Started => Ok(()),
             Self::Finished => Ok(()),
             Self::Failed => Ok(()),
+        }
+    }
+}
+impl crate::validate::Validate for UsageSource {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Reported => Ok(()),
+            Self::Estimated => Ok(()),
         }
     }
 }

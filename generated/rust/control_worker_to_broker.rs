@@ -303,6 +303,9 @@ The run ended.*/
         ///The budget reached, with `budget_exhausted`; null otherwise.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         budget: ::std::option::Option<super::common::BudgetReached>,
+        ///With `completed`: the cap that cut the final answer (`result` is the text up to it); absent otherwise.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        cut: ::std::option::Option<super::common::RunCut>,
         ///Why it failed; null otherwise.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         error: ::std::option::Option<super::error::ErrorBody>,
@@ -529,10 +532,14 @@ impl crate::validate::Validate for WorkerMessage {
                 )?;
                 Ok(())
             }
-            Self::RunSettled { budget, error, result, run_id, status, usage } => {
+            Self::RunSettled { budget, cut, error, result, run_id, status, usage } => {
                 crate::validate::Validate::validate_at(
                     budget,
                     &crate::validate::join(path, "budget"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    cut,
+                    &crate::validate::join(path, "cut"),
                 )?;
                 crate::validate::Validate::validate_at(
                     error,

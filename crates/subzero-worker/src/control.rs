@@ -13,9 +13,9 @@ use serde_json::Value;
 use crate::model::StreamBounds;
 pub use subzero_protocol::{
     BrokerMessage, BudgetName, BudgetReached, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage,
-    EventText, GrantSnapshot, InvalidRequest, LeafId, ModelApi, PromptText, RequestId, RunId,
-    RunSettledStatus as RunStatus, SteerDiscardReason as DiscardReason, SteerId, ToolName,
-    ToolState, Validate, WorkerEvent, WorkerMessage as Outbound, WorkerModel,
+    EventText, GrantSnapshot, InvalidRequest, LeafId, ModelApi, PromptText, RequestId, RunCut,
+    RunCutLimit, RunId, RunSettledStatus as RunStatus, SteerDiscardReason as DiscardReason,
+    SteerId, ToolName, ToolState, Validate, WorkerEvent, WorkerMessage as Outbound, WorkerModel,
 };
 
 /// Version of the control protocol spoken by this worker.
@@ -202,12 +202,14 @@ fn internal_fallback(code: ErrorCode) -> ErrorBody {
     }
 }
 
-/// Token and turn counts of a run, as the worker accumulates them.
+/// Token and turn counts of a run, as the worker accumulates them (`crate::usage`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub turns: u32,
+    /// A turn's stream reported no usage and its tokens were estimated.
+    pub estimated: bool,
 }
 
 impl From<RunUsage> for subzero_protocol::RunUsage {
@@ -215,6 +217,11 @@ impl From<RunUsage> for subzero_protocol::RunUsage {
         subzero_protocol::RunUsage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
+            source: if u.estimated {
+                subzero_protocol::UsageSource::Estimated
+            } else {
+                subzero_protocol::UsageSource::Reported
+            },
             turns: u64::from(u.turns),
         }
     }

@@ -2,9 +2,12 @@
 //! for a short handoff summary, which becomes the run's result (`budget_exhausted`).
 //!
 //! The request is bounded on its own: at most [`HANDOFF_MAX_OUTPUT_TOKENS`] output tokens
-//! and [`HANDOFF_TIMEOUT`] of wall clock. When it fails, the result is a note the worker
-//! writes itself (the budget, the value reached, why no summary came, and the child's last
-//! text), so the parent always gets something it can act on.
+//! and [`HANDOFF_TIMEOUT`] of wall clock, and — because a model may ignore the token cap —
+//! at most [`HANDOFF_MAX_BYTES`] of summary text: the stream is no longer read once the
+//! text reaches it, and the summary is cut there and marked ([`cut_summary`]). When the
+//! request fails, the result is a note the worker writes itself (the budget, the value
+//! reached, why no summary came, and the child's last text), so the parent always gets
+//! something it can act on.
 
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -15,6 +18,26 @@ use crate::control::{BudgetName, BudgetReached};
 pub const HANDOFF_MAX_OUTPUT_TOKENS: u32 = 1024;
 /// Wall clock the handoff request may take, past the budget that ended the run.
 pub const HANDOFF_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes of handoff summary kept; the stream is not read past them.
+pub const HANDOFF_MAX_BYTES: usize = 16 * 1024;
+
+/// `summary` within [`HANDOFF_MAX_BYTES`]: unchanged when it fits (and the stream was read
+/// to its end), else its first bytes up to the cap (at a character boundary) followed by
+/// `\n[… handoff summary cut at 16384 bytes]`.
+pub fn cut_summary(mut summary: String, stream_stopped: bool) -> String {
+    if summary.len() <= HANDOFF_MAX_BYTES && !stream_stopped {
+        return summary;
+    }
+    let cut = summary.floor_char_boundary(HANDOFF_MAX_BYTES);
+    summary.truncate(cut);
+    summary.push_str(&cut_marker());
+    summary
+}
+
+/// The line that ends a cut summary.
+pub fn cut_marker() -> String {
+    format!("\n[… handoff summary cut at {HANDOFF_MAX_BYTES} bytes]")
+}
 
 /// A budget the run reached: which, its value, and what the run had used of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +112,21 @@ impl Reached {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_over_the_byte_cap_is_cut_at_a_char_boundary_and_marked() {
+        assert_eq!(cut_summary("short".to_owned(), false), "short");
+        let long = "é".repeat(HANDOFF_MAX_BYTES);
+        let cut = cut_summary(long, true);
+        assert!(
+            cut.ends_with("[… handoff summary cut at 16384 bytes]"),
+            "{cut}"
+        );
+        assert!(cut.len() <= HANDOFF_MAX_BYTES + cut_marker().len());
+        assert!(cut.starts_with("éé"));
+        let stopped = cut_summary("x".repeat(HANDOFF_MAX_BYTES), true);
+        assert_eq!(stopped.len(), HANDOFF_MAX_BYTES + cut_marker().len());
+    }
 
     #[test]
     fn the_notice_names_the_budget_and_forbids_tools() {

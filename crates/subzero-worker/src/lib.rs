@@ -7,6 +7,7 @@
 
 pub mod control;
 
+mod calls;
 mod containment;
 mod emit;
 mod handoff;
@@ -17,6 +18,7 @@ mod scratch;
 mod steering;
 mod tools;
 mod transcript;
+mod usage;
 
 /// The worker's byte-level parsers, re-exported for the fuzz targets in `fuzz/` and the seed
 /// replays in `tests/`. Not an API: nothing outside those may rely on it.
@@ -243,6 +245,7 @@ fn reject_line(line: &str, err: &LineError) {
             status: RunStatus::Failed,
             result: None,
             budget: None,
+            cut: None,
             error: Some(error),
             usage: RunUsage::default().into(),
         });
@@ -366,6 +369,7 @@ impl Worker {
                 status: RunStatus::Failed,
                 result: None,
                 budget: None,
+                cut: None,
                 error: Some(ErrorBody::new(
                     ErrorCode::Busy,
                     format!(
@@ -454,6 +458,7 @@ impl Worker {
             );
         }
         let mut budget = None;
+        let mut cut = None;
         let (status, result, error) = match outcome {
             Outcome::Completed(done) => match (
                 control::LeafId::try_from(done.leaf_id.as_str()),
@@ -466,6 +471,13 @@ impl Worker {
                         digest,
                     });
                     budget = done.budget.map(|reached| reached.wire());
+                    cut =
+                        done.cut
+                            .and_then(std::num::NonZeroU64::new)
+                            .map(|value| control::RunCut {
+                                limit: control::RunCutLimit::MaxOutputTokens,
+                                value,
+                            });
                     let status = if budget.is_some() {
                         RunStatus::BudgetExhausted
                     } else {
@@ -491,6 +503,7 @@ impl Worker {
             status,
             result,
             budget,
+            cut,
             error,
             usage,
         });

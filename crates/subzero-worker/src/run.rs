@@ -6,23 +6,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::calls::{self, answer_unrun};
 use crate::control::BudgetName;
 use crate::control::{
-    ErrorBody, ErrorBodyExt, ErrorCode, EventText, RunId, RunUsage, StartRun, ToolName, ToolState,
-    WorkerEvent,
+    ErrorBody, ErrorBodyExt, ErrorCode, EventText, RunId, RunUsage, StartRun, WorkerEvent,
 };
 use crate::emit;
-use crate::handoff::{HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached};
+use crate::handoff::{
+    HANDOFF_MAX_BYTES, HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached, cut_summary,
+};
 use crate::model::{
     Call, Conversation, Item, ModelClient, ModelError, PROTOCOLS, Request, ToolChoice, ToolSpec,
 };
 use crate::redact::{StreamRedactor, redact};
 use crate::steering::SteerQueue;
 use crate::tools::mcp::{McpTools, ServerSpec};
-use crate::tools::{self, ToolContext, ToolOutput};
+use crate::tools::{self, ToolContext};
 use crate::transcript::{
     Entry, EntryType, EntryUsage, ToolCallRecord, Transcript, TranscriptError,
 };
+use crate::usage::TurnTokens;
 
 /// Text events are coalesced: at most one per this interval within a turn (plus turn ends).
 const TEXT_EVENT_INTERVAL: Duration = Duration::from_secs(2);
@@ -54,6 +57,9 @@ pub struct Completed {
     pub digest: String,
     /// The budget the run reached (`budget_exhausted`; `result` is the handoff summary).
     pub budget: Option<Reached>,
+    /// The final answer was cut at `maxOutputTokens` (this value): `result` is its text up
+    /// to the cut.
+    pub cut: Option<u64>,
 }
 
 /// Checks what can be checked before the transcript or the model is touched.
@@ -149,14 +155,7 @@ fn model_failed(err: &ModelError) -> ErrorBody {
     .with_details(details)
 }
 
-/// The short tool error for a call whose arguments passed the cap (never echoing them).
-fn oversized_arguments(name: &str, bytes: u64, max: u64) -> ToolOutput {
-    ToolOutput::error(format!(
-        "the arguments of this {name} call were {bytes} bytes, over the {max}-byte cap (tool_argument_bytes), and were dropped; send smaller arguments (e.g. write a large file in several edits)"
-    ))
-}
-
-fn transcript_error(err: TranscriptError) -> ErrorBody {
+pub(crate) fn transcript_error(err: TranscriptError) -> ErrorBody {
     match err {
         TranscriptError::Incompatible(msg) => {
             ErrorBody::new(ErrorCode::CheckpointIncompatible, msg)
@@ -266,6 +265,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 tool_choice: ToolChoice::Auto,
                 max_output_tokens: u32::try_from(limits.max_output_tokens.get())
                     .unwrap_or(u32::MAX),
+                max_text_bytes: None,
             };
             let result = tokio::time::timeout_at(
                 deadline,
@@ -289,10 +289,10 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 }
             }
         };
+        let tokens = TurnTokens::of(&model_turn);
         {
             let mut p = lock_progress(&ctx.progress);
-            p.usage.input_tokens += model_turn.input_tokens;
-            p.usage.output_tokens += model_turn.output_tokens;
+            p.usage.add(tokens);
             p.text.clone_from(&model_turn.text);
         }
 
@@ -300,8 +300,8 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
         entry.content = (!model_turn.text.is_empty()).then(|| model_turn.text.clone());
         entry.run_id = Some(start.run_id.to_string());
         entry.usage = Some(EntryUsage {
-            input_tokens: model_turn.input_tokens,
-            output_tokens: model_turn.output_tokens,
+            input_tokens: tokens.input,
+            output_tokens: tokens.output,
         });
         entry.tool_calls = model_turn
             .tool_calls
@@ -314,15 +314,10 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             .collect();
         transcript.append(entry).map_err(transcript_error)?;
 
-        if model_turn.finish_reason.as_deref() == Some("length") {
-            return Err(limit(
-                "maxOutputTokens",
-                format!(
-                    "limit_exceeded: a model response hit the {} output-token cap (maxOutputTokens)",
-                    limits.max_output_tokens
-                ),
-            ));
-        }
+        // Cut at maxOutputTokens: a text answer is kept (and marked when it ends the run);
+        // a call cut mid-arguments is answered with a tool error (`calls`).
+        let cut_at = (model_turn.finish_reason.as_deref() == Some("length"))
+            .then(|| limits.max_output_tokens.get());
 
         let final_answer = model_turn.tool_calls.is_empty();
         if final_answer && ctx.steers.close_if_empty() {
@@ -332,14 +327,12 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
                 leaf_id,
                 digest,
                 budget: None,
+                cut: cut_at,
             });
         }
         // The run would go on (tools to run, or a steer to answer): not past its tokens.
         if let Some(budget) = limits.token_budget.map(std::num::NonZeroU64::get) {
-            let used = {
-                let p = lock_progress(&ctx.progress);
-                p.usage.input_tokens + p.usage.output_tokens
-            };
+            let used = lock_progress(&ctx.progress).usage.tokens();
             if used >= budget {
                 let reached = Reached {
                     budget: BudgetName::TokenBudget,
@@ -354,99 +347,17 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             continue;
         }
 
-        for (index, call) in model_turn.tool_calls.iter().enumerate() {
-            let shown_name = tool_name_for_event(&call.name);
-            tool_event(&start.run_id, &shown_name, ToolState::Started);
-            let builtin = granted.iter().any(|t| t == &call.name);
-            let output = if let Some(bytes) = call.oversized {
-                oversized_arguments(
-                    &shown_name,
-                    bytes,
-                    start.stream_bounds.max_tool_argument_bytes,
-                )
-            } else if builtin || ctx.mcp.allows(&call.name) {
-                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let tool_timeout = Duration::from_millis(limits.tool_timeout_ms.get());
-                let execution = async {
-                    if builtin {
-                        tools::execute(&ctx.tools, &call.name, &call.arguments).await
-                    } else {
-                        ctx.mcp.call(&call.name, &call.arguments).await
-                    }
-                };
-                match tokio::time::timeout(tool_timeout.min(remaining), execution).await {
-                    Ok(output) => output,
-                    // The run's deadline came first: this call and the rest are answered
-                    // as not finished, and the child hands off.
-                    Err(_) if remaining < tool_timeout => {
-                        let reached = past_deadline();
-                        tool_event(&start.run_id, &shown_name, ToolState::Failed);
-                        answer_unrun(
-                            &mut transcript,
-                            &start,
-                            &model_turn.tool_calls[index..],
-                            &reached,
-                        )?;
-                        return handoff.run(transcript, turn, reached).await;
-                    }
-                    Err(_) => {
-                        return Err(limit(
-                            "toolTimeoutMs",
-                            format!(
-                                "limit_exceeded: tool {shown_name} ran longer than {} ms (toolTimeoutMs)",
-                                limits.tool_timeout_ms
-                            ),
-                        ));
-                    }
-                }
-            } else {
-                tracing::warn!(tool = %shown_name, "model called a tool that is not granted");
-                let names: Vec<&str> = granted
-                    .iter()
-                    .map(String::as_str)
-                    .chain(ctx.mcp.names())
-                    .collect();
-                ToolOutput::error(format!(
-                    "tool {} is not granted to this child; granted tools: {}",
-                    call.name,
-                    names.join(", ")
-                ))
-            };
-            let mut entry = Entry::new(EntryType::ToolResult, "tool");
-            entry.tool_call_id = Some(call.id.clone());
-            entry.name = Some(call.name.clone());
-            entry.content = Some(output.text);
-            entry.is_error = Some(output.is_error);
-            entry.run_id = Some(start.run_id.to_string());
-            transcript.append(entry).map_err(transcript_error)?;
-            let state = if output.is_error {
-                ToolState::Failed
-            } else {
-                ToolState::Finished
-            };
-            tool_event(&start.run_id, &shown_name, state);
+        let calls_turn = calls::Turn {
+            granted: &granted,
+            cut_at,
+            past_deadline: &past_deadline,
+        };
+        if let Some(reached) =
+            calls::run_all(&ctx, &mut transcript, &model_turn.tool_calls, &calls_turn).await?
+        {
+            return handoff.run(transcript, turn, reached).await;
         }
     }
-}
-
-/// Records a result for each of `calls` that a budget left unrun, so the conversation
-/// stays well formed for every protocol (each call answered).
-fn answer_unrun(
-    transcript: &mut Transcript,
-    start: &StartRun,
-    calls: &[crate::model::ToolCall],
-    reached: &Reached,
-) -> Result<(), ErrorBody> {
-    for call in calls {
-        let mut entry = Entry::new(EntryType::ToolResult, "tool");
-        entry.tool_call_id = Some(call.id.clone());
-        entry.name = Some(call.name.clone());
-        entry.content = Some(reached.unrun_call());
-        entry.is_error = Some(true);
-        entry.run_id = Some(start.run_id.to_string());
-        transcript.append(entry).map_err(transcript_error)?;
-    }
-    Ok(())
 }
 
 /// What the handoff request needs from the run.
@@ -459,9 +370,10 @@ struct Handoff<'a> {
 
 impl Handoff<'_> {
     /// The run reached `reached` after `turns` turns: ask for the summary without tools
-    /// (bounded by [`HANDOFF_MAX_OUTPUT_TOKENS`] and [`HANDOFF_TIMEOUT`]), commit the
-    /// transcript and end `budget_exhausted` with the summary — or, when none came, with
-    /// the worker's note saying why — as the result.
+    /// (bounded by [`HANDOFF_MAX_OUTPUT_TOKENS`], [`HANDOFF_TIMEOUT`] and
+    /// [`HANDOFF_MAX_BYTES`], where the stream stops being read), commit the transcript and
+    /// end `budget_exhausted` with the summary — or, when none came, with the worker's note
+    /// saying why — as the result.
     async fn run(
         &self,
         mut transcript: Transcript,
@@ -489,6 +401,7 @@ impl Handoff<'_> {
             tools: self.declared,
             tool_choice: ToolChoice::None,
             max_output_tokens,
+            max_text_bytes: Some(HANDOFF_MAX_BYTES),
         };
         let mut text_events = TextEvents::new(&start.run_id, self.ctx.progress.clone());
         let answered = tokio::time::timeout(
@@ -500,26 +413,25 @@ impl Handoff<'_> {
         text_events.finish();
         let summary = match answered {
             Ok(Ok(answer)) if !answer.text.trim().is_empty() => {
-                {
-                    let mut p = lock_progress(&self.ctx.progress);
-                    p.usage.input_tokens += answer.input_tokens;
-                    p.usage.output_tokens += answer.output_tokens;
-                }
-                // Only the text is kept: a tool call here was forbidden and is dropped.
+                let tokens = TurnTokens::of(&answer);
+                lock_progress(&self.ctx.progress).usage.add(tokens);
+                // Only the text is kept (a tool call here was forbidden and is dropped), and
+                // no more of it than the byte cap.
+                let summary = cut_summary(answer.text, answer.text_capped);
                 let mut entry = Entry::new(EntryType::Assistant, "assistant");
-                entry.content = Some(answer.text.clone());
+                entry.content = Some(summary.clone());
                 entry.run_id = Some(start.run_id.to_string());
                 entry.usage = Some(EntryUsage {
-                    input_tokens: answer.input_tokens,
-                    output_tokens: answer.output_tokens,
+                    input_tokens: tokens.input,
+                    output_tokens: tokens.output,
                 });
                 transcript.append(entry).map_err(transcript_error)?;
-                answer.text
+                summary
             }
             Ok(Ok(answer)) => {
-                let mut p = lock_progress(&self.ctx.progress);
-                p.usage.input_tokens += answer.input_tokens;
-                p.usage.output_tokens += answer.output_tokens;
+                lock_progress(&self.ctx.progress)
+                    .usage
+                    .add(TurnTokens::of(&answer));
                 reached.fallback("the child answered with no text", &last_text)
             }
             Ok(Err(err)) => reached.fallback(&redact(&err.to_string()), &last_text),
@@ -537,35 +449,8 @@ impl Handoff<'_> {
             leaf_id,
             digest,
             budget: Some(reached),
+            cut: None,
         })
-    }
-}
-
-/// Emits a `tool` event; `shown` is already a valid `ToolName` (see [`tool_name_for_event`]).
-fn tool_event(run_id: &RunId, shown: &str, state: ToolState) {
-    match ToolName::try_from(shown) {
-        Ok(name) => emit::event(run_id, WorkerEvent::Tool { name, state }),
-        Err(err) => tracing::error!(%err, "a sanitized tool name broke the contract"),
-    }
-}
-
-/// The tool name as events may carry it: redacted, `[A-Za-z0-9_.:-]{1,256}`.
-fn tool_name_for_event(name: &str) -> String {
-    let shown: String = redact(name)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_.:-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(256)
-        .collect();
-    if shown.is_empty() {
-        "_".to_owned()
-    } else {
-        shown
     }
 }
 
@@ -695,14 +580,6 @@ impl<'a> TextEvents<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn event_tool_names_fit_the_schema() {
-        assert_eq!(tool_name_for_event("read"), "read");
-        assert_eq!(tool_name_for_event("rm -rf /"), "rm_-rf__");
-        assert_eq!(tool_name_for_event(""), "_");
-        assert_eq!(tool_name_for_event(&"x".repeat(300)).len(), 256);
-    }
 
     #[test]
     fn long_text_is_split_at_char_boundaries() {

@@ -41,16 +41,31 @@ fn run(url: String, run: &str, ws: &std::path::Path, transcript: &std::path::Pat
 
 /// Runs `script` to the end; the settled line and what the server saw.
 fn settle(script: Vec<Reply>, n: u8) -> (Value, Vec<RecordedRequest>, WorkerProc) {
+    settle_limited(script, n, json!({}))
+}
+
+/// [`settle`] with the snapshot's `limits` members in `limits` replaced.
+fn settle_limited(
+    script: Vec<Reply>,
+    n: u8,
+    limits: Value,
+) -> (Value, Vec<RecordedRequest>, WorkerProc) {
     let (ws, state) = dirs();
     std::fs::write(ws.path().join("README.md"), "# Demo\n").expect("readme");
     let server = ScriptedServer::start(script).expect("server");
     let id = run_id(n);
-    let mut worker = run(
-        server.base_url(),
-        &id,
-        ws.path(),
-        &state.path().join("t.jsonl"),
-    );
+    let mut snapshot = researcher();
+    if let Some(limits) = limits.as_object() {
+        for (name, value) in limits {
+            snapshot["limits"][name] = value.clone();
+        }
+    }
+    let transcript = state.path().join("t.jsonl");
+    let mut message =
+        RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message();
+    message["model"]["api"] = json!("anthropic-messages");
+    let mut worker = WorkerProc::spawn();
+    worker.send(&message);
     let settled = worker.settled(&id);
     // Nothing is retried: give a retry the time it would need to show up.
     std::thread::sleep(Duration::from_millis(150));
@@ -317,7 +332,7 @@ fn non_json_data_fails_the_run() {
 }
 
 #[test]
-fn max_tokens_ends_the_run_at_the_output_token_cap() {
+fn max_tokens_keeps_the_text_and_marks_the_cut() {
     let (settled, _, _worker) = settle(
         vec![Reply::Sse(vec![
             mm::message_start(5),
@@ -328,8 +343,13 @@ fn max_tokens_ends_the_run_at_the_output_token_cap() {
         ])],
         25,
     );
-    assert_eq!(settled["error"]["code"], "limit_exceeded", "{settled}");
-    assert_eq!(settled["error"]["details"]["limit"], "maxOutputTokens");
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(settled["result"], "a long");
+    assert_eq!(
+        settled["cut"],
+        json!({"limit": "maxOutputTokens", "value": 8192})
+    );
+    assert_eq!(settled["error"], Value::Null);
 }
 
 /// The handoff request after a budget keeps the tool declarations (Anthropic refuses tool
@@ -618,4 +638,137 @@ mod broker {
         assert_eq!(closing["content"][0]["tool_use_id"], "toolu_02");
         s.close().await.expect("close");
     }
+}
+
+/// The line that ends a handoff summary cut at its byte cap.
+const CUT_MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
+
+#[test]
+fn a_tool_use_cut_mid_input_is_not_run_and_the_model_is_asked_for_a_smaller_one() {
+    let (settled, requests, worker) = settle_limited(
+        vec![
+            Reply::Sse(vec![
+                mm::message_start(5),
+                mm::tool_use_start(0, "toolu_1", "read"),
+                mm::input_delta(0, "{\"path\":\"REA"),
+                mm::message_delta("max_tokens", 64),
+                mm::message_stop(),
+            ]),
+            mm::text("Smaller now."),
+        ],
+        50,
+        json!({"maxOutputTokens": 64}),
+    );
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(settled["result"], "Smaller now.");
+    assert!(settled.get("cut").is_none(), "{settled}");
+    let sent = body(&requests[1]);
+    assert_eq!(check_request(&sent), Ok(()), "{sent:#}");
+    let result = &last_blocks(&requests[1])[0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "toolu_1");
+    assert_eq!(result["is_error"], true);
+    let content = result["content"].as_str().unwrap_or_default();
+    assert!(
+        content.contains("cut at the output-token cap of 64 tokens before its arguments were complete; make a smaller call"),
+        "{content}"
+    );
+    let states: Vec<Value> = worker
+        .events(&run_id(50))
+        .into_iter()
+        .filter(|e| e["kind"] == "tool")
+        .map(|e| e["state"].clone())
+        .collect();
+    assert_eq!(states, [json!("started"), json!("failed")]);
+}
+
+#[test]
+fn a_tool_use_cut_before_its_input_began_is_not_run_as_an_empty_call() {
+    let (settled, requests, _worker) = settle_limited(
+        vec![
+            Reply::Sse(vec![
+                mm::message_start(5),
+                mm::tool_use_start(0, "toolu_1", "ls"),
+                mm::message_delta("max_tokens", 64),
+                mm::message_stop(),
+            ]),
+            mm::text("Smaller now."),
+        ],
+        53,
+        json!({"maxOutputTokens": 64}),
+    );
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let result = &last_blocks(&requests[1])[0];
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("make a smaller call")),
+        "{result}"
+    );
+}
+
+#[test]
+fn a_handoff_summary_is_cut_at_16_kib_and_its_stream_not_read_further() {
+    let Step::Raw(flood) = mm::text_delta(0, &"x".repeat(1000)) else {
+        unreachable!("mm events are raw")
+    };
+    let handoff = vec![
+        mm::message_start(10),
+        mm::text_start(0),
+        mm::text_delta(0, "Handoff: "),
+        // 3 MB that never ends: read to its end, the handoff would wait for its timeout.
+        Step::Repeat {
+            raw: flood,
+            times: 2700,
+        },
+        Step::Hang,
+    ];
+    let started = std::time::Instant::now();
+    let (settled, requests, _worker) = settle_limited(
+        vec![
+            mm::tool_use("toolu_1", "ls", r#"{"path":"."}"#),
+            Reply::Sse(handoff),
+        ],
+        51,
+        json!({"maxTurns": 1}),
+    );
+    assert!(started.elapsed() < WAIT, "{:?}", started.elapsed());
+    assert_eq!(settled["status"], "budget_exhausted", "{settled}");
+    let result = settled["result"].as_str().expect("result");
+    assert_eq!(result.len(), 16 * 1024 + CUT_MARKER.len());
+    assert!(result.starts_with("Handoff: xxx") && result.ends_with(CUT_MARKER));
+    assert_eq!(requests.len(), 2);
+}
+
+#[test]
+fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
+    let steps = vec![
+        mm::event(&json!({"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [], "stop_reason": null}})),
+        mm::text_start(0),
+        mm::text_delta(0, "No usage here."),
+        mm::block_stop(0),
+        mm::event(&json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})),
+        mm::message_stop(),
+    ];
+    let streamed: u64 = steps
+        .iter()
+        .map(|step| match step {
+            Step::Raw(raw) => raw.len() as u64,
+            _ => 0,
+        })
+        .sum();
+    let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], 52);
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(
+        settled["usage"],
+        json!({"inputTokens": (requests[0].body.len() as u64).div_ceil(4),
+               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated"})
+    );
+    // With usage it is reported.
+    let (settled, _, _worker) = settle(vec![mm::text("With usage.")], 54);
+    assert_eq!(settled["usage"]["source"], "reported", "{settled}");
+    assert_eq!(settled["usage"]["inputTokens"], 10);
 }

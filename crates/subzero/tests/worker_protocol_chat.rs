@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use subzero_testkit::model_chat_shapes::{llama_cpp, ollama, openai, vllm};
-use subzero_testkit::{RecordedRequest, Reply, ScriptedServer};
+use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
 use worker_support::{RunSpec, WorkerProc, researcher};
 
 fn run_id(n: u32) -> String {
@@ -81,6 +81,10 @@ fn a_typed_max_tokens_refusal_is_sent_again_once_with_max_completion_tokens_and_
     assert_eq!(cap(&sent[0]), ("max_tokens", json!(8192)));
     assert_eq!(cap(&sent[1]), ("max_completion_tokens", json!(8192)));
     assert_eq!(cap(&sent[2]), ("max_completion_tokens", json!(8192)));
+    // Every request asks for usage, the repeat included.
+    for body in &sent {
+        assert_eq!(body["stream_options"]["include_usage"], true, "{body:#}");
+    }
     // The repeat is the same request with the field renamed.
     let mut renamed = sent[0].clone();
     let value = renamed
@@ -204,7 +208,8 @@ struct Replay {
     call_id: &'static str,
     arguments: &'static str,
     text: &'static str,
-    /// Summed `(inputTokens, outputTokens)` the run must report.
+    /// Summed `(inputTokens, outputTokens)` the run must report; `(0, 0)`: the stream
+    /// reports none and the run's usage is the estimate from bytes.
     usage: (u64, u64),
     /// Reasoning text that must appear nowhere the child's output goes.
     hidden: &'static [&'static str],
@@ -222,14 +227,30 @@ fn replay(n: u32, case: Replay) {
     let name = case.name;
     assert_eq!(settled["status"], "completed", "{name}: {settled}");
     assert_eq!(settled["result"], case.text, "{name}");
-    assert_eq!(
-        (
-            settled["usage"]["inputTokens"].as_u64(),
-            settled["usage"]["outputTokens"].as_u64()
-        ),
-        (Some(case.usage.0), Some(case.usage.1)),
-        "{name}: {settled}"
-    );
+    if case.usage == (0, 0) {
+        // No usage chunk: the tokens are estimated, the input from the bytes sent.
+        assert_eq!(settled["usage"]["source"], "estimated", "{name}: {settled}");
+        let sent: u64 = server
+            .requests()
+            .iter()
+            .map(|r| (r.body.len() as u64).div_ceil(4))
+            .sum();
+        assert_eq!(settled["usage"]["inputTokens"], sent, "{name}: {settled}");
+        assert!(
+            settled["usage"]["outputTokens"].as_u64() > Some(0),
+            "{name}: {settled}"
+        );
+    } else {
+        assert_eq!(settled["usage"]["source"], "reported", "{name}: {settled}");
+        assert_eq!(
+            (
+                settled["usage"]["inputTokens"].as_u64(),
+                settled["usage"]["outputTokens"].as_u64()
+            ),
+            (Some(case.usage.0), Some(case.usage.1)),
+            "{name}: {settled}"
+        );
+    }
     assert_eq!(settled["usage"]["turns"], 2, "{name}");
     let events = worker.events(&id);
     assert!(
@@ -367,7 +388,7 @@ fn llama_server_streams_replay_with_null_content_timings_and_usage() {
 }
 
 #[test]
-fn llama_server_streams_without_a_usage_chunk_complete_with_no_usage() {
+fn llama_server_streams_without_a_usage_chunk_complete_with_estimated_usage() {
     replay(
         14,
         Replay {
@@ -474,4 +495,47 @@ async fn output_tokens_param_travels_from_spawn_to_every_request() {
         assert_eq!(cap(body).0, "max_completion_tokens", "{body}");
     }
     s.close().await.expect("close");
+}
+
+#[test]
+fn a_call_cut_at_the_output_cap_mid_arguments_is_not_run_and_the_run_goes_on() {
+    let (ws, state) = (
+        tempfile::tempdir().expect("ws"),
+        tempfile::tempdir().expect("state"),
+    );
+    let server = ScriptedServer::start(vec![
+        Reply::Sse(vec![
+            Step::text("Let me read it. "),
+            Step::tool_delta(Some(0), Some("call_1"), Some("read"), "{\"path\":\"REA"),
+            Step::finish("length"),
+            Step::usage(30, 64),
+            Step::done(),
+        ]),
+        Reply::text("Smaller now."),
+    ])
+    .expect("server");
+    let mut snapshot = researcher();
+    snapshot["limits"]["maxOutputTokens"] = json!(64);
+    let id = run_id(50);
+    let transcript = state.path().join("t.jsonl");
+    let mut worker = WorkerProc::spawn();
+    worker.send(&RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message());
+    let settled = worker.settled(&id);
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(settled["result"], "Smaller now.");
+    assert!(settled.get("cut").is_none(), "{settled}");
+    let sent = bodies(&server);
+    assert_eq!(sent.len(), 2);
+    let answered = worker_support::tool_messages(&sent[1]);
+    assert_eq!(answered.len(), 1, "{:#}", sent[1]);
+    assert!(
+        answered[0].contains(
+            "cut at the output-token cap of 64 tokens before its arguments were complete; make a smaller call"
+        ),
+        "{}",
+        answered[0]
+    );
+    for body in &sent {
+        assert_eq!(body["stream_options"]["include_usage"], true, "{body:#}");
+    }
 }

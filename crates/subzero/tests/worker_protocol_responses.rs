@@ -39,16 +39,31 @@ fn run(url: String, run: &str, ws: &std::path::Path, transcript: &std::path::Pat
 
 /// Runs `script` to the end; the settled line, what the server saw, and the worker.
 fn settle(script: Vec<Reply>, n: u8) -> (Value, Vec<RecordedRequest>, WorkerProc) {
+    settle_limited(script, n, json!({}))
+}
+
+/// [`settle`] with the snapshot's `limits` members in `limits` replaced.
+fn settle_limited(
+    script: Vec<Reply>,
+    n: u8,
+    limits: Value,
+) -> (Value, Vec<RecordedRequest>, WorkerProc) {
     let (ws, state) = dirs();
     std::fs::write(ws.path().join("README.md"), "# Demo\nA small project.\n").expect("readme");
     let server = ScriptedServer::start(script).expect("server");
     let id = run_id(n);
-    let mut worker = run(
-        server.base_url(),
-        &id,
-        ws.path(),
-        &state.path().join("t.jsonl"),
-    );
+    let mut snapshot = researcher();
+    if let Some(limits) = limits.as_object() {
+        for (name, value) in limits {
+            snapshot["limits"][name] = value.clone();
+        }
+    }
+    let transcript = state.path().join("t.jsonl");
+    let mut message =
+        RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message();
+    message["model"]["api"] = json!("openai-responses");
+    let mut worker = WorkerProc::spawn();
+    worker.send(&message);
     let settled = worker.settled(&id);
     // Nothing is retried: give a retry the time it would need to show up.
     std::thread::sleep(Duration::from_millis(150));
@@ -339,15 +354,20 @@ fn non_json_data_fails_the_run() {
 }
 
 #[test]
-fn incomplete_at_max_output_tokens_ends_the_run_at_the_output_token_cap() {
+fn incomplete_at_max_output_tokens_keeps_the_text_and_marks_the_cut() {
     let mut events = vec![rs::created()];
     events.extend(rs::message_events(0, "msg_1", "A long answer that"));
     events.push(rs::incomplete("max_output_tokens", 9, 8192));
     let (settled, _requests, _worker) = settle(vec![Reply::Sse(rs::steps(events))], 34);
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "limit_exceeded");
-    assert_eq!(settled["error"]["details"]["limit"], "maxOutputTokens");
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(settled["result"], "A long answer that");
+    assert_eq!(
+        settled["cut"],
+        json!({"limit": "maxOutputTokens", "value": 8192})
+    );
+    assert_eq!(settled["error"], Value::Null);
     assert_eq!(settled["usage"]["outputTokens"], 8192);
+    assert_eq!(settled["usage"]["source"], "reported");
 }
 
 #[test]
@@ -620,4 +640,105 @@ mod over_mcp {
         assert_eq!(answered, ["call_chat_1", "call_resp_2"]);
         s.close().await.expect("close");
     }
+}
+
+/// The line that ends a handoff summary cut at its byte cap.
+const CUT_MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
+
+#[test]
+fn a_call_cut_mid_arguments_is_not_run_and_the_model_is_asked_for_a_smaller_one() {
+    let events = vec![
+        rs::created(),
+        rs::call_added(0, "fc_1", "call_1", "read"),
+        rs::arguments_delta(0, "fc_1", "{\"path\":\"REA"),
+        rs::incomplete("max_output_tokens", 9, 64),
+    ];
+    let (settled, requests, worker) = settle_limited(
+        vec![Reply::Sse(rs::steps(events)), rs::text("Smaller now.")],
+        50,
+        json!({"maxOutputTokens": 64}),
+    );
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(settled["result"], "Smaller now.");
+    assert!(
+        settled.get("cut").is_none(),
+        "the final answer was whole: {settled}"
+    );
+    let second = body(&requests[1]);
+    let outputs = rs::input_items(&second, "function_call_output");
+    assert_eq!(outputs.len(), 1, "{second:#}");
+    assert_eq!(outputs[0]["call_id"], "call_1");
+    let output = outputs[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("cut at the output-token cap of 64 tokens before its arguments were complete; make a smaller call"),
+        "{output}"
+    );
+    let states: Vec<Value> = worker
+        .events(&run_id(50))
+        .into_iter()
+        .filter(|e| e["kind"] == "tool")
+        .map(|e| e["state"].clone())
+        .collect();
+    assert_eq!(states, [json!("started"), json!("failed")]);
+}
+
+#[test]
+fn a_handoff_summary_is_cut_at_16_kib_and_its_stream_not_read_further() {
+    let flood = rs::step(&rs::text_delta(0, "msg_h", &"x".repeat(1000)));
+    let Step::Raw(flood) = flood else {
+        unreachable!("rs::step is raw")
+    };
+    let mut handoff = rs::steps(vec![
+        rs::created(),
+        rs::item_added(0, rs::message_item("msg_h", "")),
+        rs::text_delta(0, "msg_h", "Handoff: "),
+    ]);
+    // 3 MB that never ends: read to its end, the handoff would wait for its 60 s timeout.
+    handoff.extend([
+        Step::Repeat {
+            raw: flood,
+            times: 2700,
+        },
+        Step::Hang,
+    ]);
+    let started = std::time::Instant::now();
+    let (settled, requests, _worker) = settle_limited(
+        vec![
+            rs::tool_call("call_1", "ls", r#"{"path":"."}"#),
+            Reply::Sse(handoff),
+        ],
+        51,
+        json!({"maxTurns": 1}),
+    );
+    assert!(started.elapsed() < WAIT, "{:?}", started.elapsed());
+    assert_eq!(settled["status"], "budget_exhausted", "{settled}");
+    let result = settled["result"].as_str().expect("result");
+    assert_eq!(result.len(), 16 * 1024 + CUT_MARKER.len());
+    assert!(result.starts_with("Handoff: xxx") && result.ends_with(CUT_MARKER));
+    assert_eq!(settled["usage"]["source"], "estimated", "{settled}");
+    assert_eq!(requests.len(), 2);
+}
+
+#[test]
+fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
+    let mut events = vec![rs::created()];
+    events.extend(rs::message_events(0, "msg_1", "No usage here."));
+    events.push(json!({"type": "response.completed",
+                       "response": {"id": "resp_1", "status": "completed", "output": [],
+                                    "usage": null}}));
+    let steps = rs::steps(events);
+    let streamed: u64 = steps
+        .iter()
+        .map(|step| match step {
+            Step::Raw(raw) => raw.len() as u64,
+            _ => 0,
+        })
+        .sum();
+    let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], 52);
+    assert_eq!(settled["status"], "completed", "{settled}");
+    assert_eq!(
+        settled["usage"],
+        json!({"inputTokens": (requests[0].body.len() as u64).div_ceil(4),
+               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated"})
+    );
 }

@@ -7,7 +7,9 @@ use subzero_protocol as p;
 
 use super::BrokerError;
 use super::wire::{broken, wire};
-use crate::store::{ChildRow, EventGap, EventPage, EventRow, Ownership, Phase, RunRow};
+use crate::store::{
+    ChildRow, EventGap, EventPage, EventRow, Ownership, Phase, RunRow, UsageSource,
+};
 
 /// The documents built here, as error messages name them.
 const GET: &str = "get result";
@@ -65,6 +67,7 @@ fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>,
         status: terminal(run, GET, "lastRun.status")?,
         usage: usage(run),
         budget_reached: run.budget.as_ref().map(Into::into),
+        cut: output_cut(run),
     }))
 }
 
@@ -73,8 +76,24 @@ fn usage(run: &RunRow) -> p::RunUsage {
     p::RunUsage {
         input_tokens: run.usage.input_tokens,
         output_tokens: run.usage.output_tokens,
+        source: match run.usage.source {
+            UsageSource::Reported => p::UsageSource::Reported,
+            UsageSource::Estimated => p::UsageSource::Estimated,
+        },
         turns: run.usage.turns,
     }
+}
+
+/// `lastRun.cut`: the output-token cap that cut a completed run's final answer.
+fn output_cut(run: &RunRow) -> Option<p::RunCut> {
+    let value = run
+        .usage
+        .cut_max_output_tokens
+        .and_then(std::num::NonZeroU64::new)?;
+    (run.status == RunStatus::Completed).then_some(p::RunCut {
+        limit: p::RunCutLimit::MaxOutputTokens,
+        value,
+    })
 }
 
 /// `lastRun.error`: the recorded failure, or why an interrupted run ended.

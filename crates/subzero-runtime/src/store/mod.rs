@@ -50,7 +50,7 @@ pub use rows::{
     Ownership, Phase, ReceiptInput, RunRow, WorkerInfo,
 };
 pub use schema::SCHEMA_VERSION;
-pub use write::RunUsage;
+pub use write::{RunUsage, UsageSource};
 
 /// The name of the writer thread (tests assert mutations run there).
 pub const WRITER_THREAD_NAME: &str = "subzero-store-writer";

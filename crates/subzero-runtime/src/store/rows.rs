@@ -335,7 +335,8 @@ pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
 
 pub(crate) const RUN_COLUMNS: &str = "run_id, child_id, ordinal, status, prompt, request_id, \
     created_at, started_at, ended_at, preview, preview_truncated, artifact_id, error_code, \
-    error_message, reason, input_tokens, output_tokens, turns, budget";
+    error_message, reason, input_tokens, output_tokens, turns, budget, usage_source, \
+    cut_max_output_tokens";
 
 pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let status: String = row.get(3)?;
@@ -359,6 +360,13 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
             input_tokens: u64_col(row, 15)?,
             output_tokens: u64_col(row, 16)?,
             turns: u64_col(row, 17)?,
+            source: row.get(19)?,
+            cut_max_output_tokens: match row.get::<_, Option<i64>>(20)? {
+                Some(value) => {
+                    Some(u64::try_from(value).map_err(|_| bad(20, "cut_max_output_tokens"))?)
+                }
+                None => None,
+            },
         },
         budget: match row.get::<_, Option<String>>(18)? {
             Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(18, "budget"))?),

@@ -153,6 +153,15 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE runs;
     ALTER TABLE runs_v3 RENAME TO runs;
     "#,
+    // 4: whether a run's tokens were reported by the endpoint or estimated from bytes
+    // (a run stored before is `reported`: only reported usage was counted then), and the
+    // `maxOutputTokens` value that cut a completed run's final answer (NULL: not cut).
+    r#"
+    ALTER TABLE runs ADD COLUMN usage_source TEXT NOT NULL DEFAULT 'reported'
+        CHECK (usage_source IN ('reported', 'estimated'));
+    ALTER TABLE runs ADD COLUMN cut_max_output_tokens INTEGER
+        CHECK (cut_max_output_tokens IS NULL OR cut_max_output_tokens >= 1);
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -213,5 +222,58 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> RuntimeResult<()
         std::cmp::Ordering::Greater => Err(RuntimeError::Internal(format!(
             "the state database {shown} has schema version {version}, newer than this subzero ({SCHEMA_VERSION}); use the subzero that wrote it or upgrade"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn insert_run(conn: &Connection, ordinal: i64, extra: &str) -> rusqlite::Result<usize> {
+        conn.execute(
+            &format!(
+                "INSERT INTO runs (run_id, child_id, ordinal, status, prompt, created_at{}) \
+                 VALUES (?1, 'ch_x', ?2, 'completed', 'p', 'now'{})",
+                if extra.is_empty() {
+                    ""
+                } else {
+                    ", usage_source, cut_max_output_tokens"
+                },
+                if extra.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {extra}")
+                },
+            ),
+            rusqlite::params![format!("run_{ordinal}"), ordinal],
+        )
+    }
+
+    #[test]
+    fn runs_stored_before_v4_are_reported_and_uncut_and_the_columns_are_checked() {
+        let conn = Connection::open_in_memory().unwrap();
+        // Up to v3, with a run in it (no child: foreign keys stay off on this connection).
+        for step in &MIGRATIONS[..3] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.pragma_update(None, "foreign_keys", false).unwrap();
+        insert_run(&conn, 1, "").unwrap();
+        conn.execute_batch(MIGRATIONS[3]).unwrap();
+        let (source, cut): (String, Option<i64>) = conn
+            .query_row(
+                "SELECT usage_source, cut_max_output_tokens FROM runs WHERE run_id = 'run_1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((source.as_str(), cut), ("reported", None));
+        insert_run(&conn, 2, "'estimated', 64").unwrap();
+        assert!(insert_run(&conn, 3, "'guessed', NULL").is_err());
+        assert!(insert_run(&conn, 4, "'reported', 0").is_err());
+        drop(conn);
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
     }
 }

@@ -171,12 +171,59 @@ pub(super) struct RunEnd<'a> {
     pub budget: Option<String>,
 }
 
-/// Turns and tokens one run used.
+/// Turns and tokens one run used, as its worker reported them: whether the tokens were
+/// reported by the endpoint or estimated, and the output-token cap that cut its final
+/// answer (a completed run's `cut`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct RunUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub turns: u64,
+    pub source: UsageSource,
+    /// `maxOutputTokens` of the run when it cut the final answer.
+    pub cut_max_output_tokens: Option<u64>,
+}
+
+/// Where a run's token counts come from (`runs.usage_source`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum UsageSource {
+    /// Every model request reported its usage (or none was made).
+    #[default]
+    Reported,
+    /// At least one request reported none; its tokens were estimated from bytes.
+    Estimated,
+}
+
+impl UsageSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            Self::Estimated => "estimated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "reported" => Some(Self::Reported),
+            "estimated" => Some(Self::Estimated),
+            _ => None,
+        }
+    }
+}
+
+impl rusqlite::ToSql for UsageSource {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for UsageSource {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        Self::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown usage source {text:?}").into())
+        })
+    }
 }
 
 /// Move `run` of `child` from `from` (what the core loaded) to `to` (what it decided):
@@ -196,7 +243,9 @@ pub(super) fn run(
         "UPDATE runs SET status = ?4, started_at = COALESCE(?5, started_at), ended_at = ?6, \
          reason = ?7, preview = ?8, preview_truncated = ?9, artifact_id = ?10, error_code = ?11, \
          error_message = ?12, input_tokens = COALESCE(?13, input_tokens), \
-         output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16 \
+         output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16, \
+         usage_source = COALESCE(?17, usage_source), \
+         cut_max_output_tokens = CASE WHEN ?17 IS NULL THEN cut_max_output_tokens ELSE ?18 END \
          WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
             run.to_string(),
@@ -214,7 +263,9 @@ pub(super) fn run(
             end.usage.map(|u| i64_of(u.input_tokens)),
             end.usage.map(|u| i64_of(u.output_tokens)),
             end.usage.map(|u| i64_of(u.turns)),
-            end.budget
+            end.budget,
+            end.usage.map(|u| u.source),
+            end.usage.and_then(|u| u.cut_max_output_tokens).map(i64_of)
         ],
     )?;
     expect_one(changed, &format!("move run {run} from {from} to {to}"))

@@ -3,7 +3,9 @@
 //! `fake-mcp-server --tools a,b [--record DIR] [--grandchild]`
 //!
 //! - lists exactly the tools named in `--tools`; each answers `"<tool> ok: <arguments>"`,
-//!   except `fail`, which answers with a tool error;
+//!   except `fail`, which answers with a tool error, and `slow`, which answers only after
+//!   60 s — unless the client cancels the request first (`notifications/cancelled`), which
+//!   it records as `slow cancelled`;
 //! - with `--record DIR`: writes its environment (`NAME=VALUE` lines) to `DIR/env` and its pid
 //!   to `DIR/pid` at start, and appends the name of every called tool to `DIR/calls`;
 //! - with `--grandchild`: starts a copy of itself in `--idle` mode (sleeps forever) and writes
@@ -72,13 +74,22 @@ impl ServerHandler for Fake {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         if !self.tools.contains(&name) {
             return Err(ErrorData::invalid_params(format!("no tool {name}"), None));
         }
         self.record_call(&name);
+        if name == "slow" {
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+                () = context.ct.cancelled() => {
+                    self.record_call("slow cancelled");
+                    return Err(ErrorData::internal_error("cancelled", None));
+                }
+            }
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = if name == "fail" {
             CallToolResult::error(vec![ContentBlock::text("fail: as asked")])

@@ -66,6 +66,19 @@ pub struct Request<'a> {
     pub tools: &'a [ToolSpec],
     pub tool_choice: ToolChoice,
     pub max_output_tokens: u32,
+    /// Stop reading the stream once the answer's text reaches this many bytes (the
+    /// handoff summary's byte cap); the turn then says [`ModelTurn::text_capped`]. `None`:
+    /// the stream is read to its end (within the response byte cap).
+    ///
+    /// [`ModelTurn::text_capped`]: super::ModelTurn::text_capped
+    pub max_text_bytes: Option<usize>,
+}
+
+impl Request<'_> {
+    /// Whether an answer with `text_bytes` of text has reached [`Self::max_text_bytes`].
+    pub fn text_cap_reached(&self, text_bytes: usize) -> bool {
+        self.max_text_bytes.is_some_and(|cap| text_bytes >= cap)
+    }
 }
 
 impl Call {

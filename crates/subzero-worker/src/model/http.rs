@@ -195,6 +195,11 @@ impl Body {
         }
         Ok(next)
     }
+
+    /// Bytes of the body received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
 }
 
 #[cfg(test)]

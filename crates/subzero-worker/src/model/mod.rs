@@ -118,8 +118,35 @@ pub struct ModelTurn {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
+    /// Tokens as the stream reported them (0 when it reported none: see `usage_reported`).
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The stream carried a usage object. Without one the worker estimates the turn's
+    /// tokens from `request_bytes` and `response_bytes` (`crate::usage`).
+    pub usage_reported: bool,
+    /// Bytes of the request body that produced this answer.
+    pub request_bytes: u64,
+    /// Bytes of the response body received (SSE framing included), up to where the
+    /// worker stopped reading.
+    pub response_bytes: u64,
+    /// The worker stopped reading at [`Request::max_text_bytes`]: the text is the answer
+    /// up to (at least) that cap, and the rest of the stream was never read.
+    pub text_capped: bool,
+}
+
+impl ModelTurn {
+    /// Records what it took to get this answer: the request sent and the body received.
+    fn sent_and_received(mut self, request_bytes: usize, response_bytes: u64) -> Self {
+        self.request_bytes = u64::try_from(request_bytes).unwrap_or(u64::MAX);
+        self.response_bytes = response_bytes;
+        self
+    }
+
+    /// An answer whose stream the worker stopped at the text cap.
+    fn capped(mut self) -> Self {
+        self.text_capped = true;
+        self
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

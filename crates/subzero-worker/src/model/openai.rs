@@ -115,7 +115,7 @@ impl ChatClient {
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelTurn, ModelError> {
         let field = self.cap_field();
-        let response = match self.send(&request, field).await {
+        let (response, sent) = match self.send(&request, field).await {
             Err(ModelError::Http {
                 status: 400,
                 excerpt,
@@ -132,7 +132,7 @@ impl ChatClient {
             }
             other => other?,
         };
-        self.read(response, on_text).await
+        self.read(&request, response, sent, on_text).await
     }
 
     /// The cap field of the next request.
@@ -160,8 +160,13 @@ impl ChatClient {
             .insert((self.endpoint.clone(), self.model.clone()));
     }
 
-    /// POSTs the request with the cap in `field`; a non-2xx answer is `ModelError::Http`.
-    async fn send(&self, request: &Request<'_>, field: CapField) -> Result<Body, ModelError> {
+    /// POSTs the request with the cap in `field`; the body reader and the bytes sent. A
+    /// non-2xx answer is `ModelError::Http`.
+    async fn send(
+        &self,
+        request: &Request<'_>,
+        field: CapField,
+    ) -> Result<(Body, usize), ModelError> {
         let body = serde_json::to_vec(&body(&self.model, request, field))
             .map_err(|e| ModelError::Transport(format!("cannot encode the request: {e}")))?;
         let mut headers = HeaderMap::new();
@@ -169,13 +174,17 @@ impl ChatClient {
             .map_err(|_| ModelError::Transport("the key is not a valid header value".into()))?;
         auth.set_sensitive(true);
         headers.insert(AUTHORIZATION, auth);
-        self.http.post(headers, body).await
+        let sent = body.len();
+        Ok((self.http.post(headers, body).await?, sent))
     }
 
-    /// Reads the event stream of a successful response into one turn.
+    /// Reads the event stream of a successful response into one turn (stopping early at
+    /// the request's text cap); `sent` is the request body's size.
     async fn read(
         &self,
+        request: &Request<'_>,
         mut response: Body,
+        sent: usize,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelTurn, ModelError> {
         // The body is already cut at `max_response_bytes`, so no line can pass this cap
@@ -187,7 +196,15 @@ impl ChatClient {
         while let Some(chunk) = response.chunk().await? {
             for data in parser.feed(&chunk)? {
                 if assembler.event(&data, on_text)? {
-                    return Ok(assembler.finish());
+                    return Ok(assembler
+                        .finish()
+                        .sent_and_received(sent, response.received()));
+                }
+                if request.text_cap_reached(assembler.turn.text.len()) {
+                    let turn = assembler
+                        .finish()
+                        .sent_and_received(sent, response.received());
+                    return Ok(turn.capped());
                 }
             }
         }
@@ -207,7 +224,9 @@ impl ChatClient {
                     .to_owned(),
             ));
         }
-        Ok(assembler.finish())
+        Ok(assembler
+            .finish()
+            .sent_and_received(sent, response.received()))
     }
 }
 
@@ -357,6 +376,7 @@ impl Assembler {
         self.saw_anything = true;
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let field = |name: &str| usage.get(name).and_then(Value::as_u64).unwrap_or(0);
+            self.turn.usage_reported = true;
             self.turn.input_tokens = field("prompt_tokens");
             self.turn.output_tokens = field("completion_tokens");
         }
@@ -625,6 +645,7 @@ mod tests {
             tools: &[],
             tool_choice: ToolChoice::Auto,
             max_output_tokens: 512,
+            max_text_bytes: None,
         };
         body("m", &request, field)
     }

@@ -81,6 +81,7 @@ impl ResponsesClient {
     ) -> Result<ModelTurn, ModelError> {
         let body = serde_json::to_vec(&body(&self.model, &request))
             .map_err(|e| ModelError::Transport(format!("cannot encode the request: {e}")))?;
+        let sent = body.len();
         let mut headers = HeaderMap::new();
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.key.expose()))
             .map_err(|_| ModelError::Transport("the key is not a valid header value".into()))?;
@@ -96,13 +97,17 @@ impl ResponsesClient {
         while let Some(chunk) = response.chunk().await? {
             for data in parser.feed(&chunk)? {
                 if stream.event(&data, on_text)? == Flow::Ended {
-                    return Ok(stream.finish());
+                    return Ok(stream.finish().sent_and_received(sent, response.received()));
+                }
+                if request.text_cap_reached(stream.turn.text.len()) {
+                    let turn = stream.finish().sent_and_received(sent, response.received());
+                    return Ok(turn.capped());
                 }
             }
         }
         for data in parser.finish()? {
             if stream.event(&data, on_text)? == Flow::Ended {
-                return Ok(stream.finish());
+                return Ok(stream.finish().sent_and_received(sent, response.received()));
             }
         }
         Err(stream.cut())
@@ -532,6 +537,7 @@ impl EventStream {
     fn usage(&mut self, response: &Value) {
         if let Some(usage) = response.get("usage").filter(|u| u.is_object()) {
             let field = |name: &str| usage.get(name).and_then(Value::as_u64).unwrap_or(0);
+            self.turn.usage_reported = true;
             self.turn.input_tokens = field("input_tokens");
             self.turn.output_tokens = field("output_tokens");
         }
@@ -942,6 +948,7 @@ mod tests {
             tools: &tools,
             tool_choice: ToolChoice::Auto,
             max_output_tokens: 512,
+            max_text_bytes: None,
         };
         let body = body("gpt-test", &request);
         assert_eq!(body["model"], "gpt-test");
@@ -981,6 +988,7 @@ mod tests {
             tools: &tools,
             tool_choice: ToolChoice::None,
             max_output_tokens: 256,
+            max_text_bytes: None,
         };
         let body = body("m", &request);
         assert_eq!(body["tool_choice"], "none");

@@ -2,6 +2,10 @@
 //! environment (never the key), stdin from /dev/null, stdout+stderr captured in a private file
 //! of the worker's scratch directory (background processes holding a pipe open cannot stall
 //! the tool), output capped. The file is created, sized and read through its descriptor only.
+//!
+//! A command still running at the call's timeout (`toolTimeoutMs`) has its tree killed
+//! ([`CallTree`]) and the model gets a tool error naming the timeout, with the output so far;
+//! the run goes on.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::tree::CallTree;
 use super::{ToolContext, ToolOutput};
 use crate::containment::landlock::Access;
 
@@ -27,16 +32,31 @@ pub struct BashArgs {
     command: String,
 }
 
-pub async fn run(ctx: &ToolContext, args: BashArgs) -> ToolOutput {
+/// How long a killed command's shell may take to be reaped before its output is read.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(1);
+
+pub async fn run(ctx: &ToolContext, args: BashArgs, timeout: Duration) -> ToolOutput {
     // Dropping the capture unlinks it.
     let capture = match ctx.scratch.create_file("bash") {
         Ok(capture) => capture,
         Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
     };
-    run_command(ctx, &args.command, capture.file()).await
+    run_command(ctx, &args.command, capture.file(), timeout).await
 }
 
-async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOutput {
+/// How the command ended.
+enum Ended {
+    Exited(i32),
+    Overflow,
+    TimedOut,
+}
+
+async fn run_command(
+    ctx: &ToolContext,
+    command: &str,
+    capture: &File,
+    timeout: Duration,
+) -> ToolOutput {
     let out = match capture.try_clone() {
         Ok(f) => f,
         Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
@@ -97,27 +117,24 @@ async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOu
     // The worker reaps its children itself (see containment); the handle is not waited on.
     drop(child);
     ctx.containment.register_group(pid);
-
-    let mut overflow = false;
-    let code = loop {
-        ctx.containment.reap();
-        if let Some(code) = ctx.containment.take_exit(pid) {
-            break code;
-        }
-        if !overflow && capture.metadata().is_ok_and(|m| m.len() > MAX_OUTPUT_FILE) {
-            overflow = true;
-            ctx.containment.kill_group(pid);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    // Armed until the command ends: a call dropped mid-way (deadline, cancel) kills it.
+    let mut tree = CallTree::new(pid);
+    let ended = wait(ctx, pid, capture, &mut tree, timeout).await;
 
     let bytes = read_from_start(capture);
     let shown = head_and_tail(&bytes);
-    if overflow {
-        return ToolOutput::error(format!(
-            "the command wrote more than {MAX_OUTPUT_FILE} bytes and was killed\n{shown}"
-        ));
-    }
+    let code = match ended {
+        Ended::Exited(code) => code,
+        Ended::Overflow => {
+            return ToolOutput::error(format!(
+                "the command wrote more than {MAX_OUTPUT_FILE} bytes and was killed\n{shown}"
+            ));
+        }
+        Ended::TimedOut => {
+            return super::timed_out("bash", timeout, "its processes were killed")
+                .with_output(&shown);
+        }
+    };
     let text = format!("exit code: {code}\n{shown}");
     if code == 0 {
         ToolOutput::ok(text)
@@ -126,6 +143,50 @@ async fn run_command(ctx: &ToolContext, command: &str, capture: &File) -> ToolOu
             text,
             is_error: true,
         }
+    }
+}
+
+/// Waits for the shell `pid` to exit, killing its group when the output passes the cap and
+/// its whole tree at `timeout`.
+async fn wait(
+    ctx: &ToolContext,
+    pid: u32,
+    capture: &File,
+    tree: &mut CallTree,
+    timeout: Duration,
+) -> Ended {
+    let started = std::time::Instant::now();
+    let mut overflow = false;
+    loop {
+        ctx.containment.reap();
+        if let Some(code) = ctx.containment.take_exit(pid) {
+            tree.disarm();
+            return if overflow {
+                Ended::Overflow
+            } else {
+                Ended::Exited(code)
+            };
+        }
+        if !overflow && capture.metadata().is_ok_and(|m| m.len() > MAX_OUTPUT_FILE) {
+            overflow = true;
+            ctx.containment.kill_group(pid);
+        }
+        if started.elapsed() >= timeout {
+            let killed = tree.kill(&ctx.containment).await;
+            tracing::info!(
+                killed,
+                timeout_ms = timeout.as_millis(),
+                "bash passed toolTimeoutMs; its tree was killed"
+            );
+            // Reap the shell, so its exit record does not outlive the call.
+            let end = std::time::Instant::now() + REAP_AFTER_KILL;
+            while ctx.containment.take_exit(pid).is_none() && std::time::Instant::now() < end {
+                ctx.containment.reap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            return Ended::TimedOut;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

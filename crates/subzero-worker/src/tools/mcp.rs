@@ -177,8 +177,11 @@ impl McpTools {
         self.routes.keys().map(String::as_str)
     }
 
-    /// Calls an allowed tool. The caller has checked [`Self::allows`] and applies the timeout.
-    pub async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+    /// Calls an allowed tool within `timeout` (`toolTimeoutMs`). The caller has checked
+    /// [`Self::allows`]. Past the timeout the request is dropped, which sends the server
+    /// `notifications/cancelled` for it, and the call is a tool error; the server keeps
+    /// running (it may serve other calls, and its processes are the run's).
+    pub async fn call(&self, name: &str, arguments: &str, timeout: Duration) -> ToolOutput {
         let Some(route) = self.routes.get(name) else {
             return ToolOutput::error(format!("unknown tool {name}"));
         };
@@ -196,9 +199,14 @@ impl McpTools {
             Err(e) => return ToolOutput::error(format!("invalid arguments: {e}")),
         };
         let params = CallToolRequestParams::new(route.tool.clone()).with_arguments(arguments);
-        match server.client.peer().call_tool(params).await {
-            Ok(result) => render(result),
-            Err(e) => ToolOutput::error(format!("MCP server {} failed: {e}", server.name)),
+        match tokio::time::timeout(timeout, server.client.peer().call_tool(params)).await {
+            Ok(Ok(result)) => render(result),
+            Ok(Err(e)) => ToolOutput::error(format!("MCP server {} failed: {e}", server.name)),
+            Err(_) => super::timed_out(
+                name,
+                timeout,
+                "the request was cancelled (notifications/cancelled); the MCP server keeps running",
+            ),
         }
     }
 

@@ -6,9 +6,11 @@ mod beneath;
 mod fs;
 pub mod mcp;
 mod search;
+mod tree;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -60,6 +62,24 @@ impl ToolOutput {
             is_error: true,
         }
     }
+
+    /// Appends what the tool printed before it ended (nothing when it printed nothing).
+    pub fn with_output(mut self, output: &str) -> Self {
+        if !output.is_empty() {
+            self.text.push_str("\noutput so far:\n");
+            self.text.push_str(output);
+        }
+        self
+    }
+}
+
+/// The tool error for a call that passed `toolTimeoutMs`: names the tool, the timeout and
+/// what became of the call (`what`), so the model can try something smaller or faster.
+pub fn timed_out(name: &str, timeout: Duration, what: &str) -> ToolOutput {
+    ToolOutput::error(format!(
+        "{name} timed out after {} ms (toolTimeoutMs); {what}",
+        timeout.as_millis()
+    ))
 }
 
 /// The function declarations for the granted tools, in a fixed order.
@@ -126,8 +146,15 @@ fn schema(name: &str) -> (&'static str, Value) {
     }
 }
 
-/// Runs a granted tool. The caller has already checked the grant.
-pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutput {
+/// Runs a granted tool within `timeout` (`toolTimeoutMs`). The caller has already checked
+/// the grant. Past the timeout the call is a tool error ([`timed_out`]): `bash` has its
+/// process tree killed; a file tool's thread cannot be stopped, so its result is dropped.
+pub async fn execute(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: &str,
+    timeout: Duration,
+) -> ToolOutput {
     let arguments = if arguments.trim().is_empty() {
         "{}"
     } else {
@@ -135,16 +162,18 @@ pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutp
     };
     match name {
         "bash" => match parse(arguments) {
-            Ok(args) => bash::run(ctx, args).await,
+            Ok(args) => bash::run(ctx, args, timeout).await,
             Err(out) => out,
         },
         "read" | "grep" | "find" | "ls" | "write" | "edit" => {
             let ctx = ctx.clone();
-            let name = name.to_owned();
+            let owned = name.to_owned();
             let arguments = arguments.to_owned();
-            tokio::task::spawn_blocking(move || blocking(&ctx, &name, &arguments))
-                .await
-                .unwrap_or_else(|_| ToolOutput::error("the tool crashed"))
+            let work = tokio::task::spawn_blocking(move || blocking(&ctx, &owned, &arguments));
+            match tokio::time::timeout(timeout, work).await {
+                Ok(done) => done.unwrap_or_else(|_| ToolOutput::error("the tool crashed")),
+                Err(_) => timed_out(name, timeout, "its result was dropped"),
+            }
         }
         other => ToolOutput::error(format!("unknown tool {other}")),
     }

@@ -15,7 +15,7 @@ use crate::broker::live::ToWorker;
 use crate::broker::{Broker, events, lock};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::store::RunUsage;
+use crate::store::{RunUsage, UsageSource};
 use crate::supervisor::{WorkerConn, cgroup, reap};
 
 use super::settle::Ended;
@@ -149,6 +149,7 @@ impl Driver {
                 result,
                 error,
                 budget,
+                cut,
                 usage,
             } => {
                 let Some(run) = self.our_run(run_id.as_str()) else {
@@ -158,6 +159,16 @@ impl Driver {
                     input_tokens: usage.input_tokens,
                     output_tokens: usage.output_tokens,
                     turns: usage.turns,
+                    source: match usage.source {
+                        p::UsageSource::Reported => UsageSource::Reported,
+                        p::UsageSource::Estimated => UsageSource::Estimated,
+                    },
+                    // Only a completed run's final answer is kept cut.
+                    cut_max_output_tokens: cut
+                        .filter(|_| status == RunSettledStatus::Completed)
+                        .map(|cut| match cut.limit {
+                            p::RunCutLimit::MaxOutputTokens => cut.value.get(),
+                        }),
                 });
                 let ended = match status {
                     RunSettledStatus::Completed => self.completed(result.unwrap_or_default(), None),

@@ -290,6 +290,7 @@ mod tests {
                 tools,
                 tool_choice: choice,
                 max_output_tokens: 1024,
+                max_text_bytes: None,
             },
         )
     }
@@ -468,6 +469,7 @@ mod tests {
                 tools: &[],
                 tool_choice: ToolChoice::Auto,
                 max_output_tokens: 1,
+                max_text_bytes: None,
             },
         );
         assert!(body.get("system").is_none());

@@ -64,6 +64,7 @@ impl MessagesClient {
     ) -> Result<ModelTurn, ModelError> {
         let body = serde_json::to_vec(&encode::body(&self.model, &request))
             .map_err(|e| ModelError::Transport(format!("cannot encode the request: {e}")))?;
+        let sent = body.len();
         let mut response = self
             .http
             .post(self.headers()?, body)
@@ -78,13 +79,23 @@ impl MessagesClient {
         while let Some(chunk) = response.chunk().await? {
             for data in parser.feed(&chunk)? {
                 if assembler.event(&data, on_text)? {
-                    return Ok(assembler.finish());
+                    return Ok(assembler
+                        .finish()
+                        .sent_and_received(sent, response.received()));
+                }
+                if request.text_cap_reached(assembler.text_len()) {
+                    let turn = assembler
+                        .finish()
+                        .sent_and_received(sent, response.received());
+                    return Ok(turn.capped());
                 }
             }
         }
         for data in parser.finish()? {
             if assembler.event(&data, on_text)? {
-                return Ok(assembler.finish());
+                return Ok(assembler
+                    .finish()
+                    .sent_and_received(sent, response.received()));
             }
         }
         if !assembler.saw_anything() {
@@ -100,7 +111,9 @@ impl MessagesClient {
                     .to_owned(),
             ));
         }
-        Ok(assembler.finish())
+        Ok(assembler
+            .finish()
+            .sent_and_received(sent, response.received()))
     }
 
     /// `x-api-key` (marked sensitive, so it is never shown) and `anthropic-version`;

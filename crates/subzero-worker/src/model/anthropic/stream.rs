@@ -127,6 +127,9 @@ impl Assembler {
     /// earlier one.
     fn usage(&mut self, usage: &Value) {
         let field = |name: &str| usage.get(name).and_then(Value::as_u64);
+        if usage.is_object() {
+            self.turn.usage_reported = true;
+        }
         if let Some(input) = field("input_tokens") {
             self.turn.input_tokens = input
                 .saturating_add(field("cache_creation_input_tokens").unwrap_or(0))
@@ -222,8 +225,17 @@ impl Assembler {
         self.saw_anything
     }
 
+    /// Bytes of text so far.
+    pub fn text_len(&self) -> usize {
+        self.turn.text.len()
+    }
+
     pub fn finish(mut self) -> ModelTurn {
         let max = self.max_argument_bytes;
+        // A message cut at `max_tokens` may end in a tool_use whose input never began: its
+        // arguments stay empty (incomplete), not `{}`, so the call is not run as if whole.
+        let cut = self.turn.finish_reason.as_deref() == Some("length");
+        let last = self.calls.len().checked_sub(1);
         self.turn.tool_calls = self
             .calls
             .into_iter()
@@ -236,6 +248,8 @@ impl Assembler {
                     String::new()
                 } else if !c.arguments.trim().is_empty() {
                     c.arguments
+                } else if cut && Some(n) == last && c.initial.is_none() {
+                    String::new()
                 } else {
                     c.initial.unwrap_or_else(|| "{}".to_owned())
                 };
