@@ -153,6 +153,11 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE runs;
     ALTER TABLE runs_v3 RENAME TO runs;
     "#,
+    // 4: a failed run keeps the machine-readable details of its error as a JSON object
+    // (`{"status": 503, …}`, `{"limit": "maxOutputTokens"}`), shown as `lastRun.error.details`.
+    r#"
+    ALTER TABLE runs ADD COLUMN error_details TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -169,6 +169,8 @@ pub(super) struct RunEnd<'a> {
     pub usage: Option<RunUsage>,
     /// The budget a `budget_exhausted` run reached, as JSON.
     pub budget: Option<String>,
+    /// A failed run's error details, as a JSON object.
+    pub error_details: Option<String>,
 }
 
 /// Turns and tokens one run used.
@@ -196,8 +198,8 @@ pub(super) fn run(
         "UPDATE runs SET status = ?4, started_at = COALESCE(?5, started_at), ended_at = ?6, \
          reason = ?7, preview = ?8, preview_truncated = ?9, artifact_id = ?10, error_code = ?11, \
          error_message = ?12, input_tokens = COALESCE(?13, input_tokens), \
-         output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16 \
-         WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
+         output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16, \
+         error_details = ?17 WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
             run.to_string(),
             child.to_string(),
@@ -214,7 +216,8 @@ pub(super) fn run(
             end.usage.map(|u| i64_of(u.input_tokens)),
             end.usage.map(|u| i64_of(u.output_tokens)),
             end.usage.map(|u| i64_of(u.turns)),
-            end.budget
+            end.budget,
+            end.error_details
         ],
     )?;
     expect_one(changed, &format!("move run {run} from {from} to {to}"))
