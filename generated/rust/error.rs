@@ -14,7 +14,7 @@
 pub struct ErrorBody {
     ///Stable error code; callers branch on it.
     pub code: ErrorCode,
-    ///Optional machine-readable context (e.g. the offending field or the active run id). Free-form object.
+    ///Optional machine-readable context (e.g. the offending field or the active run id). Free-form object. The error of a failed run (`lastRun.error`) keeps what the worker reported: for `model_request_failed`, `status` (the HTTP status, or null when the endpoint gave none) with the redacted `excerpt` of an HTTP error body, the refused origin as `redirect` for a cross-origin redirect, or `idleTimeoutMs`; for `limit_exceeded`, `limit` naming the limit (`maxOutputTokens`, `toolTimeoutMs`, `model_response_bytes`).
     #[serde(default, skip_serializing_if = "::serde_json::Map::is_empty")]
     pub details: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
     ///What went wrong and what to do next.

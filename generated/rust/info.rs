@@ -14,7 +14,7 @@
 pub struct Budgets {
     ///What an absent field is (no `tokenBudget`: unbounded).
     pub defaults: super::common::RunBudget,
-    ///The most a spawn may ask for (no `tokenBudget`: no maximum).
+    ///The most a spawn may ask for. This broker names every budget: `tokenBudget` is the configured maximum, or 2000000000 (the most `RunBudget.tokenBudget` can say) when `[budgets.max]` configures none. A value past a maximum is `limit_exceeded`. (An earlier v1 broker left `tokenBudget` out when none was configured; read that as 2000000000.)
     pub maxima: super::common::RunBudget,
 }
 ///Kernel-enforced containment in force for one child, one member per kind.

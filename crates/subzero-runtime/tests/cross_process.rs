@@ -235,6 +235,7 @@ fn concurrent_claims_of_one_child_from_three_processes_yield_exactly_one_owner()
             code: ErrorCode::ModelRequestFailed,
             message: "x".to_owned(),
             partial: None,
+            details: None,
         },
     ))
     .unwrap();

@@ -128,6 +128,7 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
                 code: ErrorCode::ModelRequestFailed,
                 message: "model said 401".to_owned(),
                 partial: None,
+                details: None,
             },
         )
         .await

@@ -120,6 +120,7 @@ async fn a_failed_run_cancels_the_queue() {
                 code: ErrorCode::ModelRequestFailed,
                 message: "503".to_owned(),
                 partial: None,
+                details: None,
             },
         )
         .await

@@ -4,6 +4,13 @@
 //! entry with `id` and `parentId`. A run appends below the leaf it started from and never
 //! rewrites a line, so an interrupted branch stays in the file. The digest of a leaf is the
 //! SHA-256 of the root→leaf lines (each with its `\n`), as `sha256:<hex>`.
+//!
+//! The file never keeps a malformed line. An append the file system refuses part-way (a
+//! full disk) is cut off again at once, so the file ends at the last whole line; a line
+//! torn by a crash mid-write is cut off when the transcript is next opened, before
+//! anything is appended. Only whole lines are ever entries, and a torn line is never a
+//! committed leaf (a leaf is committed after its line is written and synced), so cutting
+//! it loses nothing recorded.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -112,6 +119,8 @@ pub enum TranscriptError {
 #[derive(Debug)]
 pub struct Transcript {
     file: File,
+    /// Bytes of the file that are whole lines: where a refused append is cut back to.
+    len: u64,
     lines: HashMap<String, (Entry, String)>,
     leaf: String,
     root: String,
@@ -133,6 +142,12 @@ impl Transcript {
             Err(err) => return Err(err.into()),
         };
         match existing {
+            // Only a header cut short by a crash: nothing was ever written below it.
+            Some(bytes) if torn_header(&bytes) && from_leaf.is_none() => {
+                tracing::warn!(transcript = %path.display(), "starting over a transcript whose header was cut short");
+                OpenOptions::new().write(true).open(path)?.set_len(0)?;
+                Self::create(path)
+            }
             Some(bytes) if !bytes.is_empty() => {
                 Self::open_existing(path, &bytes, from_leaf, expected_digest)
             }
@@ -155,6 +170,7 @@ impl Transcript {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let mut this = Self {
             file,
+            len: 0,
             lines: HashMap::new(),
             leaf: String::new(),
             root: String::new(),
@@ -178,20 +194,36 @@ impl Transcript {
             lines,
             leaf,
             root,
-            complete,
+            tail,
         } = Parsed::from_bytes(bytes, from_leaf, expected_digest).map_err(|why| {
             TranscriptError::Incompatible(format!(
                 "checkpoint_incompatible: transcript {}: {why}",
                 path.display()
             ))
         })?;
-        // Validated: only now open for appending.
+        // Validated: only now open for appending, after making the file end at a whole line.
         let mut file = OpenOptions::new().append(true).open(path)?;
-        if !complete {
-            file.write_all(b"\n")?;
-        }
+        let len = match tail {
+            Tail::Whole => bytes.len() as u64,
+            Tail::MissingNewline => {
+                file.write_all(b"\n")?;
+                bytes.len() as u64 + 1
+            }
+            Tail::Torn { whole } => {
+                let whole = whole as u64;
+                tracing::warn!(
+                    transcript = %path.display(),
+                    cut = bytes.len() as u64 - whole,
+                    "cutting a torn last line off the transcript (a write cut short by a crash or a full disk)"
+                );
+                file.set_len(whole)?;
+                file.sync_all()?;
+                whole
+            }
+        };
         Ok(Self {
             file,
+            len,
             lines,
             leaf,
             root,
@@ -211,7 +243,15 @@ impl Transcript {
         let stored: Entry = serde_json::from_str(&line).map_err(std::io::Error::other)?;
         let mut buf = line.clone().into_bytes();
         buf.push(b'\n');
-        self.file.write_all(&buf)?;
+        if let Err(err) = self.file.write_all(&buf) {
+            // Part of the line may be on disk (a full file system takes what fits): cut it
+            // off, so the file still ends at its last whole line and the space is free.
+            if let Err(cut) = self.file.set_len(self.len) {
+                tracing::error!(%cut, "cannot cut a refused transcript append off again");
+            }
+            return Err(err.into());
+        }
+        self.len += buf.len() as u64;
         self.leaf.clone_from(&stored.id);
         let id = stored.id.clone();
         self.lines.insert(id.clone(), (stored, line));
@@ -258,7 +298,19 @@ pub struct Parsed {
     lines: HashMap<String, (Entry, String)>,
     leaf: String,
     root: String,
-    complete: bool,
+    tail: Tail,
+}
+
+/// How the bytes end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// With a newline.
+    Whole,
+    /// With a readable entry that lacks only its newline.
+    MissingNewline,
+    /// With a line cut short (unreadable, no newline): `whole` bytes are the whole lines
+    /// before it.
+    Torn { whole: usize },
 }
 
 impl Parsed {
@@ -272,6 +324,11 @@ impl Parsed {
     ) -> Result<Self, String> {
         let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
         let complete = text.ends_with('\n');
+        let mut tail = if complete {
+            Tail::Whole
+        } else {
+            Tail::MissingNewline
+        };
         let raw_lines: Vec<&str> = text.lines().collect();
         let mut lines = HashMap::new();
         let mut root = None;
@@ -281,7 +338,12 @@ impl Parsed {
             let entry = match parsed {
                 Ok(entry) => entry,
                 // A torn last line from a crash mid-write is skipped; anything else is damage.
-                Err(_) if n + 1 == raw_lines.len() && !complete => break,
+                Err(_) if n + 1 == raw_lines.len() && !complete => {
+                    tail = Tail::Torn {
+                        whole: text.rfind('\n').map_or(0, |i| i + 1),
+                    };
+                    break;
+                }
                 Err(_) if n == 0 => return Err("no readable header".into()),
                 Err(err) => return Err(format!("line {} unreadable: {err}", n + 1)),
             };
@@ -302,10 +364,11 @@ impl Parsed {
         }
         let root = root.ok_or_else(|| "no header".to_owned())?;
         // `fromLeaf: null` continues from the current end of the file (schema), which is the
-        // last entry written; the root is always addressable by its id.
+        // last entry written — short of a model turn whose tool calls the run did not get
+        // to answer; the root is always addressable by its id.
         let leaf = match from_leaf {
             Some(leaf) => leaf.to_owned(),
-            None => last.unwrap_or_else(|| root.clone()),
+            None => answered_end(&lines, &last.unwrap_or_else(|| root.clone()), &root),
         };
         if !lines.contains_key(&leaf) {
             return Err(format!("leaf {leaf} is not in the transcript"));
@@ -314,7 +377,7 @@ impl Parsed {
             lines,
             leaf,
             root,
-            complete,
+            tail,
         };
         let digest = this
             .digest()
@@ -339,6 +402,42 @@ impl Parsed {
     pub fn digest(&self) -> Option<String> {
         digest(&self.lines, &self.leaf, &self.root)
     }
+}
+
+/// Where a run continuing from the end of the file starts: `last`, unless the last model
+/// turn on its path made tool calls that are not all answered after it (the run ended
+/// mid-call: a full disk refused the result, a crash) — then the entry before that turn,
+/// so no later request carries a call without its result (which Chat Completions
+/// endpoints refuse). The unanswered turn stays in the file, off the path.
+fn answered_end(lines: &HashMap<String, (Entry, String)>, last: &str, root: &str) -> String {
+    let Some(path) = path_lines(lines, last, root) else {
+        return last.to_owned();
+    };
+    let Some(at) = path
+        .iter()
+        .rposition(|(e, _)| e.kind == EntryType::Assistant && !e.tool_calls.is_empty())
+    else {
+        return last.to_owned();
+    };
+    let answered: Vec<&str> = path[at + 1..]
+        .iter()
+        .filter(|(e, _)| e.kind == EntryType::ToolResult)
+        .filter_map(|(e, _)| e.tool_call_id.as_deref())
+        .collect();
+    let turn = path[at].0;
+    if turn
+        .tool_calls
+        .iter()
+        .all(|call| answered.contains(&call.id.as_str()))
+    {
+        return last.to_owned();
+    }
+    turn.parent_id.clone().unwrap_or_else(|| root.to_owned())
+}
+
+/// Whether `bytes` are only the start of a header line: no newline, not a readable entry.
+fn torn_header(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && !bytes.contains(&b'\n') && serde_json::from_slice::<Entry>(bytes).is_err()
 }
 
 /// The entries and lines from the root to `leaf`, or `None` when the path is broken: an
@@ -403,5 +502,123 @@ mod tests {
 
         let t = Transcript::open(&path, Some(&root), None).expect("root is a leaf");
         assert_eq!(t.path().len(), 1);
+    }
+
+    /// Every line of the file is a readable entry (what the broker's checkpoint check and
+    /// a later open require).
+    fn every_line_reads(path: &Path) -> usize {
+        let text = std::fs::read_to_string(path).expect("read");
+        assert!(text.ends_with('\n'), "the file ends at a whole line");
+        for line in text.lines() {
+            serde_json::from_str::<Entry>(line)
+                .unwrap_or_else(|e| panic!("a malformed line was left ({e}): {line:.80}"));
+        }
+        text.lines().count()
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_off_at_open_and_never_becomes_a_malformed_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let mut t = Transcript::open(&path, None, None).expect("create");
+        let mut prompt = Entry::new(EntryType::Prompt, "user");
+        prompt.content = Some("hello".into());
+        t.append(prompt.clone()).expect("append");
+        let (leaf, digest) = t.commit().expect("commit");
+        drop(t);
+        // What a write cut short leaves: the start of a line, no newline.
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(br#"{"type":"assistant","id":"e_torn","parentId":"#)
+            .expect("torn write");
+        drop(file);
+
+        // The next run continues from the recorded leaf; the torn bytes are gone.
+        let mut t = Transcript::open(&path, Some(&leaf), Some(&digest)).expect("resume");
+        assert_eq!(every_line_reads(&path), 2);
+        t.append(prompt.clone()).expect("append");
+        let (next, next_digest) = t.commit().expect("commit");
+        drop(t);
+        assert_eq!(every_line_reads(&path), 3);
+        // And a later open (a resume verifying its checkpoint) reads the file whole.
+        let t = Transcript::open(&path, Some(&next), Some(&next_digest)).expect("reopen");
+        assert_eq!(t.path().len(), 3);
+        // Continuing from the end finds the last whole entry, never the torn one.
+        drop(t);
+        let t = Transcript::open(&path, None, None).expect("from the end");
+        assert_eq!(t.leaf(), next);
+    }
+
+    #[test]
+    fn continuing_from_the_end_skips_a_model_turn_whose_calls_were_not_answered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let mut t = Transcript::open(&path, None, None).expect("create");
+        let prompt = t
+            .append(Entry::new(EntryType::Prompt, "user"))
+            .expect("prompt");
+        let mut turn = Entry::new(EntryType::Assistant, "assistant");
+        turn.tool_calls = vec![
+            ToolCallRecord {
+                id: "call_1".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+            ToolCallRecord {
+                id: "call_2".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+            },
+        ];
+        t.append(turn.clone()).expect("turn");
+        let mut result = Entry::new(EntryType::ToolResult, "tool");
+        result.tool_call_id = Some("call_1".into());
+        t.append(result).expect("first result");
+        // The second result was never written (the disk was full).
+        drop(t);
+        let t = Transcript::open(&path, None, None).expect("open");
+        assert_eq!(t.leaf(), prompt, "the unanswered turn is off the path");
+        drop(t);
+
+        // A turn whose calls were all answered is continued from its last result.
+        let mut t = Transcript::open(&path, None, None).expect("open");
+        t.append(turn).expect("turn again");
+        for id in ["call_1", "call_2"] {
+            let mut result = Entry::new(EntryType::ToolResult, "tool");
+            result.tool_call_id = Some(id.into());
+            t.append(result).expect("result");
+        }
+        let (end, _) = t.commit().expect("commit");
+        drop(t);
+        let t = Transcript::open(&path, None, None).expect("open");
+        assert_eq!(t.leaf(), end);
+    }
+
+    #[test]
+    fn a_torn_header_starts_the_transcript_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, br#"{"type":"header","id":"e_01"#).expect("torn header");
+        let t = Transcript::open(&path, None, None).expect("started over");
+        assert_eq!(t.path().len(), 1);
+        drop(t);
+        assert_eq!(every_line_reads(&path), 1);
+    }
+
+    #[test]
+    fn a_whole_last_entry_without_its_newline_is_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let mut t = Transcript::open(&path, None, None).expect("create");
+        t.append(Entry::new(EntryType::Prompt, "user"))
+            .expect("append");
+        let (leaf, _) = t.commit().expect("commit");
+        drop(t);
+        let mut bytes = std::fs::read(&path).expect("read");
+        assert_eq!(bytes.pop(), Some(b'\n'));
+        std::fs::write(&path, &bytes).expect("newline lost");
+        let t = Transcript::open(&path, None, None).expect("open");
+        assert_eq!(t.leaf(), leaf);
+        drop(t);
+        assert_eq!(every_line_reads(&path), 2);
     }
 }

@@ -146,12 +146,13 @@ impl Broker {
                 u64::from(d.max_output_tokens),
                 d.token_budget,
             ),
+            // Every maximum is named: with none configured for tokens, the protocol's bound.
             maxima: run_budget(
                 u64::from(m.max_turns),
                 m.deadline_ms,
                 m.tool_timeout_ms,
                 u64::from(m.max_output_tokens),
-                m.token_budget,
+                Some(m.token_budget.unwrap_or(TOKEN_BUDGET_BOUND)),
             ),
         }
     }
@@ -316,6 +317,10 @@ fn enforcement() -> Result<p::Enforcement, BrokerError> {
     })
 }
 
+/// The most `RunBudget.tokenBudget` can say (the schema's bound): the token maximum a spawn
+/// meets when `[budgets.max]` configures none.
+const TOKEN_BUDGET_BOUND: u64 = 2_000_000_000;
+
 /// A `RunBudget` of these values (a zero, which `[budgets]` refuses at load, is left out).
 fn run_budget(
     max_turns: u64,
@@ -331,5 +336,23 @@ fn run_budget(
         tool_timeout_ms: NonZeroU64::new(tool_timeout_ms).map(Into::into),
         max_output_tokens: NonZeroU64::new(max_output_tokens).map(Into::into),
         token_budget: token_budget.and_then(NonZeroU64::new).map(Into::into),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use subzero_protocol::Validate;
+
+    use super::*;
+
+    #[test]
+    fn the_token_budget_bound_is_the_protocols() {
+        let budget = |tokens: u64| {
+            serde_json::from_value::<p::RunBudget>(serde_json::json!({ "tokenBudget": tokens }))
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.validate().map_err(|e| e.to_string()))
+        };
+        assert!(budget(TOKEN_BUDGET_BOUND).is_ok());
+        assert!(budget(TOKEN_BUDGET_BOUND + 1).is_err());
     }
 }

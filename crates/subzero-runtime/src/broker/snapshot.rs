@@ -114,7 +114,7 @@ fn last_error(run: &RunRow) -> Result<Option<p::ErrorBody>, BrokerError> {
     };
     Ok(Some(p::ErrorBody {
         code,
-        details: serde_json::Map::new(),
+        details: run.error_details.clone().unwrap_or_default(),
         message: wire(bounded(&message), GET, "lastRun.error.message")?,
     }))
 }

@@ -7,8 +7,14 @@ use subzero_protocol::Validate;
 
 use crate::broker::BrokerError;
 
+/// Arguments that are absent or an object, never `null`: `budget: null` would read as
+/// "no budget", but an absent budget means the configured defaults, so a `null` (at the
+/// top or for one of its fields) is refused instead of silently becoming them.
+const NEVER_NULL: [&str; 1] = ["budget"];
+
 /// Deserialize and validate tool arguments.
 pub(super) fn parse<T: DeserializeOwned + Validate>(arguments: Value) -> Result<T, BrokerError> {
+    refuse_null(&arguments)?;
     let input: T = serde_path_to_error::deserialize(arguments).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner().to_string();
@@ -19,6 +25,27 @@ pub(super) fn parse<T: DeserializeOwned + Validate>(arguments: Value) -> Result<
         .validate()
         .map_err(|bad| BrokerError::invalid(bad.field(), bad.to_string()))?;
     Ok(input)
+}
+
+/// `invalid_request` for a [`NEVER_NULL`] argument, or a field of one, that is `null`.
+fn refuse_null(arguments: &Value) -> Result<(), BrokerError> {
+    for name in NEVER_NULL {
+        let field = match arguments.get(name) {
+            Some(Value::Null) => name.to_owned(),
+            Some(Value::Object(fields)) => match fields.iter().find(|(_, v)| v.is_null()) {
+                Some((key, _)) => format!("{name}.{key}"),
+                None => continue,
+            },
+            _ => continue,
+        };
+        return Err(BrokerError::invalid(
+            &field,
+            format!(
+                "argument `{field}` is null; leave it out to take the configured default (optional arguments are absent, never null; `subzero_info.budgets` shows the defaults)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The dotted path of the field serde complained about. For a missing field serde
@@ -84,6 +111,22 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidRequest);
         assert!(err.message().contains("waitMs"), "{}", err.message());
+    }
+
+    #[test]
+    fn a_null_budget_or_budget_field_is_refused_naming_it() {
+        let spawn = |budget: Value| {
+            parse::<SpawnInput>(serde_json::json!({
+                "prompt": "hi", "templateId": "researcher", "budget": budget,
+                "model": {"url": "http://127.0.0.1:1/v1", "model": "m", "credentialRef": "c"}
+            }))
+        };
+        let err = spawn(Value::Null).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidRequest);
+        assert_eq!(err.details()["field"], "budget");
+        let err = spawn(serde_json::json!({"maxTurns": null})).unwrap_err();
+        assert_eq!(err.details()["field"], "budget.maxTurns");
+        assert!(spawn(serde_json::json!({"maxTurns": 3})).is_ok());
     }
 
     #[test]

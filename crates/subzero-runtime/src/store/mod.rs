@@ -42,8 +42,9 @@ use file::DatabaseFile;
 
 pub use events::MAX_EVENT_PAYLOAD_BYTES;
 pub use ops::{
-    Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
-    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
+    Admission, AdmitFollowup, AdmitSpawn, Claim, ErrorDetails, FollowupDelivery, LockObservation,
+    NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,
+    Settlement, StopBegun,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, EventGap, EventPage, EventRow, LeafRef, ModelRow, NewChild,

@@ -161,6 +161,8 @@ pub struct RunRow {
     pub usage: super::RunUsage,
     /// The budget a `budget_exhausted` run reached.
     pub budget: Option<subzero_core::BudgetReached>,
+    /// Machine-readable details of a failed run's error (`lastRun.error.details`).
+    pub error_details: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// One stored event.
@@ -336,7 +338,7 @@ pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
 pub(crate) const RUN_COLUMNS: &str = "run_id, child_id, ordinal, status, prompt, request_id, \
     created_at, started_at, ended_at, preview, preview_truncated, artifact_id, error_code, \
     error_message, reason, input_tokens, output_tokens, turns, budget, usage_source, \
-    cut_max_output_tokens";
+    cut_max_output_tokens, error_details";
 
 pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
     let status: String = row.get(3)?;
@@ -370,6 +372,10 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         },
         budget: match row.get::<_, Option<String>>(18)? {
             Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(18, "budget"))?),
+            None => None,
+        },
+        error_details: match row.get::<_, Option<String>>(21)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(21, "error_details"))?),
             None => None,
         },
     })

@@ -162,6 +162,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN cut_max_output_tokens INTEGER
         CHECK (cut_max_output_tokens IS NULL OR cut_max_output_tokens >= 1);
     "#,
+    // 5: a failed run keeps the machine-readable details of its error as a JSON object
+    // (`{"status": 503, …}`, `{"limit": "maxOutputTokens"}`), shown as `lastRun.error.details`.
+    r#"
+    ALTER TABLE runs ADD COLUMN error_details TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -169,6 +169,8 @@ pub(super) struct RunEnd<'a> {
     pub usage: Option<RunUsage>,
     /// The budget a `budget_exhausted` run reached, as JSON.
     pub budget: Option<String>,
+    /// A failed run's error details, as a JSON object.
+    pub error_details: Option<String>,
 }
 
 /// Turns and tokens one run used, as its worker reported them: whether the tokens were
@@ -245,8 +247,8 @@ pub(super) fn run(
          error_message = ?12, input_tokens = COALESCE(?13, input_tokens), \
          output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16, \
          usage_source = COALESCE(?17, usage_source), \
-         cut_max_output_tokens = CASE WHEN ?17 IS NULL THEN cut_max_output_tokens ELSE ?18 END \
-         WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
+         cut_max_output_tokens = CASE WHEN ?17 IS NULL THEN cut_max_output_tokens ELSE ?18 END, \
+         error_details = ?19 WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
             run.to_string(),
             child.to_string(),
@@ -265,7 +267,8 @@ pub(super) fn run(
             end.usage.map(|u| i64_of(u.turns)),
             end.budget,
             end.usage.map(|u| u.source),
-            end.usage.and_then(|u| u.cut_max_output_tokens).map(i64_of)
+            end.usage.and_then(|u| u.cut_max_output_tokens).map(i64_of),
+            end.error_details
         ],
     )?;
     expect_one(changed, &format!("move run {run} from {from} to {to}"))

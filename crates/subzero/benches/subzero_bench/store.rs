@@ -301,6 +301,7 @@ pub async fn populate(dir: &Path, children: usize, per_child: usize) -> Result<P
                             code: ErrorCode::ModelRequestFailed,
                             message: "the scripted model went away".to_owned(),
                             partial: None,
+                            details: None,
                         },
                     )
                     .await?;

@@ -15,7 +15,7 @@ use crate::broker::live::ToWorker;
 use crate::broker::{Broker, events, lock};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::store::{RunUsage, UsageSource};
+use crate::store::{ErrorDetails, RunUsage, UsageSource};
 use crate::supervisor::{WorkerConn, cgroup, reap};
 
 use super::settle::Ended;
@@ -37,6 +37,9 @@ pub(super) struct Driver {
     pub(super) stopped: Option<RunId>,
     /// What the active run used, from the worker's `run_settled`.
     pub(super) usage: Option<RunUsage>,
+    /// The `details` of the error the worker reported for the active run (its
+    /// `run_settled failed`), recorded with the failure.
+    pub(super) error_details: Option<ErrorDetails>,
     /// What the worker last reported doing in the active run (the store is told only
     /// of changes).
     pub(super) activity: Option<Activity>,
@@ -115,6 +118,7 @@ impl Driver {
                 self.active = Some(run);
                 self.activity = None;
                 self.leaf = None;
+                self.error_details = None;
                 match self.conn.send(message).await {
                     Ok(()) => Next::Continue,
                     Err(e) => Next::Lost(format!("the worker's control pipe failed: {e}")),
@@ -124,6 +128,7 @@ impl Driver {
     }
 
     async fn handle_report(&mut self, message: WorkerMessage) -> Next {
+        self.keep_error_details(&message);
         match message {
             WorkerMessage::Hello { .. } => Next::Continue,
             WorkerMessage::Event { run_id, event } => {
@@ -221,6 +226,21 @@ impl Driver {
                 }
                 Next::Continue
             }
+        }
+    }
+
+    /// Keep the `details` of the error in the active run's `run_settled` (an HTTP
+    /// failure's `status`, a limit's name, a refused redirect's origin) for its settlement.
+    fn keep_error_details(&mut self, message: &WorkerMessage) {
+        if let WorkerMessage::RunSettled {
+            run_id,
+            error: Some(body),
+            ..
+        } = message
+            && self.our_run(run_id.as_str()).is_some()
+            && !body.details.is_empty()
+        {
+            self.error_details = Some(body.details.clone());
         }
     }
 

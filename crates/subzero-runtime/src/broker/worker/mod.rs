@@ -8,6 +8,7 @@
 //! never starts before its predecessor's result is durable.
 
 mod driver;
+mod reserve;
 mod retire;
 mod settle;
 mod start;

@@ -1,38 +1,73 @@
-//! Settling a run so that nothing the worker produced is lost to a storage fault.
+//! Settling a run so that nothing the worker produced is lost to a storage fault, and
+//! no child stays `running` without a worker because of one.
 //!
-//! What the worker showed — its result and committed leaf, its failure, its cancel
-//! confirmation, or its loss — is kept as plain data ([`Ended`]) until the store has
-//! recorded it. Each attempt writes the result file if it is not written yet, mints the
-//! proofs the settlement needs from that evidence, and hands it to the store. A database
-//! write the file system refuses (full, read-only, I/O error), or a database locked past
-//! its busy timeout, is retried — backing off to once a second — for as long as the
-//! broker lives, so the run settles truthfully, with its result, as soon as the store
-//! takes writes again. A result file the file system refuses is retried for
-//! [`ARTIFACT_PATIENCE`], then the run is recorded `failed` (`artifact_unavailable`).
-//! Any other refusal is final and logged. Only the broker's shutdown ends the retries;
-//! the next broker then records the run interrupted (`broker_lost`).
+//! Every path that ends a run goes through [`Broker::settle_kept`]: the worker's report
+//! (its result and committed leaf, its failure, its cancel confirmation), its loss, and
+//! a worker that could not be started. What the run showed is kept as plain data
+//! ([`Ended`]) until the store has recorded it. Each attempt writes the result file if it
+//! is not written yet, mints the proofs the settlement needs from that evidence, and
+//! hands it to the store. A database write the file system refuses (full, read-only, I/O
+//! error) first releases the state directory's [space reserve](super::reserve) and is
+//! tried again at once — on a full disk that is what lets the run's end be recorded —
+//! then, like a database locked past its busy timeout, is retried, backing off to once a
+//! second, for as long as the broker lives. A completed run's result file the file system
+//! refuses is retried for [`ARTIFACT_PATIENCE`], then the run is recorded `failed`
+//! (`artifact_unavailable`); a failed run's partial result is tried once. So a run whose
+//! worker is gone is recorded within [`SETTLE_BOUND`] unless the store refuses even the
+//! reserved space. Any other refusal is final and logged. Only the broker's shutdown
+//! ends the retries; the next broker then records the run interrupted (`broker_lost`).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use subzero_core::lifecycle::{LeafRef, Supervisor};
-use subzero_core::{BudgetReached, ErrorCode, RunId};
+use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 
 use super::PREVIEW_BYTES;
 use super::driver::Driver;
+use super::reserve::SpaceReserve;
 use crate::RuntimeError;
 use crate::artifacts;
-use crate::broker::BrokerError;
-use crate::store::{NewArtifact, PartialResult, Settled, Settlement};
+use crate::broker::{Broker, BrokerError};
+use crate::store::{ErrorDetails, NewArtifact, PartialResult, RunUsage, Settled, Settlement};
 
 /// The longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// How long a result file the file system refuses is retried before the run is recorded
-/// without it (`artifact_unavailable`): a result that does not fit must not keep its
-/// child `running` for as long as the disk stays full. The database write itself is
-/// retried for as long as the broker lives.
-const ARTIFACT_PATIENCE: Duration = Duration::from_secs(10);
+/// The bound this module keeps: a run whose worker is gone — it reported the run's end,
+/// exited, broke the protocol, or never started — is recorded within this long (the
+/// worker's retirement, at most [`ARTIFACT_PATIENCE`] for a result file, and the
+/// settlement in the reserved space), unless the store refuses even that.
+pub(in crate::broker) const SETTLE_BOUND: Duration = Duration::from_secs(10);
+
+/// How long a completed run's result file the file system refuses is retried before the
+/// run is recorded without it (`artifact_unavailable`): a result that does not fit must
+/// not keep its child `running` while the disk stays full. Short enough that the worker's
+/// retirement and this wait stay within [`SETTLE_BOUND`].
+const ARTIFACT_PATIENCE: Duration = Duration::from_secs(4);
+
+/// How long a failed worker start waits for its settlement before its caller is answered;
+/// the settlement goes on after that, in the background.
+const FAILED_START_WAIT: Duration = Duration::from_secs(2);
+
+/// Which attempt of a settlement this is.
+#[derive(Clone, Copy)]
+struct Attempt {
+    /// Still within [`ARTIFACT_PATIENCE`].
+    patient: bool,
+    /// The first attempt.
+    first: bool,
+}
+
+/// What a settlement records besides how the run ended.
+#[derive(Debug, Default)]
+pub(super) struct Recorded {
+    /// What the run used, as its worker reported it.
+    pub usage: Option<RunUsage>,
+    /// The machine-readable details of a failed run's error.
+    pub details: Option<ErrorDetails>,
+}
 
 /// How a run ended, as the worker (or the supervisor) showed it; kept until stored.
 pub(super) enum Ended {
@@ -89,48 +124,133 @@ fn transient(err: &RuntimeError) -> bool {
 impl Driver {
     /// Record how `run` ended, retrying what storage refuses until it is recorded (or
     /// the broker shuts down). `None` when it could not be recorded.
-    pub(super) async fn settle(&mut self, run: RunId, mut ended: Ended) -> Option<Settled> {
+    pub(super) async fn settle(&mut self, run: RunId, ended: Ended) -> Option<Settled> {
         self.active = None;
-        let mut closing = self.broker.closing.subscribe();
+        let details = match ended {
+            Ended::Failed { .. } => self.error_details.take(),
+            _ => None,
+        };
+        let recorded = Recorded {
+            usage: self.usage,
+            details,
+        };
+        self.broker
+            .settle_kept(self.child, run, ended, recorded)
+            .await
+    }
+}
+
+impl Broker {
+    /// A run that got no worker fails with the reason, through the same kept and retried
+    /// settlement as every other run's end, so nothing is left `running`. The caller is
+    /// answered after at most [`FAILED_START_WAIT`]; a settlement the store still refuses
+    /// then is retried in the background.
+    pub(in crate::broker) async fn record_failed_start(
+        self: &Arc<Self>,
+        child: ChildId,
+        run: RunId,
+        err: &BrokerError,
+    ) {
+        let ended = Ended::Failed {
+            code: err.code(),
+            message: err.message().to_owned(),
+            partial: None,
+            artifact: None,
+        };
+        let recorded = Recorded {
+            usage: None,
+            details: (!err.details().is_empty()).then(|| err.details().clone()),
+        };
+        let broker = Arc::clone(self);
+        let settling =
+            tokio::spawn(async move { broker.settle_kept(child, run, ended, recorded).await });
+        match tokio::time::timeout(FAILED_START_WAIT, settling).await {
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => {
+                tracing::error!(%child, %run, "could not record a failed worker start");
+            }
+            Ok(Err(e)) => {
+                tracing::error!(%child, %run, %e, "recording a failed worker start panicked");
+            }
+            Err(_) => {
+                tracing::warn!(%child, %run, "a failed worker start is not recorded yet; its settlement is retried in the background");
+            }
+        }
+    }
+
+    /// Record how `run` of `child` ended, retrying what storage refuses until it is
+    /// recorded (or the broker shuts down); see the module documentation. `None` when it
+    /// could not be recorded.
+    pub(super) async fn settle_kept(
+        &self,
+        child: ChildId,
+        run: RunId,
+        mut ended: Ended,
+        recorded: Recorded,
+    ) -> Option<Settled> {
+        let mut closing = self.closing.subscribe();
+        let reserve = SpaceReserve::of(self.paths.root());
+        let mut reserve_released = false;
+        let mut overdue = false;
         let mut pause = Duration::from_millis(50);
         let mut attempts = 0u32;
-        let since = std::time::Instant::now();
+        let since = Instant::now();
         loop {
             attempts += 1;
-            let patient = since.elapsed() < ARTIFACT_PATIENCE;
-            let refused = match self.settlement(run, &mut ended, patient).await {
-                Err(err) => err,
+            let attempt = Attempt {
+                patient: since.elapsed() < ARTIFACT_PATIENCE,
+                first: attempts == 1,
+            };
+            let (refused, by_store) = match self
+                .settlement(child, run, &mut ended, &recorded, attempt)
+                .await
+            {
+                Err(err) => (err, false),
                 Ok(settlement) => match self
-                    .broker
                     .store
                     .settle_run_with_usage(
-                        self.child,
+                        child,
                         run,
-                        self.broker.owner_token(),
+                        self.owner_token(),
                         settlement,
-                        self.usage,
+                        recorded.usage,
                     )
                     .await
                 {
                     Ok(settled) => {
                         if attempts > 1 {
-                            tracing::warn!(child = %self.child, %run, attempts, "settled a run once the store took writes again");
+                            tracing::warn!(%child, %run, attempts, elapsed_ms = since.elapsed().as_millis(), "settled a run once the store took writes again");
                         }
                         return Some(settled);
                     }
-                    Err(err) => err,
+                    Err(err) => (err, true),
                 },
             };
             if !transient(&refused) {
-                tracing::error!(child = %self.child, %run, %refused, "could not settle a run");
+                tracing::error!(%child, %run, %refused, "could not settle a run");
                 return None;
             }
             if attempts == 1 {
-                tracing::error!(child = %self.child, %run, %refused, "could not settle a run yet; its result is kept and the settlement retried until the store takes writes");
+                tracing::error!(%child, %run, %refused, "could not settle a run yet; its result is kept and the settlement retried until the store takes writes");
             }
-            if self.broker.shutting_down.load(Ordering::SeqCst) {
-                tracing::error!(child = %self.child, %run, "the broker is shutting down before the run could be settled; the next broker records it interrupted");
+            if !overdue && since.elapsed() > SETTLE_BOUND {
+                overdue = true;
+                tracing::error!(%child, %run, %refused, bound_s = SETTLE_BOUND.as_secs(), "a run's end is still not recorded: the store refuses even the reserved space; its child shows `running` until the state directory takes writes again");
+            }
+            if self.shutting_down.load(Ordering::SeqCst) {
+                tracing::error!(%child, %run, "the broker is shutting down before the run could be settled; the next broker records it interrupted");
                 return None;
+            }
+            // The file system refused the settlement itself: give it the reserved space and
+            // try again at once.
+            if by_store
+                && !reserve_released
+                && matches!(refused, RuntimeError::StorageUnavailable { .. })
+            {
+                reserve_released = true;
+                if reserve.release() {
+                    continue;
+                }
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -141,14 +261,18 @@ impl Driver {
     }
 
     /// One attempt's settlement: writes a result file not written yet (while `patient`, a
-    /// transient failure to write it is `Err`, to be retried), and mints the proofs from
-    /// the evidence kept in `ended`.
+    /// transient failure to write a completed run's result is `Err`, to be retried; a
+    /// failed run's partial result only at the `first`), and mints the proofs from the
+    /// evidence kept in `ended`.
     async fn settlement(
-        &mut self,
+        &self,
+        child: ChildId,
         run: RunId,
         ended: &mut Ended,
-        patient: bool,
+        recorded: &Recorded,
+        attempt: Attempt,
     ) -> Result<Settlement, RuntimeError> {
+        let Attempt { patient, first } = attempt;
         // A result file that cannot be written for good (not a full or read-only disk)
         // turns the completion into the failure that says so.
         if let Ended::Completed {
@@ -157,7 +281,7 @@ impl Driver {
             ..
         } = ended
         {
-            match self.write_artifact(result).await {
+            match self.write_artifact(child, result).await {
                 Ok(written) => *artifact = Some(written),
                 Err(err) if patient && transient(&err) => return Err(err),
                 Err(err) => {
@@ -187,7 +311,7 @@ impl Driver {
                 // at its `run_settled completed`; the settlement records it as the last leaf.
                 #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
                 let leaf =
-                    unsafe { Supervisor::designate() }.leaf_recorded(self.child, run, leaf.clone());
+                    unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf.clone());
                 Ok(Settlement::Completed {
                     preview: preview.text,
                     preview_truncated: preview.truncated,
@@ -202,21 +326,23 @@ impl Driver {
                 partial,
                 artifact,
             } => {
+                let details = recorded.details.clone();
                 let Some(text) = partial.as_deref().filter(|t| !t.is_empty()) else {
                     return Ok(Settlement::Failed {
                         code: *code,
                         message: message.clone(),
                         partial: None,
+                        details,
                     });
                 };
-                if artifact.is_none() {
-                    match self.write_artifact(text).await {
+                // The partial result is best effort, tried at the first attempt only: the
+                // run still fails with its own error, with the preview but no file, and a
+                // full disk does not hold its settlement back.
+                if artifact.is_none() && first {
+                    match self.write_artifact(child, text).await {
                         Ok(written) => *artifact = Some(written),
-                        Err(err) if patient && transient(&err) => return Err(err),
-                        // The partial result is best effort: the run still fails with
-                        // its own error, with the preview but no file.
                         Err(err) => {
-                            tracing::warn!(child = %self.child, %run, %err, "could not store a failed run's partial result");
+                            tracing::warn!(%child, %run, %err, "could not store a failed run's partial result");
                         }
                     }
                 }
@@ -229,6 +355,7 @@ impl Driver {
                         preview_truncated: preview.truncated,
                         artifact: artifact.clone(),
                     }),
+                    details,
                 })
             }
             Ended::Stopped { reaped } => {
@@ -236,7 +363,7 @@ impl Driver {
                 // `stopped`, only once its tool tree was gone; `reaped` is from that line.
                 #[allow(unsafe_code, reason = "mint point: the worker's cancel_confirmed")]
                 let confirmed =
-                    unsafe { Supervisor::designate() }.confirm_stop(self.child, run, *reaped);
+                    unsafe { Supervisor::designate() }.confirm_stop(child, run, *reaped);
                 Ok(Settlement::Stopped { confirmed })
             }
             Ended::Interrupted { reason, tree_gone } => Ok(Settlement::Interrupted {
@@ -246,9 +373,12 @@ impl Driver {
         }
     }
 
-    async fn write_artifact(&self, text: &str) -> Result<NewArtifact, RuntimeError> {
-        let files = self.broker.artifacts.clone();
-        let child = self.child;
+    async fn write_artifact(
+        &self,
+        child: ChildId,
+        text: &str,
+    ) -> Result<NewArtifact, RuntimeError> {
+        let files = self.artifacts.clone();
         let text = text.to_owned();
         match tokio::task::spawn_blocking(move || files.write(child, &text)).await {
             Ok(written) => written,

@@ -18,10 +18,11 @@ use crate::broker::{Broker, BrokerError, lock};
 use crate::locks::{ChildLock, SlotGuard, SlotKind};
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
-use crate::store::{Settlement, WorkerInfo};
+use crate::store::WorkerInfo;
 use crate::supervisor::WorkerConn;
 
 use super::driver::Driver;
+use super::reserve::SpaceReserve;
 
 /// Where a run starts in the transcript.
 #[derive(Clone, Debug, Default)]
@@ -64,27 +65,6 @@ impl Broker {
         }
     }
 
-    /// A run that got no worker fails with the reason, so nothing is left `running`.
-    pub(in crate::broker) async fn record_failed_start(
-        &self,
-        child: ChildId,
-        run: RunId,
-        err: &BrokerError,
-    ) {
-        let settlement = Settlement::Failed {
-            code: err.code(),
-            message: err.message().to_owned(),
-            partial: None,
-        };
-        if let Err(settle_err) = self
-            .store
-            .settle_run(child, run, self.owner_token(), settlement)
-            .await
-        {
-            tracing::error!(%child, %run, %settle_err, "could not record a failed worker start");
-        }
-    }
-
     async fn try_start_worker(
         self: &Arc<Self>,
         child: ChildId,
@@ -94,6 +74,11 @@ impl Broker {
         first: FirstRun,
     ) -> Result<(), BrokerError> {
         let token = self.owner_token().to_owned();
+        // The space a settlement needs on a full disk, set aside while there is room.
+        let reserve = SpaceReserve::of(self.paths.root());
+        if let Err(e) = tokio::task::spawn_blocking(move || reserve.ensure()).await {
+            tracing::warn!(%e, "checking the space reserve panicked");
+        }
         let lock_path = child_lock.path().to_path_buf();
         let mut inherit = vec![child_lock.into_fd()];
         let mut held = Vec::new();
@@ -155,6 +140,7 @@ impl Broker {
             leaf: None,
             stopped: None,
             usage: None,
+            error_details: None,
             activity: None,
         };
         // Queue the first run before the driver runs, so it is the first thing it sends.

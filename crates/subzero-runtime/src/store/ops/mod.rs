@@ -42,7 +42,7 @@ pub use claim::Claim;
 pub use recover::RecoveryOutcome;
 pub use resume::{ResumeCommit, Resumed};
 use settle::insert_artifact;
-pub use settle::{NewArtifact, NextRun, PartialResult, Settled, Settlement};
+pub use settle::{ErrorDetails, NewArtifact, NextRun, PartialResult, Settled, Settlement};
 pub use stop::StopBegun;
 pub use subzero_core::lifecycle::LockObservation;
 

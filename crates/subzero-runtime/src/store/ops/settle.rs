@@ -53,6 +53,9 @@ pub enum Settlement {
         message: String,
         /// What the run produced before it failed (e.g. text up to a response cap).
         partial: Option<PartialResult>,
+        /// Machine-readable details of the error (`status` of an HTTP failure, `limit`
+        /// of a limit, …), shown as `lastRun.error.details`.
+        details: Option<ErrorDetails>,
     },
     /// The worker confirmed cancellation and its tree is gone.
     Stopped {
@@ -67,6 +70,9 @@ pub enum Settlement {
         tree_gone: bool,
     },
 }
+
+/// The `details` object of an error body.
+pub type ErrorDetails = serde_json::Map<String, serde_json::Value>;
 
 /// The next queued run dispatched by a settlement.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -100,6 +106,7 @@ pub(super) enum Written {
         code: ErrorCode,
         message: String,
         partial: Option<PartialResult>,
+        details: Option<ErrorDetails>,
     },
     Stopped {
         reaped: u32,
@@ -181,6 +188,7 @@ pub(super) fn decide_settlement(
             code,
             message,
             partial,
+            details,
         } => {
             let failure = Failure {
                 code,
@@ -191,6 +199,7 @@ pub(super) fn decide_settlement(
                 code,
                 message,
                 partial,
+                details,
             };
             Ok((written, settled.into()))
         }
@@ -271,6 +280,7 @@ pub(super) fn settle_tx(
             code,
             message,
             partial,
+            ..
         } => (
             partial.as_ref().map(|p| p.preview.as_str()),
             partial.as_ref().is_some_and(|p| p.preview_truncated),
@@ -296,6 +306,15 @@ pub(super) fn settle_tx(
         })?),
         _ => None,
     };
+    let error_details = match &written {
+        Written::Failed {
+            details: Some(details),
+            ..
+        } if !details.is_empty() => Some(serde_json::to_string(details).map_err(|e| {
+            RuntimeError::Internal(format!("cannot encode the error's details: {e}"))
+        })?),
+        _ => None,
+    };
     let end = RunEnd {
         reason,
         preview,
@@ -305,6 +324,7 @@ pub(super) fn settle_tx(
         error_message: message,
         usage,
         budget,
+        error_details,
     };
     write::run(conn, child, run, from, decision.status, &end, &at)?;
     let artifact = match &written {
