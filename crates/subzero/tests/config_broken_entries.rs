@@ -2,7 +2,8 @@
 //! from the host: a broken template (an unknown tool, a bad id, a skill file that is not
 //! there), a broken credential entry or a bad `[limits]` value is left out, the rest is
 //! served, `subzero_info` lists each broken entry with its file, key and reason, a spawn or
-//! a credentialRef that names one answers with that reason, and `subzero doctor` names
+//! a credentialRef that names one answers with that reason (and the code a strict load, or
+//! the spawn, would have given it), and `subzero doctor` names
 //! each with the fix. Only a file that is not TOML stops the start, naming the file, the
 //! line and the column on stderr.
 
@@ -112,16 +113,36 @@ async fn a_broken_entry_is_left_out_reported_and_refused_while_the_rest_is_serve
     )
     .await;
     assert!(refused.is_error);
-    assert_eq!(
-        refused.code(),
-        Some("unsupported_grant"),
-        "{}",
-        refused.text
-    );
+    // The code a strict load gave it, and the reason.
+    assert_eq!(refused.code(), Some("invalid_request"), "{}", refused.text);
     assert!(
         refused.text.contains("web_fetch") && refused.text.contains("templates.reviewer"),
         "{}",
         refused.text
+    );
+    let skilled = call(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "x", "templateId": "skilled", "model": env.model()}),
+    )
+    .await;
+    assert_eq!(
+        skilled.code(),
+        Some("unsupported_grant"),
+        "{}",
+        skilled.text
+    );
+    let skilled = call(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "x", "templateId": "skilled", "model": env.model()}),
+    )
+    .await;
+    assert_eq!(
+        skilled.code(),
+        Some("unsupported_grant"),
+        "{}",
+        skilled.text
     );
     let mut broken_model = env.model();
     broken_model["credentialRef"] = json!("broken");

@@ -1,7 +1,8 @@
-//! One `TemplateId` rule everywhere: a `[templates.<id>]` the wire cannot carry is refused
-//! when the real `subzero mcp` loads its config — a typed `invalid_request` naming the
-//! template and the rule — instead of a broker that starts and later answers `internal`
-//! from `subzero_info`.
+//! One `TemplateId` rule everywhere: a `[templates.<id>]` the wire cannot carry is left out
+//! when the real `subzero mcp` loads its config — logged (and listed by `subzero_info`,
+//! `config_broken_entries.rs`) as `invalid_request` naming the template and the rule — while
+//! the broker serves the rest, instead of a broker that later answers `internal` from
+//! `subzero_info`.
 
 mod cli_support;
 
@@ -46,12 +47,12 @@ fn start_with(config: &str) -> (Option<i32>, String) {
 const TEMPLATE_BODY: &str = "description = \"Reviews code\"\ninstructions = \"Review the change.\"\ntools = [\"read\", \"grep\"]\n";
 
 #[test]
-fn a_template_id_with_capitals_or_a_dot_is_refused_when_the_config_is_loaded() {
-    let (code, stderr) = start_with(&format!("[templates.\"Review.v2\"]\n{TEMPLATE_BODY}"));
-    assert_ne!(code, Some(0), "the broker started: {stderr}");
+fn a_template_id_with_capitals_or_a_dot_is_left_out_when_the_config_is_loaded() {
+    let (_, stderr) = start_with(&format!("[templates.\"Review.v2\"]\n{TEMPLATE_BODY}"));
     assert!(
-        stderr.contains("invalid_request")
-            && stderr.contains("configuration file")
+        stderr.contains("subzero mcp ready")
+            && stderr.contains("configuration entry left out")
+            && stderr.contains("invalid_request")
             && stderr.contains("[templates.Review.v2]")
             && stderr.contains("^[a-z0-9][a-z0-9_-]{0,63}$"),
         "{stderr}"
@@ -60,11 +61,13 @@ fn a_template_id_with_capitals_or_a_dot_is_refused_when_the_config_is_loaded() {
 }
 
 #[test]
-fn a_template_named_like_a_built_in_is_refused_when_the_config_is_loaded() {
-    let (code, stderr) = start_with(&format!("[templates.coder]\n{TEMPLATE_BODY}"));
-    assert_ne!(code, Some(0), "the broker started: {stderr}");
+fn a_template_named_like_a_built_in_is_left_out_when_the_config_is_loaded() {
+    let (_, stderr) = start_with(&format!("[templates.coder]\n{TEMPLATE_BODY}"));
     assert!(
-        stderr.contains("[templates.coder]") && stderr.contains("reuses a built-in id"),
+        stderr.contains("subzero mcp ready")
+            && stderr.contains("configuration entry left out")
+            && stderr.contains("[templates.coder]")
+            && stderr.contains("reuses a built-in id"),
         "{stderr}"
     );
 }

@@ -163,28 +163,40 @@ async fn the_configured_prompt_limit_decides_in_bytes_with_limit_exceeded() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn templates_the_config_cannot_grant_are_refused_when_it_is_loaded() {
+async fn templates_the_config_cannot_grant_are_left_out_and_refused_by_name() {
     let mut env = LiveEnv::new();
-    env.configure(
-        "[templates.fetcher]\ndescription = \"Fetches\"\ninstructions = \"x\"\ntools = [\"read\", \"web_fetch\"]\n",
-    );
-    assert_eq!(env.start().await.err().as_deref(), Some("invalid_request"));
-    let log = std::fs::read_to_string(env.dir.path().join("broker-1.log")).unwrap();
-    assert!(
-        log.contains("templates.fetcher.tools[1]") && log.contains("web_fetch"),
-        "the refusal names the template's key and the tool: {log}"
-    );
-
     env.configure(&format!(
-        "[templates.long]\ndescription = \"Long\"\ninstructions = \"{}\"\ntools = [\"read\"]\n",
+        "[templates.fetcher]\ndescription = \"Fetches\"\ninstructions = \"x\"\ntools = [\"read\", \"web_fetch\"]\n\n[templates.long]\ndescription = \"Long\"\ninstructions = \"{}\"\ntools = [\"read\"]\n",
         "x".repeat(65_537)
     ));
-    assert_eq!(env.start().await.err().as_deref(), Some("limit_exceeded"));
-    let log = std::fs::read_to_string(env.dir.path().join("broker-2.log")).unwrap();
+    let s = env
+        .start()
+        .await
+        .expect("the broker starts and serves the rest");
+    let info = ok(&s, "subzero_info", json!({})).await;
+    let problems = info["configProblems"].to_string();
     assert!(
-        log.contains("`long`") && log.contains("instructions_bytes"),
-        "{log}"
+        problems.contains("templates.fetcher.tools[1]") && problems.contains("web_fetch"),
+        "the problem names the template's key and the tool: {problems}"
     );
+    for (template, code, says) in [
+        ("fetcher", "invalid_request", "web_fetch"),
+        ("long", "limit_exceeded", "instructions_bytes"),
+    ] {
+        let refused = call(
+            &s,
+            "subzero_spawn",
+            json!({"prompt": "x", "templateId": template, "model": env.model()}),
+        )
+        .await;
+        assert_eq!(refused.code(), Some(code), "{}", refused.text);
+        assert!(
+            refused.text.contains(&format!("`{template}`")) && refused.text.contains(says),
+            "{}",
+            refused.text
+        );
+    }
+    s.close().await.expect("close");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -387,7 +387,7 @@ impl Broker {
     ) -> Result<GrantSnapshot, BrokerError> {
         if let Some(problem) = self.config_problem("templates", template_id) {
             return Err(BrokerError::new(
-                ErrorCode::UnsupportedGrant,
+                problem.code,
                 format!(
                     "template `{template_id}` is configured but broken, so this broker left it out: {}; fix the file and restart the MCP server (subzero doctor lists every problem); nothing was spawned",
                     problem.describe()

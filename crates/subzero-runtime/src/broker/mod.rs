@@ -147,6 +147,9 @@ impl Broker {
         let limits = limits_from(&config);
         let templates =
             user_templates(&config, &limits, &options.config_path, &mut config_problems)?;
+        for problem in &config_problems {
+            tracing::warn!(file = %problem.file.display(), key = %problem.key, reason = %problem.reason, "configuration entry left out");
+        }
         // Before anything is written: a forced cgroup that cannot be had refuses the start.
         let process = process_plan(&config, &options.config_path)?;
         let store = Store::open(
@@ -386,26 +389,28 @@ fn user_templates(
     let base = config_path.parent().unwrap_or(Path::new("/"));
     let mut user = std::collections::BTreeMap::new();
     for (name, raw) in &config.templates {
+        let refused = |e: BrokerError| (e.code(), e.message().to_owned());
         let checked = TemplateId::parse(name)
-            .map_err(|e| e.to_string())
+            .map_err(|e| (ErrorCode::InvalidRequest, e.to_string()))
             .and_then(|id| {
                 limits
                     .check_instructions(&raw.instructions)
-                    .map_err(|e| BrokerError::from(e).message().to_owned())?;
+                    .map_err(|e| refused(BrokerError::from(e)))?;
                 let alone = std::collections::BTreeMap::from([(id.clone(), raw.clone())]);
-                Templates::new(alone).map_err(|e| e.to_string())?;
-                unreadable_skill(raw, base).map_or(Ok(id), Err)
+                Templates::new(alone).map_err(|e| refused(BrokerError::from(e)))?;
+                unreadable_skill(raw, base)
+                    .map_or(Ok(id), |why| Err((ErrorCode::UnsupportedGrant, why)))
             });
         match checked {
             Ok(id) => {
                 user.insert(id, raw.clone());
             }
-            Err(reason) => {
-                tracing::warn!(file = %config_path.display(), template = %name, %reason, "configuration template left out");
+            Err((code, reason)) => {
                 problems.push(ConfigProblem {
                     file: config_path.to_path_buf(),
                     key: format!("templates.{name}"),
                     reason,
+                    code,
                 });
             }
         }

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use subzero_core::ErrorCode;
 use toml::{Table, Value};
 
 use super::Config;
@@ -24,6 +25,9 @@ pub struct ConfigProblem {
     pub key: String,
     /// What is wrong, as the strict check says it.
     pub reason: String,
+    /// The code a call naming the entry is refused with: `invalid_request` for what the
+    /// file check refuses (the code a strict load gives), others for what later checks do.
+    pub code: ErrorCode,
 }
 
 impl ConfigProblem {
@@ -166,11 +170,11 @@ impl Narrowing<'_> {
     }
 
     fn problem(&mut self, key: String, reason: String) {
-        tracing::warn!(file = %self.path.display(), %key, %reason, "configuration entry left out");
         self.problems.push(ConfigProblem {
             file: self.path.to_path_buf(),
             key,
             reason,
+            code: ErrorCode::InvalidRequest,
         });
     }
 }
