@@ -160,7 +160,14 @@ pub(crate) fn transcript_error(err: TranscriptError) -> ErrorBody {
         TranscriptError::Incompatible(msg) => {
             ErrorBody::new(ErrorCode::CheckpointIncompatible, msg)
         }
-        TranscriptError::Io(e) => ErrorBody::new(ErrorCode::Internal, format!("transcript: {e}")),
+        // The disk refused the transcript (full, read-only, gone): the state directory's
+        // storage, not a bug; the run ends and the child takes a followup once it has room.
+        TranscriptError::Io(e) => ErrorBody::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "storage_unavailable: the child's transcript could not be written ({e}); free space in the state directory (or make it writable), then send a followup"
+            ),
+        ),
     }
 }
 

@@ -273,6 +273,13 @@ fn a_tool_result_the_full_disk_refuses_ends_the_run_and_the_followup_never_sends
         brief(&snap)
     );
     assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
+    // A transcript the disk refused is the state directory's storage, typed so.
+    assert_eq!(
+        snap["lastRun"]["error"]["code"],
+        "storage_unavailable",
+        "{}",
+        brief(&snap)
+    );
     transcript_is_whole(&env, &child);
 
     fs.grow();

@@ -1,4 +1,5 @@
-//! Containment of tool processes. This is the only module that signals or reaps processes.
+//! Containment of tool processes. This is the only module that signals or reaps processes
+//! (one timed-out call's tree: [`call_tree`]; the whole tool tree: [`Containment`]).
 //!
 //! The worker is a child subreaper, so every descendant — also `setsid` and double-forked
 //! daemons — stays in its process subtree and is found by walking `/proc`. Each tool process
@@ -7,6 +8,7 @@
 //! the worker runs in a cgroup ([`cgroup`]), every tool process is in its `tools` child
 //! and a teardown ends with `cgroup.kill` there.
 
+pub mod call_tree;
 pub mod caps;
 pub mod cgroup;
 pub mod fds;

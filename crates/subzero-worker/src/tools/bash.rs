@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::tree::CallTree;
 use super::{ToolContext, ToolOutput};
+use crate::containment::call_tree::CallTree;
 use crate::containment::landlock::Access;
 
 /// A command writing more than this is killed.

@@ -6,7 +6,6 @@ mod beneath;
 mod fs;
 pub mod mcp;
 mod search;
-mod tree;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The process tree of one tool call, so a call past `toolTimeoutMs` can be ended on its
 //! own while the rest of the run's tool tree (its MCP servers, background jobs of earlier
-//! calls) runs on. The whole tree is still torn down by [`crate::containment`] when the
-//! run ends; this is the per-call part, the only signalling outside it.
+//! calls) runs on. The whole tree is still torn down by [`super::Containment`] when the
+//! run ends; this is the per-call part.
 //!
 //! A call's tree is what the worker can find of it in `/proc`, each time it looks:
 //! - its process group (the leader and everything that stayed in its group);
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::containment::Containment;
+use super::Containment;
 
 /// How long [`CallTree::kill`] keeps looking for members that are still alive.
 const KILL_LIMIT: Duration = Duration::from_secs(2);
