@@ -26,8 +26,10 @@ pub const EXPORTED_ID_PREFIX: &str = "urn:subzero:protocol:1:";
 /// [`crate::schema_fix::standard_vocabulary`]), with an `$id`.
 pub fn schema_of<T: JsonSchema>(stem: &str) -> Value {
     let standard: fn(&mut Schema) = crate::schema_fix::standard_vocabulary;
+    let absent: fn(&mut Schema) = crate::schema_fix::absent_not_null;
     let generator = SchemaSettings::draft2020_12()
         .with_transform(RecursiveTransform(standard))
+        .with_transform(RecursiveTransform(absent))
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
     let mut value = schema.to_value();

@@ -69,6 +69,58 @@ pub fn standard_vocabulary(schema: &mut Schema) {
     }
 }
 
+/// Optional properties are absent, never `null` (`docs/protocol.md`), as schema-src says:
+/// schemars renders an `Option` property as "this or null" whether or not it is required,
+/// which would advertise `budget: null` as valid input the broker refuses. For each property
+/// an object does not require, the `null` alternative goes (`anyOf: [X, {type: null}]` → X,
+/// `type: [T, "null"]` → T); a required one that may be `null` keeps it.
+pub fn absent_not_null(schema: &mut Schema) {
+    use serde_json::Value;
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let required: Vec<String> = object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(Value::Object(properties)) = object.get_mut("properties") else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        if required.contains(name) {
+            continue;
+        }
+        let Some(property) = property.as_object_mut() else {
+            continue;
+        };
+        if let Some(Value::Array(types)) = property.get_mut("type") {
+            types.retain(|t| t != "null");
+            if types.len() == 1 {
+                let only = types[0].clone();
+                property.insert("type".to_owned(), only);
+            }
+        }
+        let single = match property.get_mut("anyOf") {
+            Some(Value::Array(alternatives)) => {
+                alternatives.retain(|a| a.get("type").and_then(Value::as_str) != Some("null"));
+                (alternatives.len() == 1).then(|| alternatives[0].clone())
+            }
+            _ => None,
+        };
+        if let Some(Value::Object(only)) = single {
+            property.remove("anyOf");
+            for (key, value) in only {
+                property.entry(key).or_insert(value);
+            }
+        }
+    }
+}
+
 /// Where `schema` leaves the standard draft 2020-12 vocabulary: every keyword starting with
 /// `x-` and every `format` not in [`STANDARD_FORMATS`], as JSON pointers. Property names
 /// (the keys of `properties`, `$defs`, …) are not keywords and are not reported.
