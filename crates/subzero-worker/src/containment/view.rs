@@ -94,6 +94,15 @@ impl Hiding {
         !self.paths.is_empty() && self.unavailable.is_none()
     }
 
+    /// The hidden directories (`dirs`) or files.
+    fn of_kind(&self, dirs: bool) -> impl Iterator<Item = &Path> {
+        self.paths.iter().filter_map(move |h| match h {
+            Hidden::Dir(d) if dirs => Some(d.as_path()),
+            Hidden::File(f) if !dirs => Some(f.as_path()),
+            _ => None,
+        })
+    }
+
     /// Whether each tool process makes a user namespace of its own to enter its view.
     pub fn user_namespace(&self) -> bool {
         self.user_namespace
@@ -343,26 +352,11 @@ impl ToolView {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
-        // A directory the tools need (the workspace being the state directory, say) is
-        // not hidden; one that lies inside the workspace is.
-        let dirs: Vec<&Path> = hiding
-            .paths
-            .iter()
-            .filter_map(|h| match h {
-                Hidden::Dir(d) => Some(d.as_path()),
-                Hidden::File(_) => None,
-            })
-            .filter(|d| !keep.iter().any(|k| k.as_path() == *d))
-            .collect();
-        let files: Vec<&Path> = hiding
-            .paths
-            .iter()
-            .filter_map(|h| match h {
-                Hidden::File(f) => Some(f.as_path()),
-                Hidden::Dir(_) => None,
-            })
-            .filter(|f| !keep.iter().any(|k| k.as_path() == *f))
-            .collect();
+        // A path the tools need (the workspace being the state directory, say) is not
+        // hidden; one that lies inside the workspace is.
+        let needed = |p: &Path| keep.iter().any(|k| k.as_path() == p);
+        let dirs: Vec<&Path> = hiding.of_kind(true).filter(|d| !needed(d)).collect();
+        let files: Vec<&Path> = hiding.of_kind(false).filter(|f| !needed(f)).collect();
         let rebinds: Vec<(&Path, &Path)> = keep
             .iter()
             .filter_map(|k| {
