@@ -611,6 +611,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn where_the_kernel_refuses_the_receipt_says_nothing_is_hidden_and_why() {
+        let refused = Hiding {
+            paths: vec![Hidden::Dir(PathBuf::from("/s"))],
+            user_namespace: true,
+            unavailable: Some("the kernel refused a user and mount namespace".to_owned()),
+        };
+        assert!(!refused.in_force());
+        assert!(refused.summary().starts_with("none: the kernel refused"));
+        let nothing = Hiding {
+            paths: Vec::new(),
+            user_namespace: false,
+            unavailable: None,
+        };
+        assert!(!nothing.in_force());
+        assert!(nothing.summary().starts_with("none: "));
+        let hidden = Hiding {
+            paths: vec![
+                Hidden::Dir(PathBuf::from("/s")),
+                Hidden::File(PathBuf::from("/k")),
+            ],
+            user_namespace: false,
+            unavailable: None,
+        };
+        assert!(hidden.in_force());
+        assert!(
+            hidden.summary().contains("/s, /k hidden"),
+            "{}",
+            hidden.summary()
+        );
+    }
+
+    #[test]
     fn descriptor_paths_are_written_without_allocating() {
         let mut buf = [0u8; 32];
         fd_path(7, &mut buf);
