@@ -21,7 +21,7 @@ use subzero_testkit::Reply;
 const PROCESSES: u64 = 64;
 const MEMORY: u64 = 256 << 20;
 const FILE_SIZE: u64 = 64 << 20;
-const OPEN_FILES: u64 = 64;
+const OPEN_FILES: u64 = 16;
 
 /// Forks up to 200 sleepers (each killed again at the end) and reports how many started
 /// and the errno that stopped it.

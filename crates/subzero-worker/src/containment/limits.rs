@@ -315,21 +315,13 @@ impl Bounds {
         })
     }
 
-    /// Between fork and exec, before the tool enters its view: joins the limit cgroups,
-    /// sets the per-process limits, and — when it counts the worker's namespace — the
-    /// process limit. Async-signal-safe.
+    /// Between fork and exec, before the tool enters its view: joins the limit cgroups
+    /// and — when it counts the worker's namespace — sets the process limit.
+    /// Async-signal-safe.
     pub fn apply_before_view(&self) -> io::Result<()> {
         for fd in &self.joins {
             super::cgroup::join(fd.as_raw_fd())?;
         }
-        for &(resource, value) in &self.rlimits {
-            set(resource, value)?;
-        }
-        // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default ends the process with a
-        // core dump; ignored, the write fails with EFBIG, which is what tools handle
-        // (`dd`, `cp` and every runtime report it). Ignored dispositions survive exec.
-        // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
-        unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
         if self.nproc_at == NprocAt::BeforeUserNamespace
             && let Some(n) = self.nproc
         {
@@ -338,9 +330,19 @@ impl Bounds {
         Ok(())
     }
 
-    /// After the tool entered its view: the process limit when it counts only the tool's
-    /// own user namespace. Async-signal-safe.
+    /// After the tool entered its view (which opens descriptors of its own, while the child
+    /// still holds every descriptor of the worker until exec): the per-process limits, and
+    /// the process limit when it counts only the tool's own user namespace.
+    /// Async-signal-safe.
     pub fn apply_after_view(&self) -> io::Result<()> {
+        for &(resource, value) in &self.rlimits {
+            set(resource, value)?;
+        }
+        // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default ends the process with a
+        // core dump; ignored, the write fails with EFBIG, which is what tools handle
+        // (`dd`, `cp` and every runtime report it). Ignored dispositions survive exec.
+        // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
+        unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
         if self.nproc_at == NprocAt::AfterUserNamespace
             && let Some(n) = self.nproc
         {
