@@ -183,7 +183,7 @@ impl Replay {
             }
             "load" => {
                 let record = self.record_from(&input["record"]);
-                self.child = Some(AnyChild::load(record).map_err(|e| code(&e))?);
+                self.child = Some(AnyChild::load(record, &storage_key()).map_err(|e| code(&e))?);
                 Ok(json!({}))
             }
             "followup" => {
@@ -522,7 +522,7 @@ fn every_scenario_replays_as_recorded() {
             }
             if let Some(child) = &replay.child {
                 let record = child.record();
-                let reloaded = AnyChild::load(record.clone())
+                let reloaded = AnyChild::load(record.clone(), &storage_key())
                     .unwrap_or_else(|e| panic!("{at}: reload failed: {e}"));
                 assert_eq!(
                     reloaded.record(),
@@ -575,4 +575,10 @@ fn every_scenario_replays_as_recorded() {
     // capture it and every run shows the count.
     let mut err = std::io::stderr();
     writeln!(err, "replayed {} scenarios, {steps} steps", traces.len()).unwrap();
+}
+
+/// The store's key: these tests stand in for the store that reads the records.
+fn storage_key() -> subzero_core::lifecycle::StorageKey {
+    // SAFETY: test; the records loaded here stand for what a store holds.
+    unsafe { subzero_core::lifecycle::StorageKey::designate() }
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Fixture, TOKEN};
 use secrecy::ExposeSecret;
-use serde_json::json;
 use subzero_core::ErrorCode;
+use subzero_core::events::{EventBody, ToolState};
 use subzero_runtime::artifacts::{ArtifactFiles, preview};
 use subzero_runtime::config::Config;
 use subzero_runtime::credentials::CredentialResolver;
@@ -79,26 +79,19 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
 
     // A whole run: admission, worker events, a follow-up, settlement with an artifact.
     let (child, run) = fx.spawn_child().await;
-    fx.store
-        .append_event(
-            child,
-            Some(run),
-            TOKEN,
-            "tool",
-            json!({"name": "bash", "state": "started"}),
-        )
-        .await
-        .unwrap();
-    fx.store
-        .append_event(
-            child,
-            Some(run),
-            TOKEN,
-            "text",
-            json!({"text": "working", "truncated": false}),
-        )
-        .await
-        .unwrap();
+    let events = vec![
+        EventBody::Tool {
+            run_id: run,
+            name: "bash".to_owned(),
+            state: ToolState::Started,
+        },
+        EventBody::Text {
+            run_id: run,
+            text: "working".to_owned(),
+            truncated: false,
+        },
+    ];
+    fx.store.append_events(child, TOKEN, events).await.unwrap();
     let next = fx.queue_followup(child, "and then").await;
     let result = "the full result ".repeat(400);
     let files = ArtifactFiles::new(&fx.paths);
@@ -112,7 +105,7 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
             Settlement::Completed {
                 preview: p.text,
                 preview_truncated: p.truncated,
-                artifact: Some(artifact),
+                artifact,
                 leaf: common::leaf(child, run, "leaf"),
                 budget: None,
             },

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::Value;
+use subzero_core::events::EventKind;
 use subzero_core::{ChildId, ChildState, EventSeq};
 use subzero_protocol as p;
 use tokio::sync::mpsc;
@@ -86,15 +87,13 @@ impl Broker {
             let reason = if until_event {
                 let found = page.gap.is_some()
                     || self
-                        .scan_for(&scope, child, &mut scanned, |kind| kind != "text")
+                        .scan_for(&scope, child, &mut scanned, |kind| kind != EventKind::Text)
                         .await?;
                 found.then_some(p::WaitedReason::Event)
             } else if row.state != ChildState::Running {
                 Some(p::WaitedReason::Settled)
             } else {
-                self.scan_for(&scope, child, &mut scanned, |kind| {
-                    events::RECEIPTS.contains(&kind)
-                })
+                self.scan_for(&scope, child, &mut scanned, events::is_receipt)
                 .await?
                 .then_some(p::WaitedReason::Event)
             };
@@ -164,11 +163,11 @@ impl Broker {
         scope: &WorkspaceScope,
         child: ChildId,
         scanned: &mut EventSeq,
-        wanted: impl Fn(&str) -> bool,
+        wanted: impl Fn(EventKind) -> bool,
     ) -> Result<bool, BrokerError> {
         loop {
             let page = self.store.events(scope, child, *scanned, SCAN_PAGE).await?;
-            if page.events.iter().any(|e| wanted(e.kind.as_str())) {
+            if page.events.iter().any(|e| wanted(e.body.kind())) {
                 return Ok(true);
             }
             match page.events.last() {
@@ -190,12 +189,16 @@ impl Broker {
         let Ok(page) = self.store.events(scope, child, after, 50).await else {
             return after;
         };
-        for event in page.events.iter().filter(|e| e.kind != "text") {
+        for event in page
+            .events
+            .iter()
+            .filter(|e| e.body.kind() != EventKind::Text)
+        {
             let line = match p::ChildEvent::try_from(event) {
                 Ok(p::ChildEvent::Tool { name, state, .. }) => {
                     format!("{child}: tool {} {state}", name.as_str())
                 }
-                _ => format!("{child}: {}", event.kind),
+                _ => format!("{child}: {}", event.body.kind()),
             };
             let _ = sink.send(line);
         }
@@ -227,7 +230,12 @@ impl Broker {
         cursor: EventSeq,
     ) -> impl Stream<Item = Result<Value, BrokerError>> + '_ {
         futures::stream::unfold(
-            (cursor, Vec::<Value>::new(), None::<WorkspaceScope>, false),
+            (
+                cursor,
+                Vec::<Result<Value, BrokerError>>::new(),
+                None::<WorkspaceScope>,
+                false,
+            ),
             move |(mut cursor, mut buffered, mut scope, done)| async move {
                 if done {
                     return None;
@@ -235,7 +243,7 @@ impl Broker {
                 loop {
                     if !buffered.is_empty() {
                         let next = buffered.remove(0);
-                        return Some((Ok(next), (cursor, buffered, scope, false)));
+                        return Some((next, (cursor, buffered, scope, false)));
                     }
                     let scope_now = match &scope {
                         Some(s) => s.clone(),
@@ -255,17 +263,32 @@ impl Broker {
                         Ok(page) => page,
                         Err(e) => return Some((Err(e.into()), (cursor, buffered, scope, true))),
                     };
-                    if let Some(gap) = page.gap {
-                        let at = page
-                            .events
-                            .first()
-                            .map_or_else(events::timestamp_now, |e| e.at.clone());
-                        buffered.push(events::gap_marker(child, gap, &at));
-                    }
-                    buffered.extend(page.events.iter().map(events::to_wire));
+                    buffered.extend(stream_page(child, &page));
                     cursor = page.next_cursor.max(cursor);
                 }
             },
         )
     }
+}
+
+/// A page as the documents a subscription stream carries: the gap marker first (placed at
+/// the first event's time, else now), then each event.
+fn stream_page(child: ChildId, page: &EventPage) -> Vec<Result<Value, BrokerError>> {
+    let mut out = Vec::with_capacity(page.events.len() + 1);
+    if let Some(gap) = page.gap {
+        let at = match page.events.first() {
+            Some(first) => Ok(first.at.clone()),
+            None => events::timestamp_now(),
+        };
+        out.push(
+            at.and_then(|at| events::gap_marker(child, gap, at))
+                .and_then(|marker| events::to_value(&marker)),
+        );
+    }
+    out.extend(
+        page.events
+            .iter()
+            .map(|row| p::ChildEvent::try_from(row).and_then(|e| events::to_value(&e))),
+    );
+    out
 }

@@ -266,18 +266,10 @@ impl Driver {
             WorkerEvent::Tool { .. } => Some(Activity::Model),
             WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
         };
-        match events::stored(&event) {
-            Ok((kind, payload)) => {
-                if let Err(e) = store
-                    .append_event(self.child, Some(run), token, kind, payload)
-                    .await
-                {
-                    tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(child = %self.child, %run, %e, "could not encode a worker event");
-            }
+        if let Some(body) = events::recorded(run, &event)
+            && let Err(e) = store.append_event(self.child, token, body).await
+        {
+            tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
         }
         if let Some(activity) = activity {
             self.report(activity).await;

@@ -306,6 +306,11 @@ impl Broker {
             } => {
                 // The token is minted again for each attempt: a failed one is rolled back
                 // whole, and the evidence below is kept unchanged until one succeeds.
+                let Some(artifact) = artifact.clone() else {
+                    return Err(RuntimeError::Internal(format!(
+                        "the result file of run {run} was neither written nor refused"
+                    )));
+                };
                 let preview = artifacts::preview(result, PREVIEW_BYTES);
                 // SAFETY: `leaf` is the worker's `leaf_committed` line for run `run`, parsed
                 // at its `run_settled completed`; the settlement records it as the last leaf.
@@ -315,7 +320,7 @@ impl Broker {
                 Ok(Settlement::Completed {
                     preview: preview.text,
                     preview_truncated: preview.truncated,
-                    artifact: artifact.clone(),
+                    artifact,
                     leaf,
                     budget: *budget,
                 })
