@@ -295,6 +295,7 @@ proptest! {
 
 /// The store's key: these tests stand in for the store that reads the records.
 fn storage_key() -> subzero_core::lifecycle::StorageKey {
+    use subzero_core::lifecycle::StorageKey;
     // SAFETY: test; the records loaded here stand for what a store holds.
-    unsafe { subzero_core::lifecycle::StorageKey::designate() }
+    unsafe { StorageKey::designate() }
 }
