@@ -398,8 +398,9 @@ impl Store {
         self.with_reader(f)
     }
 
-    /// Run a read-only closure in one snapshot on tokio's blocking pool.
-    async fn read<T, F>(&self, f: F) -> RuntimeResult<T>
+    /// Run a read-only closure in one snapshot on tokio's blocking pool (a read
+    /// connection is `query_only`: nothing it runs can write).
+    pub async fn read<T, F>(&self, f: F) -> RuntimeResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> RuntimeResult<T> + Send + 'static,
