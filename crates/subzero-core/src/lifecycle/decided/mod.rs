@@ -87,28 +87,29 @@ pub struct Decided<T> {
     outcome: T,
 }
 
-impl<T> Decided<T> {
-    /// A decision that leaves `child` with `custody` and `phase`, answering `outcome`.
-    fn new(
-        origin: Option<Origin>,
-        child: AnyChild,
-        custody: Custody,
-        phase: Phase,
-        outcome: T,
-    ) -> Decided<T> {
-        let custody = custody.in_state(child.state());
-        Decided {
-            origin,
-            child,
-            custody,
-            phase,
-            moves: Vec::new(),
-            admitted: None,
-            changes: true,
-            outcome,
-        }
+/// A decision that leaves `child` with `custody` and `phase`, answering `outcome`. A free
+/// function, not an associated one: nothing about `Decided` hints at a constructor.
+fn decision<T>(
+    origin: Option<Origin>,
+    child: AnyChild,
+    custody: Custody,
+    phase: Phase,
+    outcome: T,
+) -> Decided<T> {
+    let custody = custody.in_state(child.state());
+    Decided {
+        origin,
+        child,
+        custody,
+        phase,
+        moves: Vec::new(),
+        admitted: None,
+        changes: true,
+        outcome,
     }
+}
 
+impl<T> Decided<T> {
     fn moved(mut self, run: RunId, from: RunStatus, to: RunStatus) -> Self {
         self.moves.push(RunMove { run, from, to });
         self

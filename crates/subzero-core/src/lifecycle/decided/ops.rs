@@ -3,7 +3,7 @@
 //! ([`Custody`]'s decisions), the phase, and every run move they imply. A refusal is a
 //! typed [`LifecycleError`] and nothing was decided.
 
-use super::Decided;
+use super::{Decided, decision};
 use crate::budget::BudgetReached;
 use crate::ids::{ChildId, RunId};
 use crate::lifecycle::any::{
@@ -125,7 +125,7 @@ impl Decided<Spawned> {
             child: id,
             run: first,
         };
-        Decided::new(None, child, custody, phase, spawned).admitting(
+        decision(None, child, custody, phase, spawned).admitting(
             first,
             RunStatus::Running,
             prompt,
@@ -155,7 +155,7 @@ impl Loaded {
                 (RunStatus::Running, self.custody.phase_of(&self.child))
             }
         };
-        let decided = Decided::new(
+        let decided = decision(
             Some(self.origin),
             self.child,
             self.custody,
@@ -192,7 +192,7 @@ impl Loaded {
             .iter()
             .map(|run| (*run, RunStatus::Queued, RunStatus::Stopped))
             .collect();
-        let decided = Decided::new(
+        let decided = decision(
             Some(self.origin),
             self.child,
             self.custody,
@@ -266,7 +266,7 @@ impl Loaded {
             withdrawn: settled.withdrawn.iter().map(AnyRun::id).collect(),
             started: settled.started,
         };
-        let decided = Decided::new(Some(self.origin), self.child, custody, phase, outcome)
+        let decided = decision(Some(self.origin), self.child, custody, phase, outcome)
             .moved(settled.run.id(), from, settled.run.status())
             .moved_all(dequeued(&settled.withdrawn));
         Ok(match settled.started {
@@ -290,7 +290,7 @@ impl Loaded {
         let resumed = self.child.resume(checkpoint, message)?;
         let custody = self.custody.resumed(resumed.state);
         let phase = custody.phase_of(&self.child);
-        let decided = Decided::new(Some(self.origin), self.child, custody, phase, resumed);
+        let decided = decision(Some(self.origin), self.child, custody, phase, resumed);
         Ok(match admitted {
             Some((run, prompt)) => decided.admitting(run, RunStatus::Running, prompt),
             None => decided,
@@ -311,7 +311,7 @@ impl Loaded {
 
     fn with_custody(self, custody: Custody) -> Decided<()> {
         let phase = custody.phase_of(&self.child);
-        Decided::new(Some(self.origin), self.child, custody, phase, ())
+        decision(Some(self.origin), self.child, custody, phase, ())
     }
 
     /// Recovery of a child whose owner is gone, observed at `observed_generation` with
@@ -358,7 +358,7 @@ impl Loaded {
     }
 
     fn decide<T>(self, custody: Custody, phase: Phase, outcome: T) -> Decided<T> {
-        Decided::new(Some(self.origin), self.child, custody, phase, outcome)
+        decision(Some(self.origin), self.child, custody, phase, outcome)
     }
 
     /// The worker of the child held by `owner` reports `activity`; the core decides the
