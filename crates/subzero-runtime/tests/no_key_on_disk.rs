@@ -46,38 +46,8 @@ fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .init();
-
-    let fx = Fixture::new();
-    let config_path = fx.dir.path().join("config.toml");
-    let config = Config::parse(
-        "[credentials.example]\nenv = \"EXAMPLE_KEY\"\norigins = [\"https://api.example.com:443\"]\n",
-        &config_path,
-    )
-    .unwrap();
-    let resolver = CredentialResolver::with_env(&config, &config_path, |name| {
-        (name == "EXAMPLE_KEY").then(|| KEY.into())
-    })
-    .unwrap();
-    let key = resolver
-        .resolve("example", "https://api.example.com/v1")
-        .unwrap();
-    assert_eq!(key.expose_secret(), KEY);
-    tracing::info!(?key, "resolved credential");
-    let err = resolver
-        .resolve("example", "https://elsewhere.example.com")
-        .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::CredentialsRequired);
-    tracing::warn!(%err, "refused credential");
-
-    // A whole run: admission, worker events, a follow-up, settlement with an artifact.
+/// Admission, worker events, a follow-up and settlements (one with an artifact).
+async fn a_whole_run(fx: &Fixture) {
     let (child, run) = fx.spawn_child().await;
     let events = vec![
         EventBody::Tool {
@@ -126,6 +96,41 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
         )
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let fx = Fixture::new();
+    let config_path = fx.dir.path().join("config.toml");
+    let config = Config::parse(
+        "[credentials.example]\nenv = \"EXAMPLE_KEY\"\norigins = [\"https://api.example.com:443\"]\n",
+        &config_path,
+    )
+    .unwrap();
+    let resolver = CredentialResolver::with_env(&config, &config_path, |name| {
+        (name == "EXAMPLE_KEY").then(|| KEY.into())
+    })
+    .unwrap();
+    let key = resolver
+        .resolve("example", "https://api.example.com/v1")
+        .unwrap();
+    assert_eq!(key.expose_secret(), KEY);
+    tracing::info!(?key, "resolved credential");
+    let err = resolver
+        .resolve("example", "https://elsewhere.example.com")
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CredentialsRequired);
+    tracing::warn!(%err, "refused credential");
+
+    // A whole run: admission, worker events, a follow-up, settlement with an artifact.
+    a_whole_run(&fx).await;
 
     let scan = |when: &str| {
         let mut files = Vec::new();

@@ -18,7 +18,14 @@ use tokio::sync::mpsc;
 
 use super::{Broker, BrokerError, events, snapshot};
 use crate::scope::WorkspaceScope;
-use crate::store::EventPage;
+use crate::store::{ChildRow, EventPage};
+
+/// How much of the child a snapshot shows, and how the wait before it went.
+struct View {
+    events: usize,
+    preview: usize,
+    waited: p::Waited,
+}
 
 /// Events read per page while a wait looks for the one that ends it.
 const SCAN_PAGE: u32 = 500;
@@ -109,37 +116,18 @@ impl Broker {
                 None => None,
             };
             if let Some(reason) = reason {
-                let runs = self.store.runs(&scope, child).await?;
-                let ms = i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000);
                 let waited = p::Waited {
-                    ms: p::WaitMs(ms),
+                    ms: p::WaitMs(
+                        i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000),
+                    ),
                     reason,
                 };
-                let events = usize::try_from(limit).unwrap_or(50);
-                let mut snap = snapshot::snapshot(
-                    &row,
-                    &runs,
-                    &page,
-                    events,
-                    preview_limit.min(2048),
+                let view = View {
+                    events: usize::try_from(limit).unwrap_or(50),
+                    preview: preview_limit.min(2048),
                     waited,
-                )?;
-                if let Some(process) = self.live_process(child) {
-                    snap.containment
-                        .get_or_insert_with(Default::default)
-                        .process = Some(process);
-                }
-                if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
-                    snap.containment
-                        .get_or_insert_with(Default::default)
-                        .filesystem = Some(filesystem);
-                }
-                self.child_receipts(
-                    &row.snapshot,
-                    snap.containment.get_or_insert_with(Default::default),
-                )
-                .await;
-                return Ok(snap);
+                };
+                return self.answer(&scope, &row, &page, view).await;
             }
             first = false;
             if let Some(sink) = &progress {
@@ -153,6 +141,37 @@ impl Broker {
                 _ = closing.changed() => {}
             }
         }
+    }
+
+    /// The snapshot a `get` answers with: the child, its runs, one page of events, and
+    /// the containment of its live worker.
+    async fn answer(
+        &self,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+        page: &EventPage,
+        view: View,
+    ) -> Result<p::ChildSnapshot, BrokerError> {
+        let child = row.child_id;
+        let runs = self.store.runs(scope, child).await?;
+        let mut snap =
+            snapshot::snapshot(row, &runs, page, view.events, view.preview, view.waited)?;
+        if let Some(process) = self.live_process(child) {
+            snap.containment
+                .get_or_insert_with(Default::default)
+                .process = Some(process);
+        }
+        if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
+            snap.containment
+                .get_or_insert_with(Default::default)
+                .filesystem = Some(filesystem);
+        }
+        self.child_receipts(
+            &row.snapshot,
+            snap.containment.get_or_insert_with(Default::default),
+        )
+        .await;
+        Ok(snap)
     }
 
     /// Whether an event whose type satisfies `wanted` landed after `scanned`, reading every
