@@ -208,7 +208,11 @@ fn a_followup_queues_for_any_holder_and_starts_only_for_the_owner() {
     let queued = running(run, RunStatus::Running, &[])
         .followup(RunId::generate(), "more".into(), "bk_B")
         .unwrap();
-    assert_eq!(queued.phase(), Phase::Model, "a queued follow-up keeps the phase");
+    assert_eq!(
+        queued.phase(),
+        Phase::Model,
+        "a queued follow-up keeps the phase"
+    );
     assert_eq!(
         queued.admitted().map(|a| a.status()),
         Some(RunStatus::Queued)
@@ -216,7 +220,11 @@ fn a_followup_queues_for_any_holder_and_starts_only_for_the_owner() {
     let err = ready()
         .followup(RunId::generate(), "go".into(), OWNER)
         .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Busy, "a ready child must be claimed first");
+    assert_eq!(
+        err.code(),
+        ErrorCode::Busy,
+        "a ready child must be claimed first"
+    );
     let claimed = ready().claim(OWNER).unwrap();
     assert_eq!(claimed.custody().generation(), 4);
     assert!(moves(&claimed).is_empty());
@@ -230,7 +238,10 @@ fn a_spawn_is_a_new_child_held_by_its_spawner_with_its_first_run() {
     assert_eq!(decided.custody().generation(), 1);
     assert_eq!(decided.phase(), Phase::Starting);
     let admitted = decided.admitted().unwrap();
-    assert_eq!((admitted.run(), admitted.status()), (run, RunStatus::Running));
+    assert_eq!(
+        (admitted.run(), admitted.status()),
+        (run, RunStatus::Running)
+    );
 }
 
 #[test]

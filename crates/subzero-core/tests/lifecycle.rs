@@ -220,7 +220,9 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base.clone()
     };
     assert_eq!(
-        AnyRun::load(failed_with_leaf, &storage_key()).unwrap_err().code(),
+        AnyRun::load(failed_with_leaf, &storage_key())
+            .unwrap_err()
+            .code(),
         ErrorCode::Internal
     );
     let queued_without_prompt = RunRecord {
@@ -229,7 +231,9 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base
     };
     assert_eq!(
-        AnyRun::load(queued_without_prompt, &storage_key()).unwrap_err().code(),
+        AnyRun::load(queued_without_prompt, &storage_key())
+            .unwrap_err()
+            .code(),
         ErrorCode::Internal
     );
 }

@@ -240,7 +240,12 @@ impl World {
             );
         }
         let record = self.child.record();
-        assert_eq!(AnyChild::load(record.clone(), &storage_key()).unwrap().record(), record);
+        assert_eq!(
+            AnyChild::load(record.clone(), &storage_key())
+                .unwrap()
+                .record(),
+            record
+        );
     }
 }
 

@@ -21,8 +21,7 @@ use crate::ids::{ArtifactId, RunId};
 mod log;
 
 pub use log::{
-    CursorAhead, Event, EventLog, EventLogCorrupt, EventPage, Gap, Retention, Window,
-    cursor_before,
+    CursorAhead, Event, EventLog, EventLogCorrupt, EventPage, Gap, Retention, Window, cursor_before,
 };
 
 /// The state of a tool call, by name only (never arguments).

@@ -19,7 +19,9 @@ pub use any::{
 };
 pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
 pub use custody::{Activity, Custody, CustodyRecord, CustodyRefused, LockObservation, Recovery};
-pub use decided::{Admitted, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned};
+pub use decided::{
+    Admitted, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned,
+};
 pub use error::LifecycleError;
 pub use proof::{
     Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed, Supervisor,

@@ -305,8 +305,7 @@ fn unknown_templates_and_shadowing_are_refused() {
         ErrorCode::TemplateNotFound
     );
     assert!(templates.resolve("coder").is_ok());
-    let shadow =
-        BTreeMap::from([(TemplateId::parse("coder").unwrap(), Template::researcher())]);
+    let shadow = BTreeMap::from([(TemplateId::parse("coder").unwrap(), Template::researcher())]);
     assert_eq!(
         Templates::new(shadow).unwrap_err().code(),
         ErrorCode::InvalidRequest

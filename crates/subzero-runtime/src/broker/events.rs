@@ -341,7 +341,8 @@ mod tests {
             let event: p::WorkerEvent = serde_json::from_str(line).expect("a worker event");
             let body = recorded(RunId::generate(), &event).expect("recorded");
             let kind = body.kind();
-            let read = p::ChildEvent::try_from(&row(body)).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let read =
+                p::ChildEvent::try_from(&row(body)).unwrap_or_else(|e| panic!("{line}: {e}"));
             let wire = serde_json::to_value(&read).expect("encodes");
             assert_eq!(wire["type"], kind.as_str(), "{line}");
         }

@@ -101,8 +101,8 @@ impl Broker {
                 Some(p::WaitedReason::Settled)
             } else {
                 self.scan_for(&scope, child, &mut scanned, events::is_receipt)
-                .await?
-                .then_some(p::WaitedReason::Event)
+                    .await?
+                    .then_some(p::WaitedReason::Event)
             };
             let now = Instant::now();
             let reason = match reason {

@@ -53,8 +53,7 @@ use file::DatabaseFile;
 
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
-    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement,
-    StopBegun,
+    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, ErrorDetails, EventGap, EventPage, EventRow, LeafRef, ModelApi,
@@ -63,9 +62,10 @@ pub use rows::{
 };
 pub use schema::SCHEMA_VERSION;
 
+/// The store's key to load lifecycle values, designated once per process.
+#[allow(unsafe_code, reason = "the store's storage key")]
 // SAFETY: the store is the code that reads the records these loads check, from the
 // database the lifecycle writes only through the core's decided values (`write.rs`).
-#[allow(unsafe_code, reason = "the store's storage key, designated once per process")]
 static STORAGE_KEY: LazyLock<StorageKey> = LazyLock::new(|| unsafe { StorageKey::designate() });
 
 /// The name of the writer thread (tests assert mutations run there).

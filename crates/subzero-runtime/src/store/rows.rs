@@ -492,7 +492,13 @@ mod tests {
     #[test]
     fn each_row_names_the_columns_it_reads() {
         let children = ChildRow::columns();
-        for column in ["child_id", "scope_ino", "snapshot_json", "model_api", "state"] {
+        for column in [
+            "child_id",
+            "scope_ino",
+            "snapshot_json",
+            "model_api",
+            "state",
+        ] {
             assert!(children.contains(column), "{children}");
         }
         assert!(children.ends_with("oldest_event_seq, next_event_seq"));

@@ -7,8 +7,8 @@
 //! a default. A row type reads each of its columns by name ([`Column`]), and its column
 //! list is declared once, with the struct ([`table_row!`](crate::store::rows)).
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::Row;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use subzero_core::events::EventKind;
 use subzero_core::{
     ArtifactId, ChildId, ChildState, ErrorCode, EventSeq, Ownership, Phase, RunId, RunStatus,

@@ -86,9 +86,7 @@ fn event(run_id: RunId, n: usize) -> EventBody {
     if n.is_multiple_of(4) {
         EventBody::Text {
             run_id,
-            text: format!(
-                "Reading the sources, step {n}: the module layout looks conventional."
-            ),
+            text: format!("Reading the sources, step {n}: the module layout looks conventional."),
             truncated: false,
         }
     } else {
@@ -121,9 +119,7 @@ pub async fn ingest(
         let (child, run) = bench.spawn_child().await?;
         let start = Instant::now();
         for b in 0..batches {
-            let events = (0..batch)
-                .map(|i| event(run, b * batch + i))
-                .collect();
+            let events = (0..batch).map(|i| event(run, b * batch + i)).collect();
             bench.store.append_events(child, TOKEN, events).await?;
         }
         out.batch_events_per_s
@@ -131,7 +127,7 @@ pub async fn ingest(
 
         let start = Instant::now();
         for i in 0..singles {
-                bench
+            bench
                 .store
                 .append_event(child, TOKEN, event(run, i))
                 .await?;

@@ -10,8 +10,8 @@ use crate::ids::{ChildId, RunId};
 use crate::lifecycle::child;
 use crate::lifecycle::error::LoadError;
 use crate::lifecycle::proof::LeafRef;
-use crate::lifecycle::storage::StorageKey;
 use crate::lifecycle::run::{self, Run};
+use crate::lifecycle::storage::StorageKey;
 use crate::queue::FollowUpQueue;
 use crate::state::{ChildState, RunStatus};
 

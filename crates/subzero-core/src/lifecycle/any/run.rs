@@ -8,10 +8,10 @@ use crate::budget::BudgetReached;
 use crate::ids::{ChildId, RunId};
 use crate::lifecycle::error::LoadError;
 use crate::lifecycle::proof::LeafRef;
-use crate::lifecycle::storage::StorageKey;
 use crate::lifecycle::run::{
     self, Completed, Failed, Failure, Queued, Run, StopRequested, Stopped,
 };
+use crate::lifecycle::storage::StorageKey;
 use crate::state::RunStatus;
 
 /// A run as stored: plain data, checked by [`AnyRun::load`].

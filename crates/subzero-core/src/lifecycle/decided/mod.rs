@@ -116,8 +116,10 @@ impl<T> Decided<T> {
     }
 
     fn moved_all(mut self, runs: impl IntoIterator<Item = (RunId, RunStatus, RunStatus)>) -> Self {
-        self.moves
-            .extend(runs.into_iter().map(|(run, from, to)| RunMove { run, from, to }));
+        self.moves.extend(
+            runs.into_iter()
+                .map(|(run, from, to)| RunMove { run, from, to }),
+        );
         self
     }
 

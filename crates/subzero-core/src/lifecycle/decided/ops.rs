@@ -95,8 +95,7 @@ pub enum Recovered {
 
 /// The moves of runs the core took out of the queue, each from `queued`.
 fn dequeued(runs: &[AnyRun]) -> impl Iterator<Item = (RunId, RunStatus, RunStatus)> + '_ {
-    runs.iter()
-        .map(|r| (r.id(), RunStatus::Queued, r.status()))
+    runs.iter().map(|r| (r.id(), RunStatus::Queued, r.status()))
 }
 
 /// The internal error for a settled run that the child had no active run for.
@@ -125,11 +124,7 @@ impl Decided<Spawned> {
             child: id,
             run: first,
         };
-        decision(None, child, custody, phase, spawned).admitting(
-            first,
-            RunStatus::Running,
-            prompt,
-        )
+        decision(None, child, custody, phase, spawned).admitting(first, RunStatus::Running, prompt)
     }
 }
 
@@ -155,13 +150,7 @@ impl Loaded {
                 (RunStatus::Running, self.custody.phase_of(&self.child))
             }
         };
-        let decided = decision(
-            Some(self.origin),
-            self.child,
-            self.custody,
-            phase,
-            delivery,
-        );
+        let decided = decision(Some(self.origin), self.child, self.custody, phase, delivery);
         Ok(decided.admitting(run, status, prompt))
     }
 
@@ -192,13 +181,7 @@ impl Loaded {
             .iter()
             .map(|run| (*run, RunStatus::Queued, RunStatus::Stopped))
             .collect();
-        let decided = decision(
-            Some(self.origin),
-            self.child,
-            self.custody,
-            phase,
-            receipt,
-        );
+        let decided = decision(Some(self.origin), self.child, self.custody, phase, receipt);
         if !newly {
             return Ok(decided.unchanged());
         }
@@ -225,10 +208,9 @@ impl Loaded {
                 self.child.settle(RunReport::Exhausted(proof, budget))?,
                 true,
             ),
-            RunEnding::Failed { run, failure } => (
-                self.child.settle(RunReport::Failed { run, failure })?,
-                true,
-            ),
+            RunEnding::Failed { run, failure } => {
+                (self.child.settle(RunReport::Failed { run, failure })?, true)
+            }
             RunEnding::Stopped(proof) => (self.child.confirm_stop(proof)?, true),
             RunEnding::Lost {
                 run,
@@ -325,7 +307,9 @@ impl Loaded {
         let custody = match self.custody.recover(observed_generation, lock) {
             Recovery::Unchanged => {
                 let (custody, phase) = (self.custody.clone(), self.phase);
-                return Ok(self.decide(custody, phase, Recovered::Unchanged).unchanged());
+                return Ok(self
+                    .decide(custody, phase, Recovered::Unchanged)
+                    .unchanged());
             }
             Recovery::Hold(held) => {
                 let phase = held.phase_of(&self.child);
@@ -389,4 +373,3 @@ fn lost(lost: WorkerLost) -> Settlement {
         started: None,
     }
 }
-

@@ -13,8 +13,8 @@ use subzero_core::{AnyChild, ArtifactId, ChildId, ChildState, EventSeq, RunId, R
 use super::events;
 use super::lifecycle;
 use super::rows::{
-    Admit, ArtifactRow, ChildRow, ModelRow, NewChild, Ownership, ReceiptInput, ReceiptRow,
-    RunRow, Timestamp, WorkerInfo,
+    Admit, ArtifactRow, ChildRow, ModelRow, NewChild, Ownership, ReceiptInput, ReceiptRow, RunRow,
+    Timestamp, WorkerInfo,
 };
 use super::sql::{RowExt, Sql, int};
 use super::write::{self, Details, RunEnd};

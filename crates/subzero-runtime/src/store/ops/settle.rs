@@ -306,10 +306,20 @@ pub(super) fn settle_tx(
         insert_artifact(conn, child, Some(run), artifact, &at)?;
     }
     let settled = decided.outcome();
-    events::append(conn, options, child, &settled_event(settled, &record, reaped)?)?;
+    events::append(
+        conn,
+        options,
+        child,
+        &settled_event(settled, &record, reaped)?,
+    )?;
     let next = match settled.started {
         Some(next) => {
-            events::append(conn, options, child, &EventBody::RunStarted { run_id: next })?;
+            events::append(
+                conn,
+                options,
+                child,
+                &EventBody::RunStarted { run_id: next },
+            )?;
             Some(NextRun {
                 run_id: next,
                 prompt: prompt_of(conn, child, next)?,
