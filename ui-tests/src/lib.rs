@@ -1,15 +1,16 @@
 //! Compile-fail and compile-pass cases for subzero-core lifecycles; see
-//! `tests/compiletest.rs`. This library only builds the values the cases start from,
-//! through the same public paths the runtime uses (spawn, `AnyChild::load`,
-//! `AnyRun::load`), so each case shows one illegal step and nothing else.
+//! `tests/compiletest.rs`. This library only builds the values the cases start from, and
+//! it builds each one the way the runtime does: by legal transitions (spawn, stop,
+//! complete with a recorded leaf, fail, lose the worker), with tokens minted by a
+//! designated supervisor. Nothing here materialises a state from a plain record, so
+//! each case shows one illegal step and nothing else.
 
-use subzero_core::lifecycle::any::{ChildRecord, RunRecord};
-use subzero_core::lifecycle::child::{Interrupted, Ready, Running, Stopping};
-use subzero_core::lifecycle::run::{self, Completed, Queued};
+use subzero_core::lifecycle::child::{Interrupted, Next, Ready, Running, Stopping};
+use subzero_core::lifecycle::run::{self, Completed, Failed, Queued, Stopped};
 use subzero_core::lifecycle::{
-    AnyChild, AnyRun, Child, Run, Steering, Supervisor, WorkerCapabilities,
+    Child, Failure, LeafRecorded, LeafRef, Run, Steering, Supervisor, WorkerCapabilities,
 };
-use subzero_core::{ChildId, ChildState, RunId, RunStatus};
+use subzero_core::{ChildId, ErrorCode, RunId, Sha256Digest};
 
 /// The queue bound used by every fixture.
 pub const QUEUE: u32 = 4;
@@ -34,70 +35,77 @@ pub fn stopping() -> Child<Stopping> {
     }
 }
 
-/// An idle child.
+/// The proof that the active run of `child` committed a transcript leaf.
+pub fn leaf_recorded(child: &Child<Running>) -> LeafRecorded {
+    let leaf = LeafRef::new("leaf-1", Sha256Digest::of(b"fixture"));
+    let leaf = leaf.unwrap_or_else(|e| panic!("fixture: {e}"));
+    supervisor().leaf_recorded(child.id(), child.active_run().id(), leaf)
+}
+
+/// An idle child: its first run completed with a recorded leaf.
 pub fn ready() -> Child<Ready> {
-    load(ChildState::Ready)
+    let child = running();
+    let proof = leaf_recorded(&child);
+    match child.complete(proof) {
+        Ok(settled) => match settled.next {
+            Next::Idle(ready) => ready,
+            Next::Started(_) => panic!("fixture: nothing was queued"),
+        },
+        Err((_, e)) => panic!("fixture: {e}"),
+    }
 }
 
-/// An interrupted child.
+/// An interrupted child: its worker was lost mid-run.
 pub fn interrupted() -> Child<Interrupted> {
-    load(ChildState::Interrupted)
+    running().lose_worker("fixture: the worker exited").child
 }
 
-fn load<T: TryFrom<AnyChild>>(state: ChildState) -> T
-where
-    T::Error: std::fmt::Debug,
-{
-    let record = ChildRecord {
-        id: ChildId::generate(),
-        state,
-        active_run: None,
-        queued: Vec::new(),
-        last_leaf: None,
-        interrupted_run: None,
-        interruption_reason: None,
-        queue_capacity: QUEUE,
-    };
-    let any = AnyChild::load(record).expect("fixture: a legal record");
-    T::try_from(any).expect("fixture: the state asked for")
-}
-
-fn load_run<T: TryFrom<AnyRun>>(status: RunStatus, leaf: bool) -> T
-where
-    T::Error: std::fmt::Debug,
-{
-    let leaf = leaf.then(|| {
-        let digest = subzero_core::Sha256Digest::of(b"fixture");
-        subzero_core::lifecycle::LeafRef::new("leaf-1", digest).expect("fixture: a valid leaf")
-    });
-    let record = RunRecord {
-        id: RunId::generate(),
-        child: ChildId::generate(),
-        status,
-        prompt: Some("fixture".to_owned()),
-        leaf,
-        budget: None,
-        failure: None,
-        reaped: None,
-        reason: None,
-    };
-    T::try_from(AnyRun::load(record).expect("fixture: a legal run"))
-        .expect("fixture: the status asked for")
-}
-
-/// A queued run, not yet started.
+/// A queued run of a child of its own, not yet started.
 pub fn queued_run() -> Run<Queued> {
-    load_run(RunStatus::Queued, false)
+    Run::queued(ChildId::generate(), RunId::generate(), "later".to_owned())
 }
 
-/// A running run, on its own.
-pub fn running_run() -> Run<run::Running> {
-    load_run(RunStatus::Running, false)
+/// A failure a worker reports.
+pub fn failure() -> Failure {
+    Failure {
+        code: ErrorCode::ModelRequestFailed,
+        message: "503".to_owned(),
+    }
 }
 
-/// A completed run (terminal).
+/// A completed run (terminal): completed with its recorded leaf.
 pub fn completed_run() -> Completed {
-    load_run(RunStatus::Completed, true)
+    let child = running();
+    let proof = leaf_recorded(&child);
+    match child.complete(proof) {
+        Ok(settled) => settled.outcome,
+        Err((_, e)) => panic!("fixture: {e}"),
+    }
+}
+
+/// A failed run (terminal).
+pub fn failed_run() -> Failed {
+    let child = running();
+    let run = child.active_run().id();
+    match child.fail(run, failure()) {
+        Ok(settled) => settled.outcome,
+        Err((_, e)) => panic!("fixture: {e}"),
+    }
+}
+
+/// A stopped run (terminal): stopped with the supervisor's confirmation.
+pub fn stopped_run() -> Stopped {
+    let child = stopping();
+    let proof = supervisor().confirm_stop(child.id(), child.active_run().id(), 0);
+    match child.confirm_stop(proof) {
+        Ok(settled) => settled.outcome,
+        Err((_, e)) => panic!("fixture: {e}"),
+    }
+}
+
+/// An interrupted run (terminal): its worker was lost.
+pub fn interrupted_run() -> run::Interrupted {
+    running().lose_worker("fixture: the worker exited").run
 }
 
 /// What a worker that advertises steering said in its `hello`.
@@ -107,7 +115,9 @@ pub fn capabilities() -> WorkerCapabilities {
 
 /// The steering capability of a worker that advertises it.
 pub fn steering() -> Steering {
-    capabilities().steering().expect("fixture: advertised")
+    capabilities()
+        .steering()
+        .unwrap_or_else(|| panic!("fixture: advertised"))
 }
 
 /// The supervisor's authority, as the runtime designates it where evidence arrives. The

@@ -3,11 +3,14 @@
 //! Lifecycles are types: a `Child<Ready>` has no `steer`, a stop needs the active
 //! `RunId`, a resume needs a `Checkpoint` that only verification can produce. Storage
 //! and the wire are dynamic, so [`AnyChild`] and [`AnyRun`] carry loaded state back up
-//! into the typed world through one checked boundary.
+//! into the typed world through one checked boundary, which needs the store's key; a
+//! request on a loaded child returns a sealed `Decided` value, the only thing a store
+//! writes.
 //!
 //! Modules: [`ids`], [`digest`], [`state`], [`error_code`], [`lifecycle`] (typestate
-//! child/run, capability tokens, `AnyChild`/`AnyRun`), [`queue`] (bounded FIFO of
-//! follow-ups), [`events`] (per-child event log with bounded retention and cursor gaps),
+//! child/run, capability tokens, `AnyChild`/`AnyRun`, decided values, the storage key),
+//! [`queue`] (bounded FIFO of follow-ups), [`events`] (the typed event body, and the
+//! per-child event log with bounded retention and cursor gaps),
 //! [`template`] (built-in and user templates, the immutable grant snapshot) and
 //! [`limits`] (policy limits with the seed's defaults).
 //!

@@ -11,12 +11,44 @@
 //! evidence, and no production code passes the authority around (a `Supervisor` in a
 //! signature or a field would let an unreviewed module mint). A new mint point fails
 //! here until it is added to the list, so it is reviewed.
+//!
+//! The store's `StorageKey` (the authority to load lifecycle values from stored records)
+//! is designated the same way and checked the same way: once, in the store
+//! ([`KEY_POINTS`]), and by test fixtures in [`TEST_MINTERS`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
+/// An `unsafe fn designate` authority: how its calls are written, where it is defined,
+/// and the production files that may designate it (with how many times).
+struct Authority {
+    name: &'static str,
+    call: &'static str,
+    definition: &'static str,
+    points: &'static [(&'static str, usize)],
+}
+
 /// The call, written the one way this test recognises.
 const CALL: &str = "unsafe { Supervisor::designate() }";
+
+const SUPERVISOR: Authority = Authority {
+    name: "Supervisor::designate",
+    call: CALL,
+    definition: DEFINITION,
+    points: MINT_POINTS,
+};
+
+/// The store designates its key once, in the module that owns it.
+const KEY_POINTS: &[(&str, usize)] = &[("crates/subzero-runtime/src/store/mod.rs", 1)];
+
+const STORAGE_KEY: Authority = Authority {
+    name: "StorageKey::designate",
+    call: "unsafe { StorageKey::designate() }",
+    definition: "crates/subzero-core/src/lifecycle/storage.rs",
+    points: KEY_POINTS,
+};
+
+const AUTHORITIES: [Authority; 2] = [SUPERVISOR, STORAGE_KEY];
 
 /// Production files that mint, and how many times each designates.
 const MINT_POINTS: &[(&str, usize)] = &[
@@ -92,11 +124,12 @@ fn is_comment(line: &str) -> bool {
     line.trim_start().starts_with("//")
 }
 
-/// Lines (0-based) that call `designate`, comments left out.
-fn calls(text: &str) -> Vec<usize> {
+/// Lines (0-based) that call `authority`'s `designate`, comments left out.
+fn calls(text: &str, authority: &Authority) -> Vec<usize> {
+    let called = format!("{}(", authority.name);
     text.lines()
         .enumerate()
-        .filter(|(_, l)| !is_comment(l) && l.contains("designate("))
+        .filter(|(_, l)| !is_comment(l) && l.contains(&called))
         .map(|(i, _)| i)
         .collect()
 }
@@ -105,29 +138,29 @@ fn is_test_minter(rel: &str) -> bool {
     TEST_MINTERS.iter().any(|t| rel.starts_with(t))
 }
 
-#[test]
-fn the_supervisor_is_designated_only_at_the_listed_mint_points() {
+fn designated_only_at_its_points(authority: &Authority, sources: &[(String, String)]) {
     let mut found: Vec<(String, usize)> = Vec::new();
     let mut strays = Vec::new();
-    for (rel, text) in sources() {
-        let n = calls(&text).len();
-        if rel == DEFINITION {
-            let definitions = text.matches("pub unsafe fn designate()").count();
-            assert_eq!(n, definitions, "{rel} designates outside its definition");
-        } else if n > 0 && !is_test_minter(&rel) {
-            if MINT_POINTS.iter().any(|(p, _)| *p == rel) {
-                found.push((rel, n));
+    for (rel, text) in sources {
+        let n = calls(text, authority).len();
+        if *rel == authority.definition {
+            assert_eq!(n, 0, "{rel} designates outside its definition");
+        } else if n > 0 && !is_test_minter(rel) && !rel.starts_with(COMPILE_FAIL) {
+            if authority.points.iter().any(|(p, _)| p == rel) {
+                found.push((rel.clone(), n));
             } else {
-                strays.push(rel);
+                strays.push(rel.clone());
             }
         }
     }
     assert!(
         strays.is_empty(),
-        "`Supervisor::designate` is called outside the reviewed mint points in {strays:?}; \
-         mint where the evidence is observed, or add the file to MINT_POINTS with its reason"
+        "`{}` is called outside the reviewed points in {strays:?}; designate where the \
+         evidence is observed, or add the file to its list with the reason",
+        authority.name
     );
-    let mut expected: Vec<(String, usize)> = MINT_POINTS
+    let mut expected: Vec<(String, usize)> = authority
+        .points
         .iter()
         .map(|(p, n)| ((*p).to_owned(), *n))
         .collect();
@@ -135,31 +168,48 @@ fn the_supervisor_is_designated_only_at_the_listed_mint_points() {
     found.sort();
     assert_eq!(
         found, expected,
-        "the production mint points changed; review each and update MINT_POINTS"
+        "the production points of `{}` changed; review each and update the list",
+        authority.name
     );
+}
+
+#[test]
+fn the_supervisor_is_designated_only_at_the_listed_mint_points() {
+    designated_only_at_its_points(&SUPERVISOR, &sources());
+}
+
+#[test]
+fn the_storage_key_is_designated_once_in_the_store() {
+    designated_only_at_its_points(&STORAGE_KEY, &sources());
 }
 
 #[test]
 fn every_designation_is_an_unsafe_block_under_a_safety_comment() {
     let mut bad = Vec::new();
     for (rel, text) in sources() {
-        if rel == DEFINITION || rel.starts_with(COMPILE_FAIL) {
+        if rel.starts_with(COMPILE_FAIL) {
             continue;
         }
         let lines: Vec<&str> = text.lines().collect();
-        for i in calls(&text) {
-            let justified = lines[i.saturating_sub(4)..i]
-                .iter()
-                .any(|l| l.trim_start().starts_with("// SAFETY: "));
-            if !lines[i].contains(CALL) || !justified {
-                bad.push(format!("{rel}:{}", i + 1));
+        for authority in &AUTHORITIES {
+            if rel == authority.definition {
+                continue;
+            }
+            for i in calls(&text, authority) {
+                let justified = lines[i.saturating_sub(4)..i]
+                    .iter()
+                    .any(|l| l.trim_start().starts_with("// SAFETY: "));
+                if !lines[i].contains(authority.call) || !justified {
+                    bad.push(format!("{rel}:{}", i + 1));
+                }
             }
         }
     }
     assert!(
         bad.is_empty(),
-        "write each mint as `{CALL}` with a `// SAFETY: ` comment (at most 4 lines above) \
-         naming the evidence just observed; offending lines: {bad:?}"
+        "write each designation as `unsafe {{ …::designate() }}` with a `// SAFETY: ` \
+         comment (at most 4 lines above) naming the evidence just observed; offending \
+         lines: {bad:?}"
     );
 }
 

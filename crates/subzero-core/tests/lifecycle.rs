@@ -127,7 +127,7 @@ fn steer_on_a_stopping_child_is_not_running_and_changes_nothing() {
         assert_eq!(child.record(), before);
     }
     // Loaded from storage, as the broker meets it.
-    let loaded = AnyChild::load(before).unwrap();
+    let loaded = AnyChild::load(before, &storage_key()).unwrap();
     assert!(matches!(loaded, AnyChild::Active(ActiveChild::Stopping(_))));
     let err = loaded.steer(&supervisor.capabilities(true)).unwrap_err();
     assert_eq!(err.to_string(), expected);
@@ -197,7 +197,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         reaped: None,
         reason: None,
     };
-    let run = AnyRun::load(base.clone()).unwrap();
+    let run = AnyRun::load(base.clone(), &storage_key()).unwrap();
     assert!(run.is_terminal());
     assert_eq!(run.record(), base);
     let completed = Completed::try_from(run).unwrap();
@@ -208,7 +208,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base.clone()
     };
     assert_eq!(
-        AnyRun::load(no_leaf).unwrap_err().code(),
+        AnyRun::load(no_leaf, &storage_key()).unwrap_err().code(),
         ErrorCode::Internal
     );
     let failed_with_leaf = RunRecord {
@@ -220,7 +220,9 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base.clone()
     };
     assert_eq!(
-        AnyRun::load(failed_with_leaf).unwrap_err().code(),
+        AnyRun::load(failed_with_leaf, &storage_key())
+            .unwrap_err()
+            .code(),
         ErrorCode::Internal
     );
     let queued_without_prompt = RunRecord {
@@ -229,7 +231,9 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base
     };
     assert_eq!(
-        AnyRun::load(queued_without_prompt).unwrap_err().code(),
+        AnyRun::load(queued_without_prompt, &storage_key())
+            .unwrap_err()
+            .code(),
         ErrorCode::Internal
     );
 }
@@ -279,7 +283,7 @@ fn a_budget_exhausted_record_needs_its_leaf_and_its_budget() {
         reaped: None,
         reason: None,
     };
-    let run = AnyRun::load(exhausted.clone()).unwrap();
+    let run = AnyRun::load(exhausted.clone(), &storage_key()).unwrap();
     assert_eq!(run.status(), RunStatus::BudgetExhausted);
     assert_eq!(run.record(), exhausted);
     for broken in [
@@ -297,7 +301,7 @@ fn a_budget_exhausted_record_needs_its_leaf_and_its_budget() {
         },
     ] {
         assert_eq!(
-            AnyRun::load(broken).unwrap_err().code(),
+            AnyRun::load(broken, &storage_key()).unwrap_err().code(),
             ErrorCode::Internal
         );
     }
@@ -320,4 +324,11 @@ fn every_lifecycle_error_starts_with_its_code() {
             "message does not start with its code: {text}"
         );
     }
+}
+
+/// The store's key: these tests stand in for the store that reads the records.
+fn storage_key() -> subzero_core::lifecycle::StorageKey {
+    use subzero_core::lifecycle::StorageKey;
+    // SAFETY: test; the records loaded here stand for what a store holds.
+    unsafe { StorageKey::designate() }
 }

@@ -240,7 +240,12 @@ impl World {
             );
         }
         let record = self.child.record();
-        assert_eq!(AnyChild::load(record.clone()).unwrap().record(), record);
+        assert_eq!(
+            AnyChild::load(record.clone(), &storage_key())
+                .unwrap()
+                .record(),
+            record
+        );
     }
 }
 
@@ -291,4 +296,11 @@ proptest! {
             world.check_invariants();
         }
     }
+}
+
+/// The store's key: these tests stand in for the store that reads the records.
+fn storage_key() -> subzero_core::lifecycle::StorageKey {
+    use subzero_core::lifecycle::StorageKey;
+    // SAFETY: test; the records loaded here stand for what a store holds.
+    unsafe { StorageKey::designate() }
 }

@@ -31,6 +31,9 @@ use subzero_core::{
     ChildId, ChildState, Coded, ErrorCode, EventSeq, RunId, RunStatus, Sha256Digest,
 };
 
+#[path = "scenarios/log_and_contract.rs"]
+mod log_and_contract;
+
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios")
 }
@@ -172,6 +175,18 @@ impl Replay {
 
     fn step(&mut self, op: &str, input: &Value) -> StepResult {
         match op {
+            "spawn" | "load" | "followup" | "steer" | "stop" => self.request(op, input),
+            "confirm_stop" | "complete" | "fail" | "lose_worker" => self.report(op, input),
+            "checkpoint" | "resume" => self.resumption(op, input),
+            "event_append" | "event_read" => self.event(op, input),
+            "freeze_template" | "check_limit" => self.contract(op, input),
+            other => panic!("unknown op `{other}`"),
+        }
+    }
+
+    /// A step of the requests a caller makes.
+    fn request(&mut self, op: &str, input: &Value) -> StepResult {
+        match op {
             "spawn" => {
                 let id = self.child_id(input);
                 let run = self.names.run(str_field(input, "run"));
@@ -183,7 +198,7 @@ impl Replay {
             }
             "load" => {
                 let record = self.record_from(&input["record"]);
-                self.child = Some(AnyChild::load(record).map_err(|e| code(&e))?);
+                self.child = Some(AnyChild::load(record, &storage_key()).map_err(|e| code(&e))?);
                 Ok(json!({}))
             }
             "followup" => {
@@ -222,6 +237,13 @@ impl Replay {
                     "withdrawn": receipt.withdrawn.iter().map(|r| self.names.run_name(*r)).collect::<Vec<_>>(),
                 }))
             }
+            other => unreachable!("{other} is not a step of this group"),
+        }
+    }
+
+    /// A step of the reports a worker or the supervisor makes.
+    fn report(&mut self, op: &str, input: &Value) -> StepResult {
+        match op {
             "confirm_stop" => {
                 let child = self.child_id(input);
                 let run = self.names.run(str_field(input, "run"));
@@ -262,6 +284,13 @@ impl Replay {
                     .map_err(|e| code(&e))?;
                 Ok(self.lost(&l))
             }
+            other => unreachable!("{other} is not a step of this group"),
+        }
+    }
+
+    /// A step of checkpoint and resume.
+    fn resumption(&mut self, op: &str, input: &Value) -> StepResult {
+        match op {
             "checkpoint" => {
                 let checkpoint = if input.get("child").is_some() {
                     // A checkpoint verified for another child (nothing recorded there).
@@ -302,101 +331,7 @@ impl Replay {
                     "run": resumed.run.map(|r| self.names.run_name(r)),
                 }))
             }
-            "event_append" => {
-                let run = self.names.run(str_field(input, "run"));
-                let body = match str_field(input, "kind") {
-                    "run_started" => EventBody::RunStarted { run_id: run },
-                    "text" => EventBody::Text {
-                        run_id: run,
-                        text: "x"
-                            .repeat(usize::try_from(input["textBytes"].as_u64().unwrap()).unwrap()),
-                        truncated: false,
-                    },
-                    other => panic!("unknown event kind {other}"),
-                };
-                let seq = self
-                    .events
-                    .append(0, body, &self.limits)
-                    .map_err(|e| code(&e))?;
-                Ok(json!({ "seq": seq.get() }))
-            }
-            "event_read" => {
-                let cursor = EventSeq::new(input["cursor"].as_u64().unwrap());
-                let limit = usize::try_from(input["limit"].as_u64().unwrap_or(50)).unwrap();
-                let page = self.events.read(cursor, limit).map_err(|e| code(&e))?;
-                Ok(json!({
-                    "seqs": page.events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(),
-                    "nextCursor": page.next_cursor.get(),
-                    "oldestCursor": page.oldest_cursor.get(),
-                    "gap": page.gap.map(|g| json!({"requested": g.requested.get(), "oldest": g.oldest.get()})),
-                }))
-            }
-            "freeze_template" => {
-                let user: BTreeMap<TemplateId, Template> = match input.get("userTemplates") {
-                    Some(v) => {
-                        // Loading the configuration file checks it against its contract.
-                        let file = json!({ "templates": v });
-                        if !config_contract().is_valid(&file) {
-                            return Err(ErrorCode::InvalidRequest);
-                        }
-                        serde_json::from_value(v.clone()).unwrap()
-                    }
-                    None => BTreeMap::new(),
-                };
-                let templates = Templates::new(user).map_err(|e| code(&e))?;
-                let (id, template) = templates
-                    .resolve(str_field(input, "templateId"))
-                    .map_err(|e| code(&e))?;
-                let snapshot = GrantSnapshot::freeze(
-                    id,
-                    &template,
-                    Vec::new(),
-                    RunLimits::default(),
-                    templates.tool_limits(&template),
-                    &self.limits,
-                )
-                .map_err(|e| code(&e))?;
-                Ok(json!({ "tools": snapshot.tools(), "writeCapable": snapshot.write_capable() }))
-            }
-            "check_limit" => {
-                let limit: LimitName = serde_json::from_value(input["limit"].clone()).unwrap();
-                let value = input["value"].as_u64().unwrap();
-                let size = usize::try_from(value).unwrap();
-                let l = &self.limits;
-                let result = match limit {
-                    LimitName::PromptBytes => l.check_prompt(&"x".repeat(size)),
-                    LimitName::InstructionsBytes => l.check_instructions(&"x".repeat(size)),
-                    LimitName::GrantedTools => l.check_granted_tools(size),
-                    LimitName::EventPayloadBytes => l.check_event_payload(size),
-                    LimitName::QueuedFollowups => l.check_queue(size),
-                    // Protocol bounds the schemas declare (invalid_request), and the
-                    // workspace slots (workspace_busy): not policy checks of a trace.
-                    LimitName::GetWaitMs
-                    | LimitName::OutputChunkBytes
-                    | LimitName::ActiveWorkersPerWorkspace
-                    | LimitName::WriteRunsPerWorkspace
-                    | LimitName::EventRetention => {
-                        panic!("{limit} is not a check_limit of the trace format")
-                    }
-                    LimitName::ModelResponseBytes
-                    | LimitName::ToolArgumentBytes
-                    | LimitName::ModelIdleTimeoutMs => {
-                        panic!("{limit} is enforced by the worker, not by a request check")
-                    }
-                    LimitName::MaxTurns
-                    | LimitName::DeadlineMs
-                    | LimitName::ToolTimeoutMs
-                    | LimitName::MaxOutputTokens
-                    | LimitName::TokenBudget => {
-                        panic!(
-                            "{limit} is a spawn budget (`Budgets::resolve`), not a check_limit of the trace format"
-                        )
-                    }
-                };
-                result.map_err(|e| code(&e))?;
-                Ok(json!({}))
-            }
-            other => panic!("unknown op `{other}`"),
+            other => unreachable!("{other} is not a step of this group"),
         }
     }
 
@@ -474,6 +409,20 @@ fn load_traces() -> Vec<(String, Value)> {
     traces
 }
 
+/// Every state a trace reaches survives a `record` → `load` round trip.
+fn assert_round_trips(child: Option<&AnyChild>, at: &str) {
+    if let Some(child) = child {
+        let record = child.record();
+        let reloaded = AnyChild::load(record.clone(), &storage_key())
+            .unwrap_or_else(|e| panic!("{at}: reload failed: {e}"));
+        assert_eq!(
+            reloaded.record(),
+            record,
+            "{at}: record/load round trip changed the child"
+        );
+    }
+}
+
 #[test]
 fn every_scenario_replays_as_recorded() {
     let schema_text = std::fs::read_to_string(scenario_dir().join("scenario.schema.json")).unwrap();
@@ -520,16 +469,7 @@ fn every_scenario_replays_as_recorded() {
                 }
                 (expect, got) => panic!("{at}: expected {expect}, got {got:?}"),
             }
-            if let Some(child) = &replay.child {
-                let record = child.record();
-                let reloaded = AnyChild::load(record.clone())
-                    .unwrap_or_else(|e| panic!("{at}: reload failed: {e}"));
-                assert_eq!(
-                    reloaded.record(),
-                    record,
-                    "{at}: record/load round trip changed the child"
-                );
-            }
+            assert_round_trips(replay.child.as_ref(), &at);
             steps += 1;
         }
     }
@@ -575,4 +515,11 @@ fn every_scenario_replays_as_recorded() {
     // capture it and every run shows the count.
     let mut err = std::io::stderr();
     writeln!(err, "replayed {} scenarios, {steps} steps", traces.len()).unwrap();
+}
+
+/// The store's key: these tests stand in for the store that reads the records.
+fn storage_key() -> subzero_core::lifecycle::StorageKey {
+    use subzero_core::lifecycle::StorageKey;
+    // SAFETY: test; the records loaded here stand for what a store holds.
+    unsafe { StorageKey::designate() }
 }

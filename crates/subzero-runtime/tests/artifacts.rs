@@ -35,7 +35,7 @@ async fn chunked_reads_cover_the_whole_result_without_splitting_characters() {
             Settlement::Completed {
                 preview: preview(&text, 8).text,
                 preview_truncated: true,
-                artifact: Some(artifact),
+                artifact,
                 leaf: common::leaf(child, run, "leaf"),
                 budget: None,
             },
@@ -84,7 +84,7 @@ async fn artifacts_of_another_scope_are_not_found_and_a_missing_file_is_unavaila
             Settlement::Completed {
                 preview: "result".to_owned(),
                 preview_truncated: false,
-                artifact: Some(artifact),
+                artifact,
                 leaf: common::leaf(child, run, "leaf"),
                 budget: None,
             },

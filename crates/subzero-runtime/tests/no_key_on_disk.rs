@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{Fixture, TOKEN};
 use secrecy::ExposeSecret;
-use serde_json::json;
 use subzero_core::ErrorCode;
+use subzero_core::events::{EventBody, ToolState};
 use subzero_runtime::artifacts::{ArtifactFiles, preview};
 use subzero_runtime::config::Config;
 use subzero_runtime::credentials::CredentialResolver;
@@ -46,6 +46,58 @@ fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// Admission, worker events, a follow-up and settlements (one with an artifact).
+async fn a_whole_run(fx: &Fixture) {
+    let (child, run) = fx.spawn_child().await;
+    let events = vec![
+        EventBody::Tool {
+            run_id: run,
+            name: "bash".to_owned(),
+            state: ToolState::Started,
+        },
+        EventBody::Text {
+            run_id: run,
+            text: "working".to_owned(),
+            truncated: false,
+        },
+    ];
+    fx.store.append_events(child, TOKEN, events).await.unwrap();
+    let next = fx.queue_followup(child, "and then").await;
+    let result = "the full result ".repeat(400);
+    let files = ArtifactFiles::new(&fx.paths);
+    let artifact = files.write(child, &result).unwrap();
+    let p = preview(&result, 2048);
+    fx.store
+        .settle_run(
+            child,
+            run,
+            TOKEN,
+            Settlement::Completed {
+                preview: p.text,
+                preview_truncated: p.truncated,
+                artifact,
+                leaf: common::leaf(child, run, "leaf"),
+                budget: None,
+            },
+        )
+        .await
+        .unwrap();
+    fx.store
+        .settle_run(
+            child,
+            next,
+            TOKEN,
+            Settlement::Failed {
+                code: ErrorCode::ModelRequestFailed,
+                message: "model said 401".to_owned(),
+                partial: None,
+                details: None,
+            },
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
     let logs = Captured::default();
@@ -78,61 +130,7 @@ async fn the_key_is_never_written_to_the_database_wal_artifacts_or_logs() {
     tracing::warn!(%err, "refused credential");
 
     // A whole run: admission, worker events, a follow-up, settlement with an artifact.
-    let (child, run) = fx.spawn_child().await;
-    fx.store
-        .append_event(
-            child,
-            Some(run),
-            TOKEN,
-            "tool",
-            json!({"name": "bash", "state": "started"}),
-        )
-        .await
-        .unwrap();
-    fx.store
-        .append_event(
-            child,
-            Some(run),
-            TOKEN,
-            "text",
-            json!({"text": "working", "truncated": false}),
-        )
-        .await
-        .unwrap();
-    let next = fx.queue_followup(child, "and then").await;
-    let result = "the full result ".repeat(400);
-    let files = ArtifactFiles::new(&fx.paths);
-    let artifact = files.write(child, &result).unwrap();
-    let p = preview(&result, 2048);
-    fx.store
-        .settle_run(
-            child,
-            run,
-            TOKEN,
-            Settlement::Completed {
-                preview: p.text,
-                preview_truncated: p.truncated,
-                artifact: Some(artifact),
-                leaf: common::leaf(child, run, "leaf"),
-                budget: None,
-            },
-        )
-        .await
-        .unwrap();
-    fx.store
-        .settle_run(
-            child,
-            next,
-            TOKEN,
-            Settlement::Failed {
-                code: ErrorCode::ModelRequestFailed,
-                message: "model said 401".to_owned(),
-                partial: None,
-                details: None,
-            },
-        )
-        .await
-        .unwrap();
+    a_whole_run(&fx).await;
 
     let scan = |when: &str| {
         let mut files = Vec::new();

@@ -47,6 +47,9 @@ async fn a_closed_store_refuses_writes_as_shutting_down() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db"), StoreOptions::default()).unwrap();
     store.close();
-    let err = store.transact(|_, _| Ok(())).await.unwrap_err();
+    let err = store
+        .release(subzero_core::ChildId::generate(), "bk_X")
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::RuntimeShuttingDown);
 }

@@ -128,6 +128,37 @@ fn only_the_write_module_writes_lifecycle_columns() {
     );
 }
 
+/// A row column read by its position (`row.get(3)`, `r.get::<_, i64>(0)`).
+fn positional_get() -> Regex {
+    Regex::new(r"\.get(::<[^>]*>)?\(\s*[0-9]+\s*\)").unwrap()
+}
+
+#[test]
+fn the_store_and_the_broker_read_columns_by_name() {
+    let positional = positional_get();
+    let mut found = Vec::new();
+    for (path, text) in sources() {
+        let scanned = path.starts_with("crates/subzero-runtime/src/store/")
+            || path.starts_with("crates/subzero-runtime/src/broker/");
+        if !scanned {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if positional.is_match(code) {
+                found.push(format!("{path}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "read each column by its name (`row.get(\"state\")`, `row.col::<T>(\"state\")`):\n{}",
+        found.join("\n")
+    );
+    assert!(positional.is_match("|r| r.get::<_, i64>(0)"));
+    assert!(!positional.is_match("r.get(\"state\")"));
+}
+
 #[test]
 fn the_checks_see_what_they_police() {
     // The write module itself writes every lifecycle column and spells no value.

@@ -7,9 +7,25 @@ mod common;
 use std::time::Duration;
 
 use common::{Fixture, TOKEN};
-use serde_json::json;
-use subzero_core::{ErrorCode, EventSeq};
+use subzero_core::events::{EventBody, ToolState};
+use subzero_core::{ErrorCode, EventSeq, RunId};
 use subzero_runtime::store::StoreOptions;
+
+fn tool(run_id: RunId, name: &str) -> EventBody {
+    EventBody::Tool {
+        run_id,
+        name: name.to_owned(),
+        state: ToolState::Started,
+    }
+}
+
+fn text(run_id: RunId, bytes: usize) -> EventBody {
+    EventBody::Text {
+        run_id,
+        text: "x".repeat(bytes),
+        truncated: false,
+    }
+}
 
 fn small_retention(count: u64, bytes: u64) -> StoreOptions {
     StoreOptions {
@@ -25,13 +41,7 @@ async fn reading_below_the_oldest_retained_event_reports_a_gap() {
     let (child, run) = fx.spawn_child().await; // seq 1
     for i in 0..12 {
         fx.store
-            .append_event(
-                child,
-                Some(run),
-                TOKEN,
-                "tool",
-                json!({"name": "read", "i": i}),
-            )
+            .append_event(child, TOKEN, tool(run, &format!("read{i}")))
             .await
             .unwrap(); // seq 2..=13
     }
@@ -70,13 +80,7 @@ async fn the_byte_cap_prunes_oldest_events() {
     let (child, run) = fx.spawn_child().await;
     for _ in 0..20 {
         fx.store
-            .append_event(
-                child,
-                Some(run),
-                TOKEN,
-                "text",
-                json!({"text": "x".repeat(40)}),
-            )
+            .append_event(child, TOKEN, text(run, 40))
             .await
             .unwrap();
     }
@@ -96,13 +100,7 @@ async fn an_oversized_event_payload_is_refused_and_nothing_is_stored() {
     let (child, run) = fx.spawn_child().await;
     let err = fx
         .store
-        .append_event(
-            child,
-            Some(run),
-            TOKEN,
-            "text",
-            json!({"text": "x".repeat(9000)}),
-        )
+        .append_event(child, TOKEN, text(run, 9000))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::LimitExceeded);
@@ -121,15 +119,7 @@ async fn a_gap_that_opens_while_a_reader_waits_is_reported() {
             .await
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let burst = (0..6)
-        .map(|i| {
-            (
-                Some(run),
-                "tool".to_owned(),
-                json!({"name": "grep", "i": i}),
-            )
-        })
-        .collect();
+    let burst = (0..6).map(|i| tool(run, &format!("grep{i}"))).collect();
     fx.store.append_events(child, TOKEN, burst).await.unwrap(); // seq 2..=7, keep 5..=7
     let page = reader.await.unwrap().unwrap();
     let gap = page.gap.expect("gap reported");

@@ -1,6 +1,7 @@
-//! The store under faults, on a real SQLite file through the real writer thread: a
-//! transaction that panics, a clean close that must leave the database complete by
-//! itself, and a database file deleted or replaced under an open store.
+//! The store under faults, on a real SQLite file through the real writer thread: a clean
+//! close that must leave the database complete by itself, and a database file deleted
+//! or replaced under an open store. (A transaction that panics is the store's own unit
+//! test: only the store runs raw transactions.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -11,10 +12,6 @@ use std::path::Path;
 use common::Fixture;
 use subzero_core::ErrorCode;
 use subzero_runtime::store::{SCHEMA_VERSION, Store, StoreOptions};
-
-fn receipts(fx: &Fixture) -> i64 {
-    fx.count("SELECT COUNT(*) FROM receipts")
-}
 
 /// Size of the write-ahead log beside `db` (0 when absent).
 fn wal_len(db: &Path) -> u64 {
@@ -27,62 +24,6 @@ fn wal_len(db: &Path) -> u64 {
 fn footprint(path: &Path) -> (u64, i64, i64) {
     let meta = std::fs::metadata(path).unwrap();
     (meta.len(), meta.mtime(), meta.mtime_nsec())
-}
-
-#[tokio::test]
-async fn a_panicking_transaction_answers_internal_rolls_back_and_later_writes_work() {
-    let fx = Fixture::new();
-    let err = fx
-        .store
-        .transact::<(), _>(|tx, _| {
-            tx.execute(
-                "INSERT INTO receipts VALUES ('s', 'subzero_spawn', 'r1', 'd', '{}', 'now')",
-                [],
-            )?;
-            panic!("injected panic inside a store transaction");
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Internal, "{err}");
-    assert!(err.to_string().contains("panicked"), "{err}");
-    assert_eq!(
-        receipts(&fx),
-        0,
-        "the panicking transaction was not rolled back"
-    );
-
-    // The writer thread lives on: the next write commits, through the same thread.
-    let (child, _) = fx.spawn_child().await;
-    assert_eq!(
-        fx.store.child(&fx.scope, child).await.unwrap().child_id,
-        child
-    );
-    fx.store
-        .transact(|tx, _| {
-            tx.execute(
-                "INSERT INTO receipts VALUES ('s', 'subzero_spawn', 'r2', 'd', '{}', 'now')",
-                [],
-            )?;
-            Ok(())
-        })
-        .await
-        .unwrap();
-    assert_eq!(receipts(&fx), 1);
-}
-
-#[test]
-fn a_panicking_blocking_transaction_answers_internal_and_the_writer_lives_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("subzero.db"), StoreOptions::default()).unwrap();
-    for _ in 0..3 {
-        let err = store.transact_blocking::<(), _>(|_, _| panic!("an injected panic"));
-        assert!(
-            matches!(&err, Err(e) if e.code() == ErrorCode::Internal),
-            "{err:?}"
-        );
-        store.transact_blocking(|_, _| Ok(())).unwrap();
-    }
-    store.close();
 }
 
 #[tokio::test]
@@ -164,7 +105,7 @@ async fn a_database_deleted_under_the_store_is_refused_naming_the_path_and_never
 #[tokio::test]
 async fn a_database_replaced_under_the_store_is_refused_and_the_orphan_is_never_written() {
     let fx = Fixture::new();
-    fx.spawn_child().await;
+    let (child, _) = fx.spawn_child().await;
     let db = fx.paths.database();
     // Keep a name for the file the store has open, then put another file at its path.
     let orphan = fx.dir.path().join("orphan.db");
@@ -187,7 +128,7 @@ async fn a_database_replaced_under_the_store_is_refused_and_the_orphan_is_never_
     );
     assert!(text.contains("restart"), "{text}");
     // Any write gets the same answer.
-    let err = fx.store.transact(|_, _| Ok(())).await.unwrap_err();
+    let err = fx.store.release(child, common::TOKEN).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::StorageUnavailable, "{err}");
     fx.store.close();
 
@@ -223,7 +164,7 @@ async fn a_read_only_store_reads_without_taking_the_write_lock_and_refuses_write
         "the read-only open waited {:?} for the writer",
         started.elapsed()
     );
-    let err = ro.transact(|_, _| Ok(())).await.unwrap_err();
+    let err = ro.release(child, common::TOKEN).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Internal, "{err}");
     assert!(err.to_string().contains("read-only"), "{err}");
     // query_only: even a raw statement through a read connection cannot write.

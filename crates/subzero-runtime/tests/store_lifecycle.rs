@@ -31,7 +31,7 @@ fn completed(child: ChildId, run: RunId) -> Settlement {
     Settlement::Completed {
         preview: "done".to_owned(),
         preview_truncated: false,
-        artifact: None,
+        artifact: common::result_artifact(),
         leaf: common::leaf(child, run, "leaf-1"),
         budget: None,
     }

@@ -1,9 +1,12 @@
-// The storage boundary: an AnyChild loads from plain data, dispatches requests to the
-// typed transitions, returns typed errors for illegal ones, and goes up with TryFrom.
+// The storage boundary: an AnyChild loads from plain data with the store's key,
+// dispatches requests to the typed transitions, returns typed errors for illegal ones,
+// and goes up with TryFrom; a request on a loaded child returns the whole decision.
 use subzero_core::lifecycle::any::Delivery;
 use subzero_core::lifecycle::child::Running;
-use subzero_core::lifecycle::{AnyChild, Child, Supervisor};
-use subzero_core::{ChildId, Coded, ErrorCode, RunId};
+use subzero_core::lifecycle::{
+    AnyChild, Child, CustodyRecord, Loaded, NamedRun, StorageKey, StoredChild, Supervisor,
+};
+use subzero_core::{ChildId, Coded, ErrorCode, Ownership, Phase, RunId, RunStatus};
 
 fn main() {
     let first = RunId::generate();
@@ -17,7 +20,19 @@ fn main() {
     let stale = child.stop(RunId::generate());
     assert_eq!(stale.map_err(|e| e.code()), Err(ErrorCode::StaleRun));
 
-    let reloaded = AnyChild::load(child.record()).unwrap();
+    // SAFETY: test; the records below stand for what a store holds.
+    let key = unsafe { StorageKey::designate() };
+    let reloaded = AnyChild::load(child.record(), &key).unwrap();
     let typed: Child<Running> = Child::try_from(reloaded).unwrap();
     assert_eq!(typed.active_run().id(), first);
+
+    let stored = StoredChild {
+        record: child.record(),
+        custody: CustodyRecord { ownership: Ownership::Owned, owner: Some("bk_A".to_owned()), generation: 1 },
+        phase: Phase::Model,
+        version: 1,
+    };
+    let decided = Loaded::load(stored, &key).unwrap().stop(first, NamedRun::OfThisChild, "bk_A").unwrap();
+    let moved: Vec<_> = decided.moves().iter().map(|m| (m.from(), m.to())).collect();
+    assert_eq!(moved, [(RunStatus::Running, RunStatus::StopRequested), (RunStatus::Queued, RunStatus::Stopped)]);
 }

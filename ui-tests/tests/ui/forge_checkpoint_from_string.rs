@@ -4,6 +4,6 @@ use subzero_ui_tests::interrupted;
 
 fn main() {
     let child = interrupted();
-    let checkpoint: Checkpoint = Checkpoint::from("leaf-1");
+    let checkpoint: Checkpoint = "leaf-1".into();
     let _ = child.resume(checkpoint);
 }

@@ -1,7 +1,8 @@
-// Rule: resume requires a Checkpoint, obtained by verifying the recorded completed leaf.
+// Rule: resume requires a Checkpoint, obtained by verifying the recorded completed leaf;
+// none can be made up.
 use subzero_ui_tests::interrupted;
 
 fn main() {
     let child = interrupted();
-    let _ = child.resume();
+    let _ = child.resume(Default::default());
 }

@@ -1,10 +1,19 @@
-// Rule: the runtime exposes no function that mints LeafRecorded; only its worker driver
-// mints one, on the worker's leaf_committed for the completed run.
+// Rule: the runtime records a completion only with LeafRecorded and makes none from a
+// LeafRef; only its worker driver mints one, on the worker's leaf_committed for the
+// completed run.
 use subzero_core::lifecycle::LeafRef;
-use subzero_core::{ChildId, RunId, Sha256Digest};
-use subzero_runtime::supervisor::proof;
+use subzero_runtime::store::{NewArtifact, Settlement};
+
+fn completed(leaf: LeafRef, artifact: NewArtifact) -> Settlement {
+    Settlement::Completed {
+        preview: String::new(),
+        preview_truncated: false,
+        artifact,
+        leaf: leaf.into(),
+        budget: None,
+    }
+}
 
 fn main() {
-    let leaf = LeafRef::new("leaf-1", Sha256Digest::of(b"t")).unwrap();
-    let _ = proof::leaf_recorded(ChildId::generate(), RunId::generate(), leaf);
+    let _ = completed;
 }

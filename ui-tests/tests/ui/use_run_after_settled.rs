@@ -1,11 +1,9 @@
-// Rule: a settled run is gone: its transitions consumed it.
-use subzero_core::lifecycle::Failure;
-use subzero_core::ErrorCode;
-use subzero_ui_tests::running_run;
+// Rule: a settled run is gone: its transitions consumed it (and the child that held it).
+use subzero_ui_tests::{failure, running};
 
 fn main() {
-    let run = running_run();
-    let id = run.id();
-    let _failed = run.fail(Failure { code: ErrorCode::ModelRequestFailed, message: "503".into() });
-    let _ = run.request_stop(id);
+    let child = running();
+    let run = child.active_run().id();
+    let _settled = child.fail(run, failure());
+    let _ = child.stop(run);
 }

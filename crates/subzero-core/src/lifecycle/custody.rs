@@ -9,18 +9,30 @@
 
 use super::any::{ActiveChild, AnyChild};
 use super::error::{LifecycleError, NotRunning};
+use super::storage::StorageKey;
 use crate::error_code::{Coded, ErrorCode};
 use crate::ids::ChildId;
 use crate::state::{ChildState, Ownership, Phase};
 
 /// A child's custody record: its state, who holds it and the claim generation.
+///
+/// The fields are private: a custody comes from [`Custody::spawned`], from one of the
+/// decisions below, or from storage through [`Custody::load`], which needs the store's
+/// [`StorageKey`]. So nobody can hand the store a custody (an owner, a generation) the
+/// core did not decide.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Custody {
-    /// The child.
-    pub child: ChildId,
-    /// Its lifecycle state.
-    pub state: ChildState,
-    /// Who holds it.
+    child: ChildId,
+    state: ChildState,
+    ownership: Ownership,
+    owner: Option<String>,
+    generation: u64,
+}
+
+/// A custody as stored: plain data, made into a [`Custody`] by [`Custody::load`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustodyRecord {
+    /// Who holds the child.
     pub ownership: Ownership,
     /// The holding broker's token (kept while `recovery_required`, to name the holder).
     pub owner: Option<String>,
@@ -107,6 +119,62 @@ impl Coded for CustodyRefused {
 }
 
 impl Custody {
+    /// The custody of `child` (in `state`) as the store holds it. Only the store has the
+    /// key: a custody is otherwise only what the core decided.
+    pub fn load(
+        child: ChildId,
+        state: ChildState,
+        record: CustodyRecord,
+        _key: &StorageKey,
+    ) -> Custody {
+        let CustodyRecord {
+            ownership,
+            owner,
+            generation,
+        } = record;
+        Custody {
+            child,
+            state,
+            ownership,
+            owner,
+            generation,
+        }
+    }
+
+    /// The child.
+    pub fn child(&self) -> ChildId {
+        self.child
+    }
+
+    /// Its lifecycle state.
+    pub fn state(&self) -> ChildState {
+        self.state
+    }
+
+    /// Who holds it.
+    pub fn ownership(&self) -> Ownership {
+        self.ownership
+    }
+
+    /// The holding broker's token (kept while `recovery_required`, to name the holder).
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// The claim generation, bumped by every claim.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The plain data to store.
+    pub fn record(&self) -> CustodyRecord {
+        CustodyRecord {
+            ownership: self.ownership,
+            owner: self.owner.clone(),
+            generation: self.generation,
+        }
+    }
+
     /// A child just spawned is held by its spawner (whose broker took its lock before
     /// admitting it) from the start: claim generation 1.
     pub fn spawned(child: &AnyChild, token: &str) -> Custody {
@@ -258,6 +326,12 @@ impl Custody {
             AnyChild::Active(ActiveChild::Stopping(_)) => Phase::Stopping,
             AnyChild::Ready(_) | AnyChild::Interrupted(_) => Phase::Idle,
         }
+    }
+
+    /// This custody for the child in `state` (a decision that moved the child keeps who
+    /// holds it).
+    pub(crate) fn in_state(self, state: ChildState) -> Custody {
+        Custody { state, ..self }
     }
 
     fn freed(&self) -> Custody {

@@ -7,22 +7,28 @@
 pub mod any;
 pub mod child;
 pub mod custody;
+pub mod decided;
 pub mod error;
 pub mod proof;
 pub mod run;
+pub mod storage;
 
 pub use any::{
     ActiveChild, ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord,
     Resumed, RunRecord, RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
 };
 pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
-pub use custody::{Activity, Custody, CustodyRefused, LockObservation, Recovery};
+pub use custody::{Activity, Custody, CustodyRecord, CustodyRefused, LockObservation, Recovery};
+pub use decided::{
+    Admitted, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned,
+};
 pub use error::LifecycleError;
 pub use proof::{
     Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed, Supervisor,
     WorkerCapabilities,
 };
 pub use run::{Failure, Run};
+pub use storage::{Loaded, Origin, StorageKey, StoredChild};
 
 mod sealed {
     /// Seals the state traits: no state can be added outside this crate.

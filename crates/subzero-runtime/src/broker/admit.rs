@@ -454,7 +454,7 @@ pub(super) fn model_row(model: &ModelKey) -> ModelRow {
     ModelRow {
         url: model.url.clone(),
         model: model.model.clone(),
-        api: model.api.to_string(),
+        api: model.api,
         credential_ref: model.credential_ref.clone(),
     }
 }

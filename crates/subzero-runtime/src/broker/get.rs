@@ -11,13 +11,21 @@ use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::Value;
+use subzero_core::events::EventKind;
 use subzero_core::{ChildId, ChildState, EventSeq};
 use subzero_protocol as p;
 use tokio::sync::mpsc;
 
 use super::{Broker, BrokerError, events, snapshot};
 use crate::scope::WorkspaceScope;
-use crate::store::EventPage;
+use crate::store::{ChildRow, EventPage};
+
+/// How much of the child a snapshot shows, and how the wait before it went.
+struct View {
+    events: usize,
+    preview: usize,
+    waited: p::Waited,
+}
 
 /// Events read per page while a wait looks for the one that ends it.
 const SCAN_PAGE: u32 = 500;
@@ -86,17 +94,15 @@ impl Broker {
             let reason = if until_event {
                 let found = page.gap.is_some()
                     || self
-                        .scan_for(&scope, child, &mut scanned, |kind| kind != "text")
+                        .scan_for(&scope, child, &mut scanned, |kind| kind != EventKind::Text)
                         .await?;
                 found.then_some(p::WaitedReason::Event)
             } else if row.state != ChildState::Running {
                 Some(p::WaitedReason::Settled)
             } else {
-                self.scan_for(&scope, child, &mut scanned, |kind| {
-                    events::RECEIPTS.contains(&kind)
-                })
-                .await?
-                .then_some(p::WaitedReason::Event)
+                self.scan_for(&scope, child, &mut scanned, events::is_receipt)
+                    .await?
+                    .then_some(p::WaitedReason::Event)
             };
             let now = Instant::now();
             let reason = match reason {
@@ -110,37 +116,18 @@ impl Broker {
                 None => None,
             };
             if let Some(reason) = reason {
-                let runs = self.store.runs(&scope, child).await?;
-                let ms = i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000);
                 let waited = p::Waited {
-                    ms: p::WaitMs(ms),
+                    ms: p::WaitMs(
+                        i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000),
+                    ),
                     reason,
                 };
-                let events = usize::try_from(limit).unwrap_or(50);
-                let mut snap = snapshot::snapshot(
-                    &row,
-                    &runs,
-                    &page,
-                    events,
-                    preview_limit.min(2048),
+                let view = View {
+                    events: usize::try_from(limit).unwrap_or(50),
+                    preview: preview_limit.min(2048),
                     waited,
-                )?;
-                if let Some(process) = self.live_process(child) {
-                    snap.containment
-                        .get_or_insert_with(Default::default)
-                        .process = Some(process);
-                }
-                if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
-                    snap.containment
-                        .get_or_insert_with(Default::default)
-                        .filesystem = Some(filesystem);
-                }
-                self.child_receipts(
-                    &row.snapshot,
-                    snap.containment.get_or_insert_with(Default::default),
-                )
-                .await;
-                return Ok(snap);
+                };
+                return self.answer(&scope, &row, &page, view).await;
             }
             first = false;
             if let Some(sink) = &progress {
@@ -156,6 +143,37 @@ impl Broker {
         }
     }
 
+    /// The snapshot a `get` answers with: the child, its runs, one page of events, and
+    /// the containment of its live worker.
+    async fn answer(
+        &self,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+        page: &EventPage,
+        view: View,
+    ) -> Result<p::ChildSnapshot, BrokerError> {
+        let child = row.child_id;
+        let runs = self.store.runs(scope, child).await?;
+        let mut snap =
+            snapshot::snapshot(row, &runs, page, view.events, view.preview, view.waited)?;
+        if let Some(process) = self.live_process(child) {
+            snap.containment
+                .get_or_insert_with(Default::default)
+                .process = Some(process);
+        }
+        if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
+            snap.containment
+                .get_or_insert_with(Default::default)
+                .filesystem = Some(filesystem);
+        }
+        self.child_receipts(
+            &row.snapshot,
+            snap.containment.get_or_insert_with(Default::default),
+        )
+        .await;
+        Ok(snap)
+    }
+
     /// Whether an event whose type satisfies `wanted` landed after `scanned`, reading every
     /// event since (page by page, however many there are); `scanned` moves past what was
     /// read, so the next look starts where this one ended.
@@ -164,11 +182,11 @@ impl Broker {
         scope: &WorkspaceScope,
         child: ChildId,
         scanned: &mut EventSeq,
-        wanted: impl Fn(&str) -> bool,
+        wanted: impl Fn(EventKind) -> bool,
     ) -> Result<bool, BrokerError> {
         loop {
             let page = self.store.events(scope, child, *scanned, SCAN_PAGE).await?;
-            if page.events.iter().any(|e| wanted(e.kind.as_str())) {
+            if page.events.iter().any(|e| wanted(e.body.kind())) {
                 return Ok(true);
             }
             match page.events.last() {
@@ -190,12 +208,16 @@ impl Broker {
         let Ok(page) = self.store.events(scope, child, after, 50).await else {
             return after;
         };
-        for event in page.events.iter().filter(|e| e.kind != "text") {
+        for event in page
+            .events
+            .iter()
+            .filter(|e| e.body.kind() != EventKind::Text)
+        {
             let line = match p::ChildEvent::try_from(event) {
                 Ok(p::ChildEvent::Tool { name, state, .. }) => {
                     format!("{child}: tool {} {state}", name.as_str())
                 }
-                _ => format!("{child}: {}", event.kind),
+                _ => format!("{child}: {}", event.body.kind()),
             };
             let _ = sink.send(line);
         }
@@ -227,7 +249,12 @@ impl Broker {
         cursor: EventSeq,
     ) -> impl Stream<Item = Result<Value, BrokerError>> + '_ {
         futures::stream::unfold(
-            (cursor, Vec::<Value>::new(), None::<WorkspaceScope>, false),
+            (
+                cursor,
+                Vec::<Result<Value, BrokerError>>::new(),
+                None::<WorkspaceScope>,
+                false,
+            ),
             move |(mut cursor, mut buffered, mut scope, done)| async move {
                 if done {
                     return None;
@@ -235,7 +262,7 @@ impl Broker {
                 loop {
                     if !buffered.is_empty() {
                         let next = buffered.remove(0);
-                        return Some((Ok(next), (cursor, buffered, scope, false)));
+                        return Some((next, (cursor, buffered, scope, false)));
                     }
                     let scope_now = match &scope {
                         Some(s) => s.clone(),
@@ -255,17 +282,32 @@ impl Broker {
                         Ok(page) => page,
                         Err(e) => return Some((Err(e.into()), (cursor, buffered, scope, true))),
                     };
-                    if let Some(gap) = page.gap {
-                        let at = page
-                            .events
-                            .first()
-                            .map_or_else(events::timestamp_now, |e| e.at.clone());
-                        buffered.push(events::gap_marker(child, gap, &at));
-                    }
-                    buffered.extend(page.events.iter().map(events::to_wire));
+                    buffered.extend(stream_page(child, &page));
                     cursor = page.next_cursor.max(cursor);
                 }
             },
         )
     }
+}
+
+/// A page as the documents a subscription stream carries: the gap marker first (placed at
+/// the first event's time, else now), then each event.
+fn stream_page(child: ChildId, page: &EventPage) -> Vec<Result<Value, BrokerError>> {
+    let mut out = Vec::with_capacity(page.events.len() + 1);
+    if let Some(gap) = page.gap {
+        let at = match page.events.first() {
+            Some(first) => Ok(first.at.clone()),
+            None => events::timestamp_now(),
+        };
+        out.push(
+            at.and_then(|at| events::gap_marker(child, gap, at))
+                .and_then(|marker| events::to_value(&marker)),
+        );
+    }
+    out.extend(
+        page.events
+            .iter()
+            .map(|row| p::ChildEvent::try_from(row).and_then(|e| events::to_value(&e))),
+    );
+    out
 }

@@ -38,46 +38,7 @@ impl Broker {
         }
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
-        let mut row = self.store.child(&scope, child).await?;
-        // First: a run whose previous owner's processes may live is `recovery_required`
-        // (naming them) even though its row still says `running`.
-        if row.ownership == Ownership::RecoveryRequired {
-            row = self.recover(&scope, &row).await?;
-        }
-        if row.state == ChildState::Running {
-            return Err(BrokerError::new(
-                ErrorCode::Busy,
-                format!(
-                    "child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"
-                ),
-            ));
-        }
-        let hello = self.hello().await?;
-        if let Some(worker) = &row.worker
-            && u64::from(worker.transcript_version) != hello.transcript_version
-        {
-            return Err(BrokerError::new(
-                ErrorCode::WorkerIncompatible,
-                format!(
-                    "child {child}'s transcript is version {} but this worker reads version {}; resume it with a Subzero release that has that worker",
-                    worker.transcript_version, hello.transcript_version
-                ),
-            ));
-        }
-        // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
-        let snapshot: p::GrantSnapshot =
-            serde_json::from_value(row.snapshot.clone()).map_err(|e| {
-                BrokerError::internal(format!(
-                    "child {child}'s stored grant snapshot breaks the contract: {e}"
-                ))
-            })?;
-        self.check_stored_filesystem(&snapshot).await?;
-        let verified = checkpoint::verify(
-            child,
-            &self.transcript_path(child),
-            row.last_leaf.as_ref(),
-            hello.transcript_version,
-        )?;
+        let (row, snapshot, verified) = self.resumable(&scope, child).await?;
         let run = message.as_ref().map(|_| RunId::generate());
         // Every lock before the first write, so a refusal changes nothing. A new run needs
         // the slots and the child's lock. So does an interrupted child without one: it
@@ -137,6 +98,57 @@ impl Broker {
             .await?;
         }
         Ok(output)
+    }
+
+    /// The child as a resume continues it: recovered from a previous owner when needed,
+    /// not running, its transcript readable by this worker, its stored grant, and its
+    /// checkpoint verified against the transcript.
+    async fn resumable(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+    ) -> Result<(ChildRow, p::GrantSnapshot, checkpoint::Verified), BrokerError> {
+        let mut row = self.store.child(scope, child).await?;
+        // First: a run whose previous owner's processes may live is `recovery_required`
+        // (naming them) even though its row still says `running`.
+        if row.ownership == Ownership::RecoveryRequired {
+            row = self.recover(scope, &row).await?;
+        }
+        if row.state == ChildState::Running {
+            return Err(BrokerError::new(
+                ErrorCode::Busy,
+                format!(
+                    "child {child} is running; resume applies to ready or interrupted children (stop it first, or send a followup)"
+                ),
+            ));
+        }
+        let hello = self.hello().await?;
+        if let Some(worker) = &row.worker
+            && u64::from(worker.transcript_version) != hello.transcript_version
+        {
+            return Err(BrokerError::new(
+                ErrorCode::WorkerIncompatible,
+                format!(
+                    "child {child}'s transcript is version {} but this worker reads version {}; resume it with a Subzero release that has that worker",
+                    worker.transcript_version, hello.transcript_version
+                ),
+            ));
+        }
+        // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
+        let snapshot: p::GrantSnapshot =
+            serde_json::from_value(row.snapshot.clone()).map_err(|e| {
+                BrokerError::internal(format!(
+                    "child {child}'s stored grant snapshot breaks the contract: {e}"
+                ))
+            })?;
+        self.check_stored_filesystem(&snapshot).await?;
+        let verified = checkpoint::verify(
+            child,
+            &self.transcript_path(child),
+            row.last_leaf.as_ref(),
+            hello.transcript_version,
+        )?;
+        Ok((row, snapshot, verified))
     }
 
     /// Retry recovery of a child whose previous owner may still be alive.

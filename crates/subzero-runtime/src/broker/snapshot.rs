@@ -100,7 +100,7 @@ fn output_cut(run: &RunRow) -> Option<p::RunCut> {
 fn last_error(run: &RunRow) -> Result<Option<p::ErrorBody>, BrokerError> {
     let (code, message) = match (run.status, &run.error_code, &run.error_message, &run.reason) {
         (_, Some(code), message, _) => (
-            wire(code.as_str(), GET, "lastRun.error.code")?,
+            p::ErrorCode::from(*code),
             message.as_deref().unwrap_or("the run failed").to_owned(),
         ),
         (RunStatus::Interrupted, None, _, reason) => (
@@ -121,10 +121,6 @@ fn last_error(run: &RunRow) -> Result<Option<p::ErrorBody>, BrokerError> {
 
 fn bounded(message: &str) -> &str {
     &message[..message.floor_char_boundary(4000)]
-}
-
-fn timestamp(at: &str, what: &str, field: &str) -> Result<p::Timestamp, BrokerError> {
-    wire(at, what, field)
 }
 
 fn workspace_root(row: &ChildRow, what: &str) -> Result<p::WorkspaceRoot, BrokerError> {
@@ -151,20 +147,16 @@ pub(super) fn snapshot(
         child_id: row.child_id.into(),
         // Filled by the caller from the child's live worker (`Broker::get`).
         containment: None,
-        created_at: timestamp(&row.created_at, GET, "createdAt")?,
+        created_at: row.created_at.clone(),
         events: p::ChildSnapshotEvents(events),
         gap: page.gap.map(|g| p::CursorGap {
             oldest: g.oldest.get(),
             requested: g.requested.get(),
         }),
-        last_progress_at: row
-            .last_progress_at
-            .as_deref()
-            .map(|at| timestamp(at, GET, "lastProgressAt"))
-            .transpose()?,
+        last_progress_at: row.last_progress_at.clone(),
         last_run: last_run(runs, preview_limit)?,
         model: p::ModelInfo {
-            api: wire(row.model.api.as_str(), GET, "model.api")?,
+            api: row.model.api,
             model: wire(row.model.model.as_str(), GET, "model.model")?,
             url: wire(row.model.url.as_str(), GET, "model.url")?,
         },
@@ -174,7 +166,7 @@ pub(super) fn snapshot(
         queued_runs: p::ChildSnapshotQueuedRuns(queued(runs).into_iter().map(Into::into).collect()),
         state: row.state.into(),
         template_id: wire(row.template_id.as_str(), GET, "templateId")?,
-        updated_at: timestamp(&row.updated_at, GET, "updatedAt")?,
+        updated_at: row.updated_at.clone(),
         waited,
         workspace_root: workspace_root(row, GET)?,
     })
@@ -194,11 +186,11 @@ fn events_with_gap(
     let mut events = Vec::with_capacity(rows.len() + 1);
     let mut next_cursor = page.next_cursor.get();
     if let Some(gap) = page.gap {
-        let at = rows
-            .first()
-            .map_or_else(super::events::timestamp_now, |e| e.at.clone());
-        let marker = super::events::gap_marker(child, gap, &at);
-        events.push(serde_json::from_value(marker).map_err(|e| broken(GET, "events", e))?);
+        let at = match rows.first() {
+            Some(first) => first.at.clone(),
+            None => super::events::timestamp_now()?,
+        };
+        events.push(super::events::gap_marker(child, gap, at)?);
         let room = event_limit.clamp(1, GET_EVENT_LIMIT) - 1;
         if rows.len() > room {
             rows = &rows[..room];
@@ -219,12 +211,8 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary
     Ok(p::ChildSummary {
         active_run_id: row.active_run_id.map(Into::into),
         child_id: row.child_id.into(),
-        created_at: timestamp(&row.created_at, LIST, "createdAt")?,
-        last_progress_at: row
-            .last_progress_at
-            .as_deref()
-            .map(|at| timestamp(at, LIST, "lastProgressAt"))
-            .transpose()?,
+        created_at: row.created_at.clone(),
+        last_progress_at: row.last_progress_at.clone(),
         last_run_status: last_terminal(runs)
             .map(|run| terminal(run, LIST, "lastRunStatus"))
             .transpose()?,
@@ -233,7 +221,7 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary
         queued_run_count: queued(runs).len() as u64,
         state: row.state.into(),
         template_id: wire(row.template_id.as_str(), LIST, "templateId")?,
-        updated_at: timestamp(&row.updated_at, LIST, "updatedAt")?,
+        updated_at: row.updated_at.clone(),
         workspace_root: workspace_root(row, LIST)?,
     })
 }
@@ -279,14 +267,16 @@ fn document<T: Serialize>(built: Result<T, BrokerError>) -> Value {
 
 /// One stored event in its wire (`ChildEvent`) form, for readers outside the broker
 /// (`subzero logs`).
+/// A stored value the contract refuses shows as the error body, like [`child_snapshot`].
 pub fn wire_event(row: &EventRow) -> Value {
-    super::events::to_wire(row)
+    document(p::ChildEvent::try_from(row))
 }
 
 /// The wire `gap` event for a pruned stretch, placed at `at` (default: now).
 pub fn gap_event(child: ChildId, gap: EventGap, at: Option<&str>) -> Value {
-    match at {
-        Some(at) => super::events::gap_marker(child, gap, at),
-        None => super::events::gap_marker(child, gap, &super::events::timestamp_now()),
-    }
+    let at = match at {
+        Some(at) => wire(at, "gap event", "at"),
+        None => super::events::timestamp_now(),
+    };
+    document(at.and_then(|at| super::events::gap_marker(child, gap, at)))
 }

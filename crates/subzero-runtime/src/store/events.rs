@@ -1,114 +1,120 @@
-//! Per-child event log: monotonic sequence, bounded retention, explicit gaps.
+//! Per-child event log: monotonic sequence, bounded retention, explicit gaps — by the
+//! core's rules (`subzero_core::events`), kept in SQL.
 //!
-//! `children.next_event_seq` / `oldest_event_seq` / `event_bytes` are maintained in the
-//! same transaction as every insert and prune, so a reader computes a gap from one
-//! snapshot: if its cursor is below the oldest retained event − 1, events it never saw
-//! were pruned — also when the pruning happened while it was waiting.
+//! An event is the core's typed [`EventBody`], stored through serde as its kind, its run
+//! and its payload ([`EventBody::to_stored`]); the payload is what the core's
+//! `event_payload_bytes` limit and byte retention measure. `children.next_event_seq` /
+//! `oldest_event_seq` / `event_bytes` are maintained in the same transaction as every
+//! insert and prune, so a reader computes a gap from one snapshot: if its cursor is below
+//! the oldest retained event − 1, events it never saw were pruned — also when the pruning
+//! happened while it was waiting.
 
 use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
-use subzero_core::{ChildId, EventSeq, RunId};
+use subzero_core::events::{EventBody, Retention, Window, cursor_before};
+use subzero_core::{ChildId, EventSeq, LifecycleError};
 
-use super::rows::{EVENT_COLUMNS, EventGap, EventPage, event_from_row};
+use super::rows::{EventPage, EventRow};
+use super::sql::{RowExt, Sql, int};
 use super::{Store, StoreOptions, now};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::scope::WorkspaceScope;
 
-/// Largest event payload the store accepts; bigger content belongs in an artifact.
-pub const MAX_EVENT_PAYLOAD_BYTES: usize = 8 * 1024;
-
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
+/// The log counters of one child, as its row keeps them.
+struct Counters {
+    next: u64,
+    oldest: u64,
+    bytes: u64,
 }
 
-fn to_u64(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
+fn counters(conn: &Connection, child: ChildId) -> RuntimeResult<Counters> {
+    Ok(conn.query_row(
+        "SELECT next_event_seq, oldest_event_seq, event_bytes FROM children WHERE child_id = ?1",
+        params![Sql(child)],
+        |r| {
+            Ok(Counters {
+                next: r.col("next_event_seq")?,
+                oldest: r.col("oldest_event_seq")?,
+                bytes: r.col("event_bytes")?,
+            })
+        },
+    )?)
 }
 
-/// Append one event, then prune to the retention bounds. Must run inside the caller's
-/// write transaction.
+/// Payload bytes of the events of `child` with a seq in `from..to`.
+fn payload_bytes(conn: &Connection, child: ChildId, from: u64, to: u64) -> RuntimeResult<u64> {
+    Ok(conn.query_row(
+        "SELECT COALESCE(SUM(length(CAST(payload AS BLOB))), 0) AS bytes FROM events \
+         WHERE child_id = ?1 AND seq >= ?2 AND seq < ?3",
+        params![Sql(child), int(from), int(to)],
+        |r| r.col("bytes"),
+    )?)
+}
+
+/// Append `body` to `child`'s log, then prune to the retention bounds. Must run inside
+/// the caller's write transaction. A payload over `event_payload_bytes` is
+/// `limit_exceeded` and takes no number.
 pub(crate) fn append(
     conn: &Connection,
     options: &StoreOptions,
     child: ChildId,
-    run: Option<RunId>,
-    kind: &str,
-    payload: &Value,
+    body: &EventBody,
 ) -> RuntimeResult<EventSeq> {
-    if !payload.is_object() {
-        return Err(RuntimeError::Internal(format!(
-            "event {kind} payload must be a JSON object"
-        )));
-    }
-    let text = serde_json::to_string(payload)
-        .map_err(|e| RuntimeError::Internal(format!("event payload: {e}")))?;
-    if text.len() > MAX_EVENT_PAYLOAD_BYTES {
-        return Err(RuntimeError::LimitExceeded(format!(
-            "event {kind} payload is {} bytes, over the {MAX_EVENT_PAYLOAD_BYTES}-byte limit; store the content as an artifact and reference it",
-            text.len()
-        )));
-    }
-    let (seq, mut oldest, mut bytes): (i64, i64, i64) = conn.query_row(
-        "SELECT next_event_seq, oldest_event_seq, event_bytes FROM children WHERE child_id = ?1",
-        params![child.to_string()],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
+    let stored = body.to_stored();
+    options
+        .limits()
+        .check_event_payload(stored.payload.len())
+        .map_err(LifecycleError::from)?;
+    let Counters {
+        next: seq,
+        mut oldest,
+        mut bytes,
+    } = counters(conn, child)?;
     let at = now(conn)?;
     conn.execute(
         "INSERT INTO events (child_id, seq, at, run_id, type, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
-            child.to_string(),
-            seq,
-            at,
-            run.map(|r| r.to_string()),
-            kind,
-            text
+            Sql(child),
+            int(seq),
+            Sql(&at),
+            stored.run.map(Sql),
+            Sql(stored.kind),
+            stored.payload
         ],
     )?;
-    bytes += to_i64(text.len() as u64);
+    bytes += stored.payload.len() as u64;
     let next = seq + 1;
-
-    // Count bound: keep the newest `event_retention` events.
-    let keep_from = next - to_i64(options.event_retention.max(1));
-    if keep_from > oldest {
-        let freed: i64 = conn.query_row(
-            "SELECT COALESCE(SUM(length(CAST(payload AS BLOB))), 0) FROM events WHERE child_id = ?1 AND seq < ?2",
-            params![child.to_string(), keep_from],
-            |r| r.get(0),
-        )?;
+    let retention = options.retention();
+    // Count bound: the oldest events past `max_events` go at once.
+    let excess = retention.excess(next - oldest);
+    if excess > 0 {
+        let keep_from = oldest + excess;
+        bytes -= payload_bytes(conn, child, oldest, keep_from)?;
         conn.execute(
             "DELETE FROM events WHERE child_id = ?1 AND seq < ?2",
-            params![child.to_string(), keep_from],
+            params![Sql(child), int(keep_from)],
         )?;
-        bytes -= freed;
         oldest = keep_from;
     }
-    // Byte bound: drop oldest events until under the cap, always keeping the newest.
-    while bytes > to_i64(options.event_retention_bytes) && oldest < seq {
-        let freed: Option<i64> = conn
-            .query_row(
-                "SELECT length(CAST(payload AS BLOB)) FROM events WHERE child_id = ?1 AND seq = ?2",
-                params![child.to_string(), oldest],
-                |r| r.get(0),
-            )
-            .optional()?;
+    // Byte bound: the oldest go one by one until under it; the newest always stays.
+    while retention.over_bytes(next - oldest, bytes) {
+        bytes -= payload_bytes(conn, child, oldest, oldest + 1)?;
         conn.execute(
             "DELETE FROM events WHERE child_id = ?1 AND seq = ?2",
-            params![child.to_string(), oldest],
+            params![Sql(child), int(oldest)],
         )?;
-        bytes -= freed.unwrap_or(0);
         oldest += 1;
     }
     conn.execute(
         "UPDATE children SET next_event_seq = ?2, oldest_event_seq = ?3, event_bytes = ?4 WHERE child_id = ?1",
-        params![child.to_string(), next, oldest, bytes],
+        params![Sql(child), int(next), int(oldest), int(bytes)],
     )?;
-    Ok(EventSeq::new(to_u64(seq)))
+    Ok(EventSeq::new(seq))
 }
 
-/// Read up to `limit` events after `after` for a child in `scope`.
+/// Read up to `limit` events after `after` for a child in `scope`. A cursor past the
+/// last event reads from the last one (nothing): refusing it is the caller's choice.
 pub(crate) fn page(
     conn: &Connection,
     scope: &WorkspaceScope,
@@ -116,39 +122,31 @@ pub(crate) fn page(
     after: EventSeq,
     limit: u32,
 ) -> RuntimeResult<EventPage> {
-    let (oldest, next): (i64, i64) = conn
+    let (oldest, next): (EventSeq, EventSeq) = conn
         .query_row(
             "SELECT oldest_event_seq, next_event_seq FROM children WHERE child_id = ?1 AND scope_key = ?2",
-            params![child.to_string(), scope.key()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            params![Sql(child), scope.key()],
+            |r| Ok((r.col("oldest_event_seq")?, r.col("next_event_seq")?)),
         )
         .optional()?
         .ok_or_else(|| RuntimeError::not_found("child", child))?;
-    let (oldest, next) = (to_u64(oldest), to_u64(next));
-    let oldest_cursor = EventSeq::new(oldest.saturating_sub(1));
-    let gap = (after < oldest_cursor).then_some(EventGap {
-        requested: after,
-        oldest: oldest_cursor,
-    });
-    let from = after.get().max(oldest_cursor.get());
+    let oldest_cursor = cursor_before(oldest);
+    let window = Window::of(after.min(cursor_before(next)), oldest_cursor);
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE child_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+        "SELECT {} FROM events WHERE child_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        EventRow::columns()
     ))?;
     let events = stmt
         .query_map(
-            params![child.to_string(), to_i64(from), i64::from(limit.max(1))],
-            event_from_row,
+            params![Sql(child), int(window.from.get()), i64::from(limit.max(1))],
+            EventRow::from_row,
         )?
         .collect::<Result<Vec<_>, _>>()?;
-    let next_cursor = match events.last() {
-        Some(last) => last.seq,
-        None => EventSeq::new(from.min(next.saturating_sub(1))),
-    };
     Ok(EventPage {
+        next_cursor: window.next_cursor(events.last().map(|e| e.seq)),
         events,
-        next_cursor,
         oldest_cursor,
-        gap,
+        gap: window.gap,
     })
 }
 
@@ -190,6 +188,16 @@ impl Store {
             }
             let nap = (deadline - now).min(self.options().poll_interval);
             let _ = tokio::time::timeout(nap, commits.changed()).await;
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The core's retention rule for these options.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            max_events: u32::try_from(self.event_retention).unwrap_or(u32::MAX),
+            max_bytes: self.event_retention_bytes,
         }
     }
 }

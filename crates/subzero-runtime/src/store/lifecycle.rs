@@ -1,17 +1,22 @@
 //! The store's bridge to the core lifecycle.
 //!
-//! Every state transition is decided by `subzero_core`: a transaction loads the
-//! child's row, its active run and its follow-up queue into a [`ChildRecord`], goes up
-//! through the one checked [`AnyChild::load`], calls the core operation, and only then
-//! `super::write` persists what the core returned. A refusal is the core's own typed
-//! error (its code and message reach the caller unchanged), and nothing was written.
+//! Every state transition is decided by `subzero_core`: a transaction reads the child's
+//! row, its active run and its follow-up queue into a [`StoredChild`], goes up through
+//! the one checked [`Loaded::load`] with the store's key, calls the core request, and
+//! hands the [`Decided`](subzero_core::lifecycle::Decided) value it returns to
+//! `super::write`. A refusal is the core's own typed error (its code and message reach
+//! the caller unchanged), and nothing was written.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use subzero_core::lifecycle::{ActiveRunRecord, ChildRecord, LeafRef as CoreLeaf, QueuedRunRecord};
-use subzero_core::{AnyChild, ChildState, RunId, RunStatus, Sha256Digest};
+use subzero_core::lifecycle::{
+    ActiveRunRecord, ChildRecord, Custody, CustodyRecord, LeafRef as CoreLeaf, Loaded,
+    QueuedRunRecord, StoredChild,
+};
+use subzero_core::{AnyChild, ChildId, ChildState, RunId, RunStatus, Sha256Digest};
 
-use super::StoreOptions;
-use super::rows::{ChildRow, LeafRef};
+use super::rows::{ChildRow, LeafRef, QueuedRow};
+use super::sql::{RowExt, Sql};
+use super::{STORAGE_KEY, StoreOptions};
 use crate::error::{RuntimeError, RuntimeResult};
 
 /// Load `row` (with its active run and queue) into the core. A row that describes no
@@ -20,9 +25,38 @@ pub(crate) fn load(
     conn: &Connection,
     options: &StoreOptions,
     row: &ChildRow,
+) -> RuntimeResult<Loaded> {
+    let stored = StoredChild {
+        record: record_of(conn, options, row)?,
+        custody: custody_record(row),
+        phase: row.phase,
+        version: row.generation,
+    };
+    Loaded::load(stored, &STORAGE_KEY).map_err(|e| RuntimeError::Lifecycle(e.into()))
+}
+
+/// The lifecycle of `row` alone, for requests the core decides without writing.
+pub(crate) fn load_child(
+    conn: &Connection,
+    options: &StoreOptions,
+    row: &ChildRow,
 ) -> RuntimeResult<AnyChild> {
     let record = record_of(conn, options, row)?;
-    AnyChild::load(record).map_err(|e| RuntimeError::Lifecycle(e.into()))
+    AnyChild::load(record, &STORAGE_KEY).map_err(|e| RuntimeError::Lifecycle(e.into()))
+}
+
+/// Who holds `row`'s child, as the core's [`Custody`] (for the owner checks of writes
+/// that change no lifecycle column: events, worker identity, artifacts).
+pub(crate) fn custody(row: &ChildRow) -> Custody {
+    Custody::load(row.child_id, row.state, custody_record(row), &STORAGE_KEY)
+}
+
+fn custody_record(row: &ChildRow) -> CustodyRecord {
+    CustodyRecord {
+        ownership: row.ownership,
+        owner: row.owner_token.clone(),
+        generation: row.owner_generation,
+    }
 }
 
 fn record_of(
@@ -34,25 +68,22 @@ fn record_of(
     let active_run = match row.active_run_id {
         None => None,
         Some(run) => {
-            let status: Option<String> = conn
+            let status = conn
                 .query_row(
                     "SELECT status FROM runs WHERE run_id = ?1 AND child_id = ?2",
-                    params![run.to_string(), child.to_string()],
-                    |r| r.get(0),
+                    params![Sql(run), Sql(child)],
+                    |r| r.col::<RunStatus>("status"),
                 )
-                .optional()?;
-            let status = status
-                .as_deref()
-                .and_then(RunStatus::parse)
+                .optional()?
                 .ok_or_else(|| {
                     RuntimeError::Internal(format!(
-                        "stored state of {child} is inconsistent: its active run {run} has no valid row"
+                        "stored state of {child} is inconsistent: its active run {run} has no row"
                     ))
                 })?;
             Some(ActiveRunRecord { id: run, status })
         }
     };
-    let queued = queued_records(conn, row)?;
+    let queued = queued_records(conn, child)?;
     // The bound never makes an already stored queue unloadable; it refuses new entries.
     let queue_capacity = options
         .queued_followups
@@ -70,20 +101,26 @@ fn record_of(
     })
 }
 
-fn queued_records(conn: &Connection, row: &ChildRow) -> RuntimeResult<Vec<QueuedRunRecord>> {
+/// The follow-up queue of `child`, oldest first, with each run's prompt.
+pub(crate) fn queued_rows(conn: &Connection, child: ChildId) -> RuntimeResult<Vec<QueuedRow>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT f.run_id, r.prompt FROM followups f JOIN runs r ON r.run_id = f.run_id \
-         WHERE f.child_id = ?1 ORDER BY f.position",
+        "SELECT f.run_id AS run_id, r.prompt AS prompt FROM followups f \
+         JOIN runs r ON r.run_id = f.run_id WHERE f.child_id = ?1 ORDER BY f.position",
     )?;
     let queued = stmt
-        .query_map(params![row.child_id.to_string()], |r| {
-            Ok(QueuedRunRecord {
-                id: super::rows::id_col(r, 0)?,
-                prompt: r.get(1)?,
-            })
-        })?
+        .query_map(params![Sql(child)], QueuedRow::from_row)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(queued)
+}
+
+fn queued_records(conn: &Connection, child: ChildId) -> RuntimeResult<Vec<QueuedRunRecord>> {
+    Ok(queued_rows(conn, child)?
+        .into_iter()
+        .map(|q| QueuedRunRecord {
+            id: q.run_id,
+            prompt: q.prompt,
+        })
+        .collect())
 }
 
 /// A stored leaf as the core's validated [`CoreLeaf`].
@@ -97,17 +134,13 @@ pub(crate) fn core_leaf(stored: &LeafRef) -> RuntimeResult<CoreLeaf> {
     CoreLeaf::new(&stored.leaf_id, digest).map_err(|e| RuntimeError::Internal(e.to_string()))
 }
 
-/// Whether `run` is a (finished) run of `child`, for telling "the run already ended"
-/// from "that id was never this child's".
-pub(crate) fn is_run_of(
-    conn: &Connection,
-    child: subzero_core::ChildId,
-    run: RunId,
-) -> RuntimeResult<bool> {
+/// Whether `run` is a run of `child`, for telling "the run already ended" from "that id
+/// was never this child's".
+pub(crate) fn is_run_of(conn: &Connection, child: ChildId, run: RunId) -> RuntimeResult<bool> {
     Ok(conn
         .query_row(
-            "SELECT 1 FROM runs WHERE run_id = ?1 AND child_id = ?2",
-            params![run.to_string(), child.to_string()],
+            "SELECT 1 AS found FROM runs WHERE run_id = ?1 AND child_id = ?2",
+            params![Sql(run), Sql(child)],
             |_| Ok(()),
         )
         .optional()?

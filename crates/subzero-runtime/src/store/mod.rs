@@ -16,6 +16,11 @@
 //!   so the last broker to exit leaves a `subzero.db` that is complete by itself.
 //! - [`Store::open_read_only`] (for `subzero ls`, `show`, …) never creates, migrates or
 //!   writes a database and never waits for a writer.
+//! - Nothing outside this module writes through a raw-SQL transaction: the public writes
+//!   are the operations of `ops/`, each one decided by the core and written by
+//!   `write.rs`; the transaction runner is private to the store.
+//! - The store holds the core's [`StorageKey`], designated once per process: only the
+//!   store loads lifecycle values from stored records.
 
 mod events;
 mod file;
@@ -23,6 +28,9 @@ mod lifecycle;
 mod ops;
 mod rows;
 mod schema;
+mod sql;
+#[cfg(test)]
+mod tests;
 mod write;
 
 use std::os::unix::fs::OpenOptionsExt;
@@ -34,24 +42,31 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use std::sync::LazyLock;
+
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use subzero_core::lifecycle::StorageKey;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{RuntimeError, RuntimeResult};
 use file::DatabaseFile;
 
-pub use events::MAX_EVENT_PAYLOAD_BYTES;
 pub use ops::{
-    Admission, AdmitFollowup, AdmitSpawn, Claim, ErrorDetails, FollowupDelivery, LockObservation,
-    NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,
-    Settlement, StopBegun,
+    Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
+    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
 };
 pub use rows::{
-    Admit, ArtifactRow, ChildRow, EventGap, EventPage, EventRow, LeafRef, ModelRow, NewChild,
-    Ownership, Phase, ReceiptInput, RunRow, WorkerInfo,
+    Admit, ArtifactRow, ChildRow, ErrorDetails, EventGap, EventPage, EventRow, LeafRef, ModelApi,
+    ModelRow, NewChild, Ownership, Phase, ReceiptInput, RunRow, RunUsage, Timestamp, UsageSource,
+    WorkerInfo,
 };
 pub use schema::SCHEMA_VERSION;
-pub use write::{RunUsage, UsageSource};
+
+/// The store's key to load lifecycle values, designated once per process.
+#[allow(unsafe_code, reason = "the store's storage key")]
+// SAFETY: the store is the code that reads the records these loads check, from the
+// database the lifecycle writes only through the core's decided values (`write.rs`).
+static STORAGE_KEY: LazyLock<StorageKey> = LazyLock::new(|| unsafe { StorageKey::designate() });
 
 /// The name of the writer thread (tests assert mutations run there).
 pub const WRITER_THREAD_NAME: &str = "subzero-store-writer";
@@ -70,6 +85,9 @@ pub struct StoreOptions {
     /// Follow-ups that may wait behind one child's active run (the core's
     /// `queued_followups` limit; default 16). A fuller queue is `limit_exceeded`.
     pub queued_followups: u32,
+    /// Largest event payload (the core's `event_payload_bytes` limit; default 8 KiB).
+    /// A bigger one is `limit_exceeded`: its content belongs in an artifact.
+    pub event_payload_bytes: u32,
 }
 
 impl Default for StoreOptions {
@@ -80,6 +98,18 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_millis(100),
             queued_followups: subzero_core::Limits::default().queued_followups,
+            event_payload_bytes: subzero_core::Limits::default().event_payload_bytes,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The core's limits for what the store checks (the event payload).
+    pub fn limits(&self) -> subzero_core::Limits {
+        subzero_core::Limits {
+            event_payload_bytes: self.event_payload_bytes,
+            queued_followups: self.queued_followups,
+            ..subzero_core::Limits::default()
         }
     }
 }
@@ -293,8 +323,9 @@ impl Store {
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction on the writer thread. `Ok` commits,
-    /// `Err` rolls everything back. The reactor only awaits a oneshot.
-    pub async fn transact<T, F>(&self, f: F) -> RuntimeResult<T>
+    /// `Err` rolls everything back. The reactor only awaits a oneshot. Private to the
+    /// store: its operations are the only writers.
+    async fn transact<T, F>(&self, f: F) -> RuntimeResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
@@ -309,7 +340,7 @@ impl Store {
     /// elsewhere past the busy timeout, taking it is retried for up to [`DURABLE_RETRY`];
     /// `f` runs once, after the lock is ours. Admission and other caller-facing writes
     /// use `transact`, so a caller gets `busy` after the busy timeout, not a hung call.
-    pub async fn transact_durable<T, F>(&self, f: F) -> RuntimeResult<T>
+    async fn transact_durable<T, F>(&self, f: F) -> RuntimeResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
@@ -319,9 +350,9 @@ impl Store {
             .map_err(|_| RuntimeError::ShuttingDown)?
     }
 
-    /// [`Store::transact`] for synchronous callers (startup, tests). Never call it on
-    /// the reactor.
-    pub fn transact_blocking<T, F>(&self, f: F) -> RuntimeResult<T>
+    /// [`Store::transact`] for synchronous callers (startup). Never call it on the
+    /// reactor.
+    fn transact_blocking<T, F>(&self, f: F) -> RuntimeResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, &StoreOptions) -> RuntimeResult<T> + Send + 'static,
@@ -367,7 +398,8 @@ impl Store {
         self.with_reader(f)
     }
 
-    /// Run a read-only closure in one snapshot on tokio's blocking pool.
+    /// Run a read-only closure in one snapshot on tokio's blocking pool (a read
+    /// connection is `query_only`: nothing it runs can write).
     pub async fn read<T, F>(&self, f: F) -> RuntimeResult<T>
     where
         T: Send + 'static,
@@ -455,9 +487,9 @@ impl Writer {
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
                 Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>("busy")?,
+                    r.get::<_, i64>("log")?,
+                    r.get::<_, i64>("checkpointed")?,
                 ))
             });
         match outcome {
@@ -525,10 +557,10 @@ fn run_immediate<T>(
 pub const DURABLE_RETRY: Duration = Duration::from_secs(300);
 
 /// The current time as stored: RFC 3339 UTC with milliseconds.
-pub(crate) fn now(conn: &Connection) -> RuntimeResult<String> {
-    Ok(
-        conn.query_row("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')", [], |r| {
-            r.get(0)
-        })?,
-    )
+pub(crate) fn now(conn: &Connection) -> RuntimeResult<Timestamp> {
+    Ok(conn.query_row(
+        "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS now",
+        [],
+        |r| sql::RowExt::col(r, "now"),
+    )?)
 }

@@ -1,14 +1,75 @@
-//! Plain row types: what the store returns and takes. Never a key.
+//! Row types: what the store returns and takes. Never a key.
+//!
+//! Each table's row is declared once with [`table_row!`]: the struct, the column list a
+//! `SELECT` names and the reader that takes every column by name come from the one
+//! declaration, so they cannot drift apart. A field is one column of its name (or of the
+//! name after `=>`), or — for a value kept in several columns — the columns its
+//! [`Column`] impl names.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use rusqlite::Row;
-use rusqlite::types::Type;
 use serde_json::Value;
-use subzero_core::{ArtifactId, ChildId, ChildState, EventSeq, RunId, RunStatus};
+use subzero_core::events::EventBody;
+use subzero_core::{ArtifactId, BudgetReached, ChildId, ChildState, EventSeq, RunId, RunStatus};
 
+use super::sql::{Column, RowExt, conversion};
 use crate::scope::WorkspaceScope;
+
+pub use subzero_core::{ErrorCode, Ownership, Phase};
+pub use subzero_protocol::{ModelApi, Timestamp};
+
+/// Declares a table's row struct once: its fields, its column list and its reader.
+macro_rules! table_row {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident in $table:literal {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty $(=> $col:literal)? ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// The table this row is read from.
+            #[allow(dead_code, reason = "named by the queries of some tables only")]
+            pub(crate) const TABLE: &'static str = $table;
+
+            /// The columns a `SELECT` of this row names, in declaration order.
+            #[allow(dead_code, reason = "some tables are only read joined")]
+            pub(crate) fn columns() -> String {
+                Self::column_names().join(", ")
+            }
+
+            /// [`Self::columns`], each taken from the table aliased `alias` (for joins).
+            #[allow(dead_code, reason = "used by the joined queries of some tables only")]
+            pub(crate) fn columns_of(alias: &str) -> String {
+                Self::column_names()
+                    .iter()
+                    .map(|c| format!("{alias}.{c} AS {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+
+            fn column_names() -> Vec<&'static str> {
+                let mut names: Vec<&'static str> = Vec::new();
+                $( names.extend(<$ty as Column>::names(table_row!(@col $field $(, $col)?))); )*
+                names
+            }
+
+            /// The row, every column read by name.
+            pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+                Ok(Self {
+                    $( $field: <$ty as Column>::read(row, table_row!(@col $field $(, $col)?))?, )*
+                })
+            }
+        }
+    };
+    (@col $field:ident) => { stringify!($field) };
+    (@col $field:ident, $col:literal) => { $col };
+}
 
 /// The model a child talks to. `credential_ref` is the configured *name*; the key is
 /// resolved in memory per run and never stored.
@@ -18,13 +79,44 @@ pub struct ModelRow {
     pub url: String,
     /// Model name.
     pub model: String,
-    /// Wire protocol (`openai-completions`).
-    pub api: String,
+    /// Wire protocol.
+    pub api: ModelApi,
     /// Name of a `[credentials.NAME]` entry.
     pub credential_ref: String,
 }
 
-pub use subzero_core::{Ownership, Phase};
+impl Column for ModelRow {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec!["model_url", "model_name", "model_api", "credential_ref"]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        Ok(ModelRow {
+            url: row.col("model_url")?,
+            model: row.col("model_name")?,
+            api: row.col("model_api")?,
+            credential_ref: row.col("credential_ref")?,
+        })
+    }
+}
+
+impl Column for WorkspaceScope {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec!["scope_uid", "workspace_root", "scope_dev", "scope_ino"]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        let uid: u32 = row.get("scope_uid")?;
+        let root: String = row.get("workspace_root")?;
+        // Stored as the bit pattern of the u64 (SQLite integers are signed).
+        let dev: i64 = row.get("scope_dev")?;
+        let ino: i64 = row.get("scope_ino")?;
+        Ok(WorkspaceScope::from_parts(
+            uid,
+            PathBuf::from(root),
+            dev as u64,
+            ino as u64,
+        ))
+    }
+}
 
 /// The last completed transcript leaf and its digest.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -33,6 +125,19 @@ pub struct LeafRef {
     pub leaf_id: String,
     /// Digest the worker reported for it.
     pub digest: String,
+}
+
+impl Column for Option<LeafRef> {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec!["last_leaf_id", "last_leaf_digest"]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        let id: Option<String> = row.col("last_leaf_id")?;
+        let digest: Option<String> = row.col("last_leaf_digest")?;
+        Ok(id
+            .zip(digest)
+            .map(|(leaf_id, digest)| LeafRef { leaf_id, digest }))
+    }
 }
 
 /// The worker that last ran a child.
@@ -44,6 +149,25 @@ pub struct WorkerInfo {
     pub version: String,
     /// Transcript format version.
     pub transcript_version: u32,
+}
+
+impl Column for Option<WorkerInfo> {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec!["worker_name", "worker_version", "transcript_version"]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        let name: Option<String> = row.col("worker_name")?;
+        let version: Option<String> = row.col("worker_version")?;
+        let transcript: Option<u32> = row.get("transcript_version")?;
+        Ok(match (name, version, transcript) {
+            (Some(name), Some(version), Some(transcript_version)) => Some(WorkerInfo {
+                name,
+                version,
+                transcript_version,
+            }),
+            _ => None,
+        })
+    }
 }
 
 /// Everything needed to create a child.
@@ -63,123 +187,219 @@ pub struct NewChild {
     pub model: ModelRow,
 }
 
-/// A stored child.
-#[derive(Clone, Debug)]
-pub struct ChildRow {
-    /// Id.
-    pub child_id: ChildId,
-    /// Workspace.
-    pub scope: WorkspaceScope,
-    /// Template id.
-    pub template_id: String,
-    /// Grant snapshot.
-    pub snapshot: Value,
-    /// Write-capable.
-    pub write_capable: bool,
-    /// Model.
-    pub model: ModelRow,
-    /// Lifecycle state.
-    pub state: ChildState,
-    /// Display phase.
-    pub phase: Phase,
-    /// Ownership record.
-    pub ownership: Ownership,
-    /// Owning broker's token.
-    pub owner_token: Option<String>,
-    /// Bumped by every claim.
-    pub owner_generation: u64,
-    /// Bumped by every write of the lifecycle columns (`store::write`); a transition
-    /// applies only to the generation it was decided from.
-    pub generation: u64,
-    /// Running or stop-requested run.
-    pub active_run_id: Option<RunId>,
-    /// Last completed leaf.
-    pub last_leaf: Option<LeafRef>,
-    /// Last worker identity.
-    pub worker: Option<WorkerInfo>,
-    /// Why the child is interrupted.
-    pub interrupt_reason: Option<String>,
-    /// Last worker progress.
-    pub last_progress_at: Option<String>,
-    /// Created.
-    pub created_at: String,
-    /// Updated.
-    pub updated_at: String,
-    /// Oldest retained event seq (equals `next_event_seq` when none is retained).
-    pub oldest_event_seq: EventSeq,
-    /// Seq the next event gets.
-    pub next_event_seq: EventSeq,
+table_row! {
+    /// A stored child.
+    #[derive(Clone, Debug)]
+    pub struct ChildRow in "children" {
+        /// Id.
+        pub child_id: ChildId,
+        /// Workspace.
+        pub scope: WorkspaceScope,
+        /// Template id.
+        pub template_id: String,
+        /// Grant snapshot.
+        pub snapshot: Value => "snapshot_json",
+        /// Write-capable.
+        pub write_capable: bool,
+        /// Model.
+        pub model: ModelRow,
+        /// Lifecycle state.
+        pub state: ChildState,
+        /// Display phase.
+        pub phase: Phase,
+        /// Ownership record.
+        pub ownership: Ownership,
+        /// Owning broker's token.
+        pub owner_token: Option<String>,
+        /// Bumped by every claim.
+        pub owner_generation: u64,
+        /// Bumped by every write of the lifecycle columns (`store::write`); a transition
+        /// applies only to the generation it was decided from.
+        pub generation: u64,
+        /// Running or stop-requested run.
+        pub active_run_id: Option<RunId>,
+        /// Last completed leaf.
+        pub last_leaf: Option<LeafRef>,
+        /// Last worker identity.
+        pub worker: Option<WorkerInfo>,
+        /// Why the child is interrupted.
+        pub interrupt_reason: Option<String>,
+        /// Last worker progress.
+        pub last_progress_at: Option<Timestamp>,
+        /// Created.
+        pub created_at: Timestamp,
+        /// Updated.
+        pub updated_at: Timestamp,
+        /// Oldest retained event seq (equals `next_event_seq` when none is retained).
+        pub oldest_event_seq: EventSeq,
+        /// Seq the next event gets.
+        pub next_event_seq: EventSeq,
+    }
 }
 
-impl ChildRow {
-    /// The custody record the core decides claims, releases and recoveries from.
-    pub fn custody(&self) -> subzero_core::lifecycle::Custody {
-        subzero_core::lifecycle::Custody {
-            child: self.child_id,
-            state: self.state,
-            ownership: self.ownership,
-            owner: self.owner_token.clone(),
-            generation: self.owner_generation,
+/// Turns and tokens one run used, as its worker reported them: whether the tokens were
+/// reported by the endpoint or estimated, and the output-token cap that cut its final
+/// answer (a completed run's `cut`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RunUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u64,
+    pub source: UsageSource,
+    /// `maxOutputTokens` of the run when it cut the final answer.
+    pub cut_max_output_tokens: Option<u64>,
+}
+
+impl Column for RunUsage {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec![
+            "input_tokens",
+            "output_tokens",
+            "turns",
+            "usage_source",
+            "cut_max_output_tokens",
+        ]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        Ok(RunUsage {
+            input_tokens: row.col("input_tokens")?,
+            output_tokens: row.col("output_tokens")?,
+            turns: row.col("turns")?,
+            source: row.col("usage_source")?,
+            cut_max_output_tokens: row.col("cut_max_output_tokens")?,
+        })
+    }
+}
+
+/// Where a run's token counts come from (`runs.usage_source`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum UsageSource {
+    /// Every model request reported its usage (or none was made).
+    #[default]
+    Reported,
+    /// At least one request reported none; its tokens were estimated from bytes.
+    Estimated,
+}
+
+impl super::sql::ToText for UsageSource {
+    fn to_text(&self) -> String {
+        match self {
+            Self::Reported => "reported",
+            Self::Estimated => "estimated",
+        }
+        .to_owned()
+    }
+}
+
+impl super::sql::SqlText for UsageSource {
+    const WHAT: &'static str = "usage source";
+    fn from_text(text: &str) -> Option<Self> {
+        match text {
+            "reported" => Some(Self::Reported),
+            "estimated" => Some(Self::Estimated),
+            _ => None,
         }
     }
 }
 
-/// A stored run.
-#[derive(Clone, Debug)]
-pub struct RunRow {
-    /// Id.
-    pub run_id: RunId,
-    /// Its child.
-    pub child_id: ChildId,
-    /// 1-based order within the child.
-    pub ordinal: u64,
-    /// Status.
-    pub status: RunStatus,
-    /// Prompt or follow-up message.
-    pub prompt: String,
-    /// The caller's requestId, if any.
-    pub request_id: Option<String>,
-    /// Created.
-    pub created_at: String,
-    /// Started.
-    pub started_at: Option<String>,
-    /// Ended.
-    pub ended_at: Option<String>,
-    /// Bounded result preview.
-    pub preview: Option<String>,
-    /// Whether the preview is shorter than the result.
-    pub preview_truncated: bool,
-    /// Full result.
-    pub artifact_id: Option<ArtifactId>,
-    /// Failure code.
-    pub error_code: Option<String>,
-    /// Failure message.
-    pub error_message: Option<String>,
-    /// Why it was interrupted, stopped or cancelled.
-    pub reason: Option<String>,
-    /// Turns and tokens it used (zero until it ends).
-    pub usage: super::RunUsage,
-    /// The budget a `budget_exhausted` run reached.
-    pub budget: Option<subzero_core::BudgetReached>,
-    /// Machine-readable details of a failed run's error (`lastRun.error.details`).
-    pub error_details: Option<serde_json::Map<String, serde_json::Value>>,
+/// The `details` object of an error body.
+pub type ErrorDetails = serde_json::Map<String, Value>;
+
+/// A column that holds a JSON document of `T`, or NULL.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    name: &'static str,
+) -> rusqlite::Result<Option<T>> {
+    match row.get::<_, Option<String>>(name)? {
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| conversion(row, name, e)),
+        None => Ok(None),
+    }
 }
 
-/// One stored event.
-#[derive(Clone, PartialEq, Debug)]
-pub struct EventRow {
-    /// Child.
-    pub child_id: ChildId,
-    /// Sequence number (≥ 1).
-    pub seq: EventSeq,
-    /// Timestamp.
-    pub at: String,
-    /// Run, when the event belongs to one.
-    pub run_id: Option<RunId>,
-    /// Event type (`run_started`, `tool`, …).
-    pub kind: String,
-    /// Type-specific fields (JSON object, ≤ 8 KiB).
-    pub payload: Value,
+impl Column for Option<BudgetReached> {
+    fn read(row: &Row<'_>, name: &'static str) -> rusqlite::Result<Self> {
+        json_column(row, name)
+    }
+}
+
+impl Column for Option<ErrorDetails> {
+    fn read(row: &Row<'_>, name: &'static str) -> rusqlite::Result<Self> {
+        json_column(row, name)
+    }
+}
+
+table_row! {
+    /// A stored run.
+    #[derive(Clone, Debug)]
+    pub struct RunRow in "runs" {
+        /// Id.
+        pub run_id: RunId,
+        /// Its child.
+        pub child_id: ChildId,
+        /// 1-based order within the child.
+        pub ordinal: u64,
+        /// Status.
+        pub status: RunStatus,
+        /// Prompt or follow-up message.
+        pub prompt: String,
+        /// The caller's requestId, if any.
+        pub request_id: Option<String>,
+        /// Created.
+        pub created_at: Timestamp,
+        /// Started.
+        pub started_at: Option<Timestamp>,
+        /// Ended.
+        pub ended_at: Option<Timestamp>,
+        /// Bounded result preview.
+        pub preview: Option<String>,
+        /// Whether the preview is shorter than the result.
+        pub preview_truncated: bool,
+        /// Full result.
+        pub artifact_id: Option<ArtifactId>,
+        /// Failure code.
+        pub error_code: Option<ErrorCode>,
+        /// Failure message.
+        pub error_message: Option<String>,
+        /// Why it was interrupted, stopped or cancelled.
+        pub reason: Option<String>,
+        /// Turns and tokens it used (zero until it ends).
+        pub usage: RunUsage,
+        /// The budget a `budget_exhausted` run reached.
+        pub budget: Option<BudgetReached>,
+        /// Machine-readable details of a failed run's error (`lastRun.error.details`).
+        pub error_details: Option<ErrorDetails>,
+    }
+}
+
+impl Column for EventBody {
+    fn names(_: &'static str) -> Vec<&'static str> {
+        vec!["type", "run_id", "payload"]
+    }
+    fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
+        let stored = subzero_core::events::StoredEvent {
+            kind: row.col("type")?,
+            run: row.col("run_id")?,
+            payload: row.col("payload")?,
+        };
+        EventBody::from_stored(&stored).map_err(|e| conversion(row, "payload", e))
+    }
+}
+
+table_row! {
+    /// One stored event.
+    #[derive(Clone, PartialEq, Debug)]
+    pub struct EventRow in "events" {
+        /// Child.
+        pub child_id: ChildId,
+        /// Sequence number (≥ 1).
+        pub seq: EventSeq,
+        /// Timestamp.
+        pub at: Timestamp,
+        /// What happened (its type, run and payload).
+        pub body: EventBody,
+    }
 }
 
 /// Events between a cursor and now.
@@ -196,29 +416,36 @@ pub struct EventPage {
 }
 
 /// Events after `requested` up to (excluding) `oldest` were pruned.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct EventGap {
-    /// The cursor the reader passed.
-    pub requested: EventSeq,
-    /// The cursor of the oldest retained event (its seq − 1).
-    pub oldest: EventSeq,
+pub type EventGap = subzero_core::events::Gap;
+
+table_row! {
+    /// An artifact record.
+    #[derive(Clone, PartialEq, Eq, Debug)]
+    pub struct ArtifactRow in "artifacts" {
+        /// Id.
+        pub artifact_id: ArtifactId,
+        /// Owner child.
+        pub child_id: ChildId,
+        /// Run that produced it.
+        pub run_id: Option<RunId>,
+        /// File name under the child's artifact directory.
+        pub file_name: String,
+        /// Size in bytes.
+        pub total_bytes: u64,
+        /// Created.
+        pub created_at: Timestamp,
+    }
 }
 
-/// An artifact record.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct ArtifactRow {
-    /// Id.
-    pub artifact_id: ArtifactId,
-    /// Owner child.
-    pub child_id: ChildId,
-    /// Run that produced it.
-    pub run_id: Option<RunId>,
-    /// File name under the child's artifact directory.
-    pub file_name: String,
-    /// Size in bytes.
-    pub total_bytes: u64,
-    /// Created.
-    pub created_at: String,
+table_row! {
+    /// A stored idempotency receipt.
+    #[derive(Clone, Debug)]
+    pub struct ReceiptRow in "receipts" {
+        /// Digest of the canonical arguments it was stored for.
+        pub args_digest: String,
+        /// The output to replay.
+        pub receipt: Value => "receipt_json",
+    }
 }
 
 /// An idempotency receipt to store with an admission.
@@ -243,167 +470,46 @@ pub enum Admit<T> {
     Replayed(Value),
 }
 
-fn bad(col: usize, what: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        col,
-        Type::Text,
-        format!("stored {what} is not valid").into(),
-    )
+/// A queued run as the follow-up queue and its run row hold it.
+pub(crate) struct QueuedRow {
+    pub run_id: RunId,
+    pub prompt: String,
 }
 
-pub(crate) fn id_col<T: FromStr>(row: &Row<'_>, col: usize) -> rusqlite::Result<T> {
-    let text: String = row.get(col)?;
-    text.parse().map_err(|_| bad(col, "id"))
+impl QueuedRow {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(QueuedRow {
+            run_id: row.col("run_id")?,
+            prompt: row.col("prompt")?,
+        })
+    }
 }
 
-pub(crate) fn opt_id_col<T: FromStr>(row: &Row<'_>, col: usize) -> rusqlite::Result<Option<T>> {
-    let text: Option<String> = row.get(col)?;
-    text.map(|t| t.parse().map_err(|_| bad(col, "id")))
-        .transpose()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn json_col(row: &Row<'_>, col: usize) -> rusqlite::Result<Value> {
-    let text: String = row.get(col)?;
-    serde_json::from_str(&text).map_err(|_| bad(col, "JSON"))
-}
-
-fn u64_col(row: &Row<'_>, col: usize) -> rusqlite::Result<u64> {
-    let v: i64 = row.get(col)?;
-    u64::try_from(v).map_err(|_| bad(col, "count"))
-}
-
-pub(crate) const CHILD_COLUMNS: &str = "child_id, scope_uid, workspace_root, scope_dev, scope_ino, \
-    template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
-    state, phase, ownership, owner_token, owner_generation, active_run_id, last_leaf_id, \
-    last_leaf_digest, worker_name, worker_version, transcript_version, interrupt_reason, \
-    last_progress_at, created_at, updated_at, oldest_event_seq, next_event_seq, generation";
-
-pub(crate) fn child_from_row(row: &Row<'_>) -> rusqlite::Result<ChildRow> {
-    let uid: i64 = row.get(1)?;
-    let root: String = row.get(2)?;
-    let dev: i64 = row.get(3)?;
-    let ino: i64 = row.get(4)?;
-    let state: String = row.get(12)?;
-    let phase: String = row.get(13)?;
-    let ownership: String = row.get(14)?;
-    let leaf_id: Option<String> = row.get(18)?;
-    let leaf_digest: Option<String> = row.get(19)?;
-    let worker_name: Option<String> = row.get(20)?;
-    let worker_version: Option<String> = row.get(21)?;
-    let transcript_version: Option<i64> = row.get(22)?;
-    Ok(ChildRow {
-        child_id: id_col(row, 0)?,
-        scope: WorkspaceScope::from_parts(
-            u32::try_from(uid).map_err(|_| bad(1, "uid"))?,
-            PathBuf::from(root),
-            dev as u64,
-            ino as u64,
-        ),
-        template_id: row.get(5)?,
-        snapshot: json_col(row, 6)?,
-        write_capable: row.get(7)?,
-        model: ModelRow {
-            url: row.get(8)?,
-            model: row.get(9)?,
-            api: row.get(10)?,
-            credential_ref: row.get(11)?,
-        },
-        state: ChildState::parse(&state).ok_or_else(|| bad(12, "state"))?,
-        phase: Phase::parse(&phase).ok_or_else(|| bad(13, "phase"))?,
-        ownership: Ownership::parse(&ownership).ok_or_else(|| bad(14, "ownership"))?,
-        owner_token: row.get(15)?,
-        owner_generation: u64_col(row, 16)?,
-        active_run_id: opt_id_col(row, 17)?,
-        last_leaf: leaf_id
-            .zip(leaf_digest)
-            .map(|(leaf_id, digest)| LeafRef { leaf_id, digest }),
-        worker: match (worker_name, worker_version, transcript_version) {
-            (Some(name), Some(version), Some(tv)) => Some(WorkerInfo {
-                name,
-                version,
-                transcript_version: u32::try_from(tv).map_err(|_| bad(22, "version"))?,
-            }),
-            _ => None,
-        },
-        interrupt_reason: row.get(23)?,
-        last_progress_at: row.get(24)?,
-        created_at: row.get(25)?,
-        updated_at: row.get(26)?,
-        oldest_event_seq: EventSeq::new(u64_col(row, 27)?),
-        next_event_seq: EventSeq::new(u64_col(row, 28)?),
-        generation: u64_col(row, 29)?,
-    })
-}
-
-pub(crate) const RUN_COLUMNS: &str = "run_id, child_id, ordinal, status, prompt, request_id, \
-    created_at, started_at, ended_at, preview, preview_truncated, artifact_id, error_code, \
-    error_message, reason, input_tokens, output_tokens, turns, budget, usage_source, \
-    cut_max_output_tokens, error_details";
-
-pub(crate) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let status: String = row.get(3)?;
-    Ok(RunRow {
-        run_id: id_col(row, 0)?,
-        child_id: id_col(row, 1)?,
-        ordinal: u64_col(row, 2)?,
-        status: RunStatus::parse(&status).ok_or_else(|| bad(3, "status"))?,
-        prompt: row.get(4)?,
-        request_id: row.get(5)?,
-        created_at: row.get(6)?,
-        started_at: row.get(7)?,
-        ended_at: row.get(8)?,
-        preview: row.get(9)?,
-        preview_truncated: row.get(10)?,
-        artifact_id: opt_id_col(row, 11)?,
-        error_code: row.get(12)?,
-        error_message: row.get(13)?,
-        reason: row.get(14)?,
-        usage: super::RunUsage {
-            input_tokens: u64_col(row, 15)?,
-            output_tokens: u64_col(row, 16)?,
-            turns: u64_col(row, 17)?,
-            source: row.get(19)?,
-            cut_max_output_tokens: match row.get::<_, Option<i64>>(20)? {
-                Some(value) => {
-                    Some(u64::try_from(value).map_err(|_| bad(20, "cut_max_output_tokens"))?)
-                }
-                None => None,
-            },
-        },
-        budget: match row.get::<_, Option<String>>(18)? {
-            Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(18, "budget"))?),
-            None => None,
-        },
-        error_details: match row.get::<_, Option<String>>(21)? {
-            Some(text) => Some(serde_json::from_str(&text).map_err(|_| bad(21, "error_details"))?),
-            None => None,
-        },
-    })
-}
-
-pub(crate) const EVENT_COLUMNS: &str = "child_id, seq, at, run_id, type, payload";
-
-pub(crate) fn event_from_row(row: &Row<'_>) -> rusqlite::Result<EventRow> {
-    Ok(EventRow {
-        child_id: id_col(row, 0)?,
-        seq: EventSeq::new(u64_col(row, 1)?),
-        at: row.get(2)?,
-        run_id: opt_id_col(row, 3)?,
-        kind: row.get(4)?,
-        payload: json_col(row, 5)?,
-    })
-}
-
-pub(crate) const ARTIFACT_COLUMNS: &str =
-    "artifact_id, child_id, run_id, file_name, total_bytes, created_at";
-
-pub(crate) fn artifact_from_row(row: &Row<'_>) -> rusqlite::Result<ArtifactRow> {
-    Ok(ArtifactRow {
-        artifact_id: id_col(row, 0)?,
-        child_id: id_col(row, 1)?,
-        run_id: opt_id_col(row, 2)?,
-        file_name: row.get(3)?,
-        total_bytes: u64_col(row, 4)?,
-        created_at: row.get(5)?,
-    })
+    #[test]
+    fn each_row_names_the_columns_it_reads() {
+        let children = ChildRow::columns();
+        for column in [
+            "child_id",
+            "scope_ino",
+            "snapshot_json",
+            "model_api",
+            "state",
+        ] {
+            assert!(children.contains(column), "{children}");
+        }
+        assert!(children.ends_with("oldest_event_seq, next_event_seq"));
+        assert_eq!(
+            EventRow::columns(),
+            "child_id, seq, at, type, run_id, payload"
+        );
+        assert_eq!(
+            ArtifactRow::columns_of("a"),
+            "a.artifact_id AS artifact_id, a.child_id AS child_id, a.run_id AS run_id, \
+             a.file_name AS file_name, a.total_bytes AS total_bytes, a.created_at AS created_at"
+        );
+    }
 }

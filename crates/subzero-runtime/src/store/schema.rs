@@ -185,7 +185,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> RuntimeResult<()> {
 fn migrate_steps(conn: &mut Connection) -> RuntimeResult<()> {
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get("user_version"))?;
         if version > SCHEMA_VERSION {
             return Err(RuntimeError::Internal(format!(
                 "the state database has schema version {version}, newer than this subzero ({SCHEMA_VERSION}); upgrade subzero or use another --state-dir"
@@ -199,7 +199,7 @@ fn migrate_steps(conn: &mut Connection) -> RuntimeResult<()> {
         };
         tx.execute_batch(step)?;
         let broken: Option<String> = tx
-            .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+            .query_row("PRAGMA foreign_key_check", [], |r| r.get("table"))
             .optional()?;
         if let Some(table) = broken {
             return Err(RuntimeError::Internal(format!(
@@ -217,7 +217,7 @@ fn migrate_steps(conn: &mut Connection) -> RuntimeResult<()> {
 /// [`SCHEMA_VERSION`]. An older one is refused naming `subzero mcp`, the only program
 /// that upgrades it; a newer one names the upgrade of this binary.
 pub(crate) fn check_readable(conn: &Connection, path: &Path) -> RuntimeResult<()> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get("user_version"))?;
     let shown = path.display();
     match version.cmp(&SCHEMA_VERSION) {
         std::cmp::Ordering::Equal => Ok(()),
@@ -270,7 +270,7 @@ mod tests {
             .query_row(
                 "SELECT usage_source, cut_max_output_tokens FROM runs WHERE run_id = 'run_1'",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get("usage_source")?, r.get("cut_max_output_tokens")?)),
             )
             .unwrap();
         assert_eq!((source.as_str(), cut), ("reported", None));

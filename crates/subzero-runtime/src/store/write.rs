@@ -2,23 +2,22 @@
 //!
 //! Every write of a child's lifecycle columns (state, phase, ownership, owner token,
 //! claim generation, active run, interrupt reason, last leaf) and of a run's status
-//! happens here, from what the core returned: [`child`] writes the child as the core
-//! left it (its [`AnyChild`], its [`Custody`], its [`Phase`]) over the row it was
-//! decided from — `UPDATE … WHERE state = ? AND generation = ?`, exactly one row or the
-//! whole transaction fails — and [`run`] moves one run from the status the core saw to
-//! the one it decided. State, status, phase and ownership values are bound from the
-//! typed enums; no SQL text in the runtime spells one (`tests/sql_literals.rs`).
+//! happens here, and only from a [`Decided`] value — which only the core makes. [`apply`]
+//! writes the child as the core left it over the row it was decided from (`UPDATE …
+//! WHERE state = ? AND generation = ?`, exactly one row or the whole transaction fails),
+//! moves each run the decision moved from the status the core saw to the one it decided,
+//! and inserts the run it admitted; [`insert`] writes a spawned child. There is no
+//! function here that takes a status, a state or a custody by itself. Their values are
+//! bound from the typed enums; no SQL text in the runtime spells one
+//! (`tests/sql_literals.rs`).
 
 use rusqlite::{Connection, params};
-use subzero_core::lifecycle::Custody;
-use subzero_core::{AnyChild, ChildId, Phase, RunId, RunStatus};
+use subzero_core::lifecycle::{Admitted, Decided, RunMove, Spawned};
+use subzero_core::{AnyChild, ArtifactId, BudgetReached, ChildId, ErrorCode, RunStatus};
 
-use super::rows::{ChildRow, NewChild};
+use super::rows::{ErrorDetails, NewChild, RunUsage, Timestamp};
+use super::sql::{Sql, int};
 use crate::error::{RuntimeError, RuntimeResult};
-
-fn i64_of(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
 
 fn expect_one(changed: usize, what: &str) -> RuntimeResult<()> {
     if changed == 1 {
@@ -30,99 +29,123 @@ fn expect_one(changed: usize, what: &str) -> RuntimeResult<()> {
     }
 }
 
+/// What a run's row records when it ends, besides its status.
+#[derive(Default)]
+pub(super) struct RunEnd<'a> {
+    pub reason: Option<&'a str>,
+    pub preview: Option<&'a str>,
+    pub preview_truncated: bool,
+    pub artifact_id: Option<ArtifactId>,
+    pub error_code: Option<ErrorCode>,
+    pub error_message: Option<&'a str>,
+    /// What the run used, as its worker reported it (kept as stored when `None`).
+    pub usage: Option<RunUsage>,
+    /// The budget a `budget_exhausted` run reached.
+    pub budget: Option<BudgetReached>,
+    /// A failed run's error details.
+    pub error_details: Option<&'a ErrorDetails>,
+}
+
+/// What the store records with a decision, besides what the core decided: how the run
+/// that ended ended, why the queued runs it took out were taken out, and the admitted
+/// run's request id.
+#[derive(Default)]
+pub(super) struct Details<'a> {
+    /// The run that ended (the active run's move to a terminal status).
+    pub ended: RunEnd<'a>,
+    /// Why queued runs moved to a terminal status.
+    pub withdrawn: Option<&'a str>,
+    /// The caller's requestId of the admitted run.
+    pub request_id: Option<&'a str>,
+}
+
 /// The lifecycle columns of a child as the core left it.
 struct Columns {
-    state: &'static str,
-    phase: &'static str,
-    ownership: &'static str,
-    owner: Option<String>,
-    generation: i64,
     active_run: Option<String>,
     interrupt_reason: Option<String>,
     leaf_id: Option<String>,
     leaf_digest: Option<String>,
 }
 
-fn columns(after: &AnyChild, custody: &Custody, phase: Phase) -> RuntimeResult<Columns> {
-    // The state is the child's (`after`); the custody contributes who holds it.
-    if custody.child != after.id() {
-        return Err(RuntimeError::Internal(format!(
-            "the custody of child {} was paired with child {}; nothing was written",
-            custody.child,
-            after.id()
-        )));
-    }
+fn columns(after: &AnyChild) -> Columns {
     let record = after.record();
-    Ok(Columns {
-        state: after.state().as_str(),
-        phase: phase.as_str(),
-        ownership: custody.ownership.as_str(),
-        owner: custody.owner.clone(),
-        generation: i64_of(custody.generation),
+    Columns {
         active_run: record.active_run.map(|r| r.id.to_string()),
         interrupt_reason: record.interruption_reason,
         leaf_id: record.last_leaf.as_ref().map(|l| l.leaf_id().to_owned()),
         leaf_digest: record.last_leaf.as_ref().map(|l| l.digest().to_string()),
-    })
+    }
 }
 
-/// Write the child `after` (with its custody and phase) over `before`, the row it was
-/// decided from: one row changes, or nothing does and the transaction fails.
-pub(super) fn child(
+/// Write `decided` over the row it was decided from: the child, each run move, the
+/// admitted run. One child row changes, or nothing does and the transaction fails. A
+/// decision that changes nothing writes nothing.
+pub(super) fn apply<T>(
     conn: &Connection,
-    before: &ChildRow,
-    after: &AnyChild,
-    custody: &Custody,
-    phase: Phase,
-    at: &str,
+    decided: &Decided<T>,
+    details: &Details<'_>,
+    at: &Timestamp,
 ) -> RuntimeResult<()> {
-    let c = columns(after, custody, phase)?;
+    if !decided.changes() {
+        return Ok(());
+    }
+    let Some(origin) = decided.origin() else {
+        return Err(RuntimeError::Internal(format!(
+            "child {} was decided without a stored row to write over; a new child is inserted",
+            decided.child().id()
+        )));
+    };
+    let child = origin.child();
+    let (c, custody) = (columns(decided.child()), decided.custody());
     let changed = conn.execute(
         "UPDATE children SET state = ?4, phase = ?5, ownership = ?6, owner_token = ?7, \
          owner_generation = ?8, active_run_id = ?9, interrupt_reason = ?10, last_leaf_id = ?11, \
          last_leaf_digest = ?12, updated_at = ?13, generation = generation + 1 \
          WHERE child_id = ?1 AND state = ?2 AND generation = ?3",
         params![
-            before.child_id.to_string(),
-            before.state.as_str(),
-            i64_of(before.generation),
-            c.state,
-            c.phase,
-            c.ownership,
-            c.owner,
-            c.generation,
+            Sql(child),
+            Sql(origin.state()),
+            int(origin.version()),
+            Sql(decided.child().state()),
+            Sql(decided.phase()),
+            Sql(custody.ownership()),
+            custody.owner(),
+            int(custody.generation()),
             c.active_run,
             c.interrupt_reason,
             c.leaf_id,
             c.leaf_digest,
-            at
+            Sql(at)
         ],
     )?;
-    expect_one(changed, &format!("write child {}", before.child_id))
+    expect_one(changed, &format!("write child {child}"))?;
+    for moved in decided.moves() {
+        move_run(conn, child, moved, details, at)?;
+    }
+    if let Some(admitted) = decided.admitted() {
+        insert_run(conn, child, admitted, details.request_id, at)?;
+    }
+    Ok(())
 }
 
-/// [`child`] with the phase the core gives a child that reports no work of its own:
-/// `starting`, `stopping`, `idle` or `recovery_required` (`Custody::phase_of`).
-pub(super) fn child_at_rest(
-    conn: &Connection,
-    before: &ChildRow,
-    after: &AnyChild,
-    custody: &Custody,
-    at: &str,
-) -> RuntimeResult<()> {
-    child(conn, before, after, custody, custody.phase_of(after), at)
-}
-
-/// Insert a new child as the core spawned it, with its custody and phase.
-pub(super) fn new_child(
+/// Insert the child `decided` spawned (`new` says what it is), with its custody, phase
+/// and first run.
+pub(super) fn insert(
     conn: &Connection,
     new: &NewChild,
-    spawned: &AnyChild,
-    custody: &Custody,
-    phase: Phase,
-    at: &str,
+    decided: &Decided<Spawned>,
+    request_id: Option<&str>,
+    at: &Timestamp,
 ) -> RuntimeResult<()> {
-    let c = columns(spawned, custody, phase)?;
+    let spawned = decided.child();
+    if decided.origin().is_some() || spawned.id() != new.child_id {
+        return Err(RuntimeError::Internal(format!(
+            "child {} is not the new child {} the spawn decided; nothing was written",
+            new.child_id,
+            spawned.id()
+        )));
+    }
+    let (c, custody) = (columns(spawned), decided.custody());
     let snapshot = serde_json::to_string(&new.snapshot)
         .map_err(|e| RuntimeError::Internal(format!("snapshot: {e}")))?;
     conn.execute(
@@ -131,9 +154,9 @@ pub(super) fn new_child(
          state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?20)",
         params![
-            new.child_id.to_string(),
+            Sql(new.child_id),
             new.scope.key(),
-            i64::from(new.scope.uid()),
+            new.scope.uid(),
             new.scope.root().to_string_lossy(),
             new.scope.dev() as i64,
             new.scope.ino() as i64,
@@ -142,105 +165,63 @@ pub(super) fn new_child(
             new.write_capable,
             new.model.url,
             new.model.model,
-            new.model.api,
+            Sql(new.model.api),
             new.model.credential_ref,
-            c.state,
-            c.phase,
-            c.ownership,
-            c.owner,
-            c.generation,
+            Sql(spawned.state()),
+            Sql(decided.phase()),
+            Sql(custody.ownership()),
+            custody.owner(),
+            int(custody.generation()),
             c.active_run,
-            at,
+            Sql(at),
         ],
     )?;
+    for moved in decided.moves() {
+        move_run(conn, new.child_id, moved, &Details::default(), at)?;
+    }
+    if let Some(admitted) = decided.admitted() {
+        insert_run(conn, new.child_id, admitted, request_id, at)?;
+    }
     Ok(())
 }
 
-/// What a run's row records when it ends, besides its status.
-#[derive(Default)]
-pub(super) struct RunEnd<'a> {
-    pub reason: Option<&'a str>,
-    pub preview: Option<&'a str>,
-    pub preview_truncated: bool,
-    pub artifact_id: Option<String>,
-    pub error_code: Option<&'a str>,
-    pub error_message: Option<&'a str>,
-    /// What the run used, as its worker reported it (kept as stored when `None`).
-    pub usage: Option<RunUsage>,
-    /// The budget a `budget_exhausted` run reached, as JSON.
-    pub budget: Option<String>,
-    /// A failed run's error details, as a JSON object.
-    pub error_details: Option<String>,
-}
-
-/// Turns and tokens one run used, as its worker reported them: whether the tokens were
-/// reported by the endpoint or estimated, and the output-token cap that cut its final
-/// answer (a completed run's `cut`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct RunUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub turns: u64,
-    pub source: UsageSource,
-    /// `maxOutputTokens` of the run when it cut the final answer.
-    pub cut_max_output_tokens: Option<u64>,
-}
-
-/// Where a run's token counts come from (`runs.usage_source`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum UsageSource {
-    /// Every model request reported its usage (or none was made).
-    #[default]
-    Reported,
-    /// At least one request reported none; its tokens were estimated from bytes.
-    Estimated,
-}
-
-impl UsageSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reported => "reported",
-            Self::Estimated => "estimated",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "reported" => Some(Self::Reported),
-            "estimated" => Some(Self::Estimated),
-            _ => None,
-        }
-    }
-}
-
-impl rusqlite::ToSql for UsageSource {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(self.as_str().into())
-    }
-}
-
-impl rusqlite::types::FromSql for UsageSource {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let text = value.as_str()?;
-        Self::parse(text).ok_or_else(|| {
-            rusqlite::types::FromSqlError::Other(format!("unknown usage source {text:?}").into())
-        })
-    }
-}
-
-/// Move `run` of `child` from `from` (what the core loaded) to `to` (what it decided):
-/// a run that starts gets `started_at`, one that ends gets `ended_at` and `end`.
-pub(super) fn run(
+/// Move one run as decided: a run that starts gets `started_at` and leaves the queue,
+/// one that ends gets `ended_at` and what `details` records for it.
+fn move_run(
     conn: &Connection,
     child: ChildId,
-    run: RunId,
-    from: RunStatus,
-    to: RunStatus,
-    end: &RunEnd<'_>,
-    at: &str,
+    moved: &RunMove,
+    details: &Details<'_>,
+    at: &Timestamp,
 ) -> RuntimeResult<()> {
-    let started = (to == RunStatus::Running).then_some(at);
-    let ended = to.is_terminal().then_some(at);
+    let (from, to) = (moved.from(), moved.to());
+    let withdrawn;
+    let end = match (from, to.is_terminal()) {
+        (RunStatus::Queued, true) => {
+            withdrawn = RunEnd {
+                reason: details.withdrawn,
+                ..RunEnd::default()
+            };
+            &withdrawn
+        }
+        (_, true) => &details.ended,
+        (_, false) => &RunEnd::default(),
+    };
+    let started = (to == RunStatus::Running).then_some(Sql(at));
+    let ended = to.is_terminal().then_some(Sql(at));
+    let error_details = end
+        .error_details
+        .filter(|d| !d.is_empty())
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| RuntimeError::Internal(format!("cannot encode the error's details: {e}")))?;
+    let budget = end
+        .budget
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| RuntimeError::Internal(format!("cannot encode the budget reached: {e}")))?;
+    let usage = end.usage;
     let changed = conn.execute(
         "UPDATE runs SET status = ?4, started_at = COALESCE(?5, started_at), ended_at = ?6, \
          reason = ?7, preview = ?8, preview_truncated = ?9, artifact_id = ?10, error_code = ?11, \
@@ -250,100 +231,80 @@ pub(super) fn run(
          cut_max_output_tokens = CASE WHEN ?17 IS NULL THEN cut_max_output_tokens ELSE ?18 END, \
          error_details = ?19 WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
-            run.to_string(),
-            child.to_string(),
-            from.as_str(),
-            to.as_str(),
+            Sql(moved.run()),
+            Sql(child),
+            Sql(from),
+            Sql(to),
             started,
             ended,
             end.reason,
             end.preview,
             end.preview_truncated,
-            end.artifact_id,
-            end.error_code,
+            end.artifact_id.map(Sql),
+            end.error_code.map(Sql),
             end.error_message,
-            end.usage.map(|u| i64_of(u.input_tokens)),
-            end.usage.map(|u| i64_of(u.output_tokens)),
-            end.usage.map(|u| i64_of(u.turns)),
-            end.budget,
-            end.usage.map(|u| u.source),
-            end.usage.and_then(|u| u.cut_max_output_tokens).map(i64_of),
-            end.error_details
+            usage.map(|u| int(u.input_tokens)),
+            usage.map(|u| int(u.output_tokens)),
+            usage.map(|u| int(u.turns)),
+            budget,
+            usage.map(|u| Sql(u.source)),
+            usage.and_then(|u| u.cut_max_output_tokens).map(int),
+            error_details
         ],
     )?;
-    expect_one(changed, &format!("move run {run} from {from} to {to}"))
+    expect_one(
+        changed,
+        &format!("move run {} from {from} to {to}", moved.run()),
+    )?;
+    if from == RunStatus::Queued {
+        let changed = conn.execute(
+            "DELETE FROM followups WHERE run_id = ?1 AND child_id = ?2",
+            params![Sql(moved.run()), Sql(child)],
+        )?;
+        expect_one(changed, &format!("dequeue run {}", moved.run()))?;
+    }
+    Ok(())
 }
 
-/// Insert a run the core admitted with `status` (`running` or `queued`); a queued run
-/// also takes the last place in the child's follow-up queue.
-pub(super) fn new_run(
+/// Insert the run a decision admitted (`running` or `queued`); a queued run also takes
+/// the last place in the child's follow-up queue.
+fn insert_run(
     conn: &Connection,
     child: ChildId,
-    run: RunId,
-    status: RunStatus,
-    prompt: &str,
+    admitted: &Admitted,
     request_id: Option<&str>,
-    at: &str,
+    at: &Timestamp,
 ) -> RuntimeResult<()> {
     let ordinal: i64 = conn.query_row(
-        "SELECT COALESCE(MAX(ordinal), 0) + 1 FROM runs WHERE child_id = ?1",
-        params![child.to_string()],
-        |r| r.get(0),
+        "SELECT COALESCE(MAX(ordinal), 0) + 1 AS next FROM runs WHERE child_id = ?1",
+        params![Sql(child)],
+        |r| r.get("next"),
     )?;
-    let started = (status == RunStatus::Running).then_some(at);
+    let status = admitted.status();
+    let started = (status == RunStatus::Running).then_some(Sql(at));
     conn.execute(
         "INSERT INTO runs (run_id, child_id, ordinal, status, prompt, request_id, created_at, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
-            run.to_string(),
-            child.to_string(),
+            Sql(admitted.run()),
+            Sql(child),
             ordinal,
-            status.as_str(),
-            prompt,
+            Sql(status),
+            admitted.prompt(),
             request_id,
-            at,
+            Sql(at),
             started
         ],
     )?;
     if status == RunStatus::Queued {
         let position: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(position), 0) + 1 FROM followups WHERE child_id = ?1",
-            params![child.to_string()],
-            |r| r.get(0),
+            "SELECT COALESCE(MAX(position), 0) + 1 AS next FROM followups WHERE child_id = ?1",
+            params![Sql(child)],
+            |r| r.get("next"),
         )?;
         conn.execute(
             "INSERT INTO followups (child_id, position, run_id) VALUES (?1, ?2, ?3)",
-            params![child.to_string(), position, run.to_string()],
+            params![Sql(child), position, Sql(admitted.run())],
         )?;
     }
     Ok(())
-}
-
-/// Take `run` out of the follow-up queue (it started, or the core withdrew it).
-pub(super) fn dequeue(conn: &Connection, child: ChildId, run: RunId) -> RuntimeResult<()> {
-    let changed = conn.execute(
-        "DELETE FROM followups WHERE run_id = ?1 AND child_id = ?2",
-        params![run.to_string(), child.to_string()],
-    )?;
-    expect_one(changed, &format!("dequeue run {run}"))
-}
-
-/// Queued runs the core took out of the queue (withdrawn by a stop or a failure,
-/// abandoned with a lost worker): each moves from `queued` to its decided status with
-/// `reason` and leaves the queue.
-pub(super) fn withdraw(
-    conn: &Connection,
-    child: ChildId,
-    runs: &[(RunId, RunStatus)],
-    reason: &str,
-    at: &str,
-) -> RuntimeResult<Vec<RunId>> {
-    let end = RunEnd {
-        reason: Some(reason),
-        ..RunEnd::default()
-    };
-    for (id, status) in runs {
-        run(conn, child, *id, RunStatus::Queued, *status, &end, at)?;
-        dequeue(conn, child, *id)?;
-    }
-    Ok(runs.iter().map(|(run, _)| *run).collect())
 }

@@ -124,7 +124,7 @@ pub fn model() -> ModelRow {
     ModelRow {
         url: "https://api.example.com/v1".to_owned(),
         model: "example-model".to_owned(),
-        api: "openai-completions".to_owned(),
+        api: subzero_runtime::store::ModelApi::OpenaiCompletions,
         credential_ref: "example".to_owned(),
     }
 }
@@ -168,4 +168,14 @@ pub fn stopped(child: ChildId, run: RunId, reaped: u32) -> subzero_runtime::stor
 pub fn observed(child: ChildId, leaf: LeafRef) -> ObservedLeaf {
     // SAFETY: test; stands for the broker's read of `child`'s transcript.
     unsafe { Supervisor::designate() }.observed_leaf(child, leaf)
+}
+
+/// A result file a completed run registers (the store records the row; these tests write
+/// no file).
+pub fn result_artifact() -> subzero_runtime::store::NewArtifact {
+    subzero_runtime::store::NewArtifact {
+        artifact_id: subzero_core::ArtifactId::generate(),
+        file_name: "result.md".to_owned(),
+        total_bytes: 4,
+    }
 }

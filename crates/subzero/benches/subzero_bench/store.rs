@@ -5,12 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
+use subzero_core::events::{EventBody, ToolState};
 use subzero_core::{ChildId, ErrorCode, EventSeq, RunId};
 use subzero_runtime::paths::StatePaths;
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::{
-    Admit, AdmitSpawn, ModelRow, NewChild, Settlement, Store, StoreOptions,
+    Admit, AdmitSpawn, ModelApi, ModelRow, NewChild, Settlement, Store, StoreOptions,
 };
 use tempfile::TempDir;
 
@@ -64,7 +65,7 @@ impl BenchStore {
                 model: ModelRow {
                     url: "http://127.0.0.1:9/v1".to_owned(),
                     model: "scripted".to_owned(),
-                    api: "openai-completions".to_owned(),
+                    api: ModelApi::OpenaiCompletions,
                     credential_ref: "bench".to_owned(),
                 },
             },
@@ -81,17 +82,19 @@ impl BenchStore {
 }
 
 /// The `n`th event of a typical run: mostly tool activity by name, some coalesced text.
-fn event(n: usize) -> (String, Value) {
+fn event(run_id: RunId, n: usize) -> EventBody {
     if n.is_multiple_of(4) {
-        (
-            "text".to_owned(),
-            json!({"text": format!("Reading the sources, step {n}: the module layout looks conventional."), "truncated": false}),
-        )
+        EventBody::Text {
+            run_id,
+            text: format!("Reading the sources, step {n}: the module layout looks conventional."),
+            truncated: false,
+        }
     } else {
-        (
-            "tool".to_owned(),
-            json!({"name": "read", "state": "finished"}),
-        )
+        EventBody::Tool {
+            run_id,
+            name: "read".to_owned(),
+            state: ToolState::Finished,
+        }
     }
 }
 
@@ -116,12 +119,7 @@ pub async fn ingest(
         let (child, run) = bench.spawn_child().await?;
         let start = Instant::now();
         for b in 0..batches {
-            let events = (0..batch)
-                .map(|i| {
-                    let (kind, payload) = event(b * batch + i);
-                    (Some(run), kind, payload)
-                })
-                .collect();
+            let events = (0..batch).map(|i| event(run, b * batch + i)).collect();
             bench.store.append_events(child, TOKEN, events).await?;
         }
         out.batch_events_per_s
@@ -129,10 +127,9 @@ pub async fn ingest(
 
         let start = Instant::now();
         for i in 0..singles {
-            let (kind, payload) = event(i);
             bench
                 .store
-                .append_event(child, Some(run), TOKEN, &kind, payload)
+                .append_event(child, TOKEN, event(run, i))
                 .await?;
         }
         out.single_events_per_s
@@ -176,11 +173,10 @@ pub async fn wake_latency(samples: usize) -> Result<Wake, Fail> {
         };
         // Let the waiter reach its wait.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let (kind, payload) = event(i);
         let start = Instant::now();
         bench
             .store
-            .append_event(child, Some(run), TOKEN, &kind, payload)
+            .append_event(child, TOKEN, event(run, i))
             .await?;
         let committed = Instant::now();
         let (woke, page) = waiter.await?;
@@ -243,11 +239,10 @@ pub async fn many_waiters(waiters: usize, runs: usize) -> Result<Waiters, Fail> 
         let during = rss_mib(me).unwrap_or(before);
         out.rss_per_waiter_kib
             .push((during - before).max(0.0) * 1024.0 / waiters as f64);
-        let (kind, payload) = event(i);
         let start = Instant::now();
         bench
             .store
-            .append_event(child, Some(run), TOKEN, &kind, payload)
+            .append_event(child, TOKEN, event(run, i))
             .await?;
         let mut woke = 0;
         while let Some(done) = set.join_next().await {
@@ -285,10 +280,7 @@ pub async fn populate(dir: &Path, children: usize, per_child: usize) -> Result<P
             set.spawn(async move {
                 let (child, run) = bench.spawn_child().await?;
                 let events = (1..per_child.saturating_sub(1))
-                    .map(|i| {
-                        let (kind, payload) = event(i);
-                        (Some(run), kind, payload)
-                    })
+                    .map(|i| event(run, i))
                     .collect();
                 bench.store.append_events(child, TOKEN, events).await?;
                 bench

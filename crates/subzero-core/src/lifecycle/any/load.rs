@@ -11,10 +11,12 @@ use crate::lifecycle::child;
 use crate::lifecycle::error::LoadError;
 use crate::lifecycle::proof::LeafRef;
 use crate::lifecycle::run::{self, Run};
+use crate::lifecycle::storage::StorageKey;
 use crate::queue::FollowUpQueue;
 use crate::state::{ChildState, RunStatus};
 
-/// A child as stored: plain data, checked by [`AnyChild::load`].
+/// A child as stored: plain data, checked by [`AnyChild::load`] (which needs the store's
+/// key; a record alone materialises nothing).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChildRecord {
@@ -65,11 +67,11 @@ fn load_error(id: ChildId, reason: impl Into<String>) -> LoadError {
 }
 
 impl AnyChild {
-    /// The one checked way from stored data to a child. Refuses (with `internal`) any
-    /// record that describes no legal state: an active run on a ready child, a queue
-    /// without an active run, duplicate run ids, a queue over its bound, an active run
-    /// whose status is not `running`/`stop_requested`, …
-    pub fn load(record: ChildRecord) -> Result<AnyChild, LoadError> {
+    /// The one checked way from stored data to a child, with the store's key. Refuses
+    /// (with `internal`) any record that describes no legal state: an active run on a
+    /// ready child, a queue without an active run, duplicate run ids, a queue over its
+    /// bound, an active run whose status is not `running`/`stop_requested`, …
+    pub fn load(record: ChildRecord, _key: &StorageKey) -> Result<AnyChild, LoadError> {
         let ChildRecord {
             id,
             state,

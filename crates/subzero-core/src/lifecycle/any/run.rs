@@ -11,6 +11,7 @@ use crate::lifecycle::proof::LeafRef;
 use crate::lifecycle::run::{
     self, Completed, Failed, Failure, Queued, Run, StopRequested, Stopped,
 };
+use crate::lifecycle::storage::StorageKey;
 use crate::state::RunStatus;
 
 /// A run as stored: plain data, checked by [`AnyRun::load`].
@@ -102,8 +103,8 @@ try_from_any!(AnyRun::Stopped => Stopped, "stopped run");
 try_from_any!(AnyRun::Interrupted => run::Interrupted, "interrupted run");
 
 impl AnyRun {
-    /// The one checked way from stored data to a run.
-    pub fn load(record: RunRecord) -> Result<AnyRun, LoadError> {
+    /// The one checked way from stored data to a run, with the store's key.
+    pub fn load(record: RunRecord, _key: &StorageKey) -> Result<AnyRun, LoadError> {
         let RunRecord {
             id,
             child,

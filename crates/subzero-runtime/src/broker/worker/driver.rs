@@ -160,51 +160,11 @@ impl Driver {
                 let Some(run) = self.our_run(run_id.as_str()) else {
                     return Next::Continue;
                 };
-                self.usage = Some(RunUsage {
-                    input_tokens: usage.input_tokens,
-                    output_tokens: usage.output_tokens,
-                    turns: usage.turns,
-                    source: match usage.source {
-                        p::UsageSource::Reported => UsageSource::Reported,
-                        p::UsageSource::Estimated => UsageSource::Estimated,
-                    },
-                    // Only a completed run's final answer is kept cut.
-                    cut_max_output_tokens: cut
-                        .filter(|_| status == RunSettledStatus::Completed)
-                        .map(|cut| match cut.limit {
-                            p::RunCutLimit::MaxOutputTokens => cut.value.get(),
-                        }),
-                });
+                self.usage = Some(run_usage(&usage, status, cut.as_ref()));
                 let ended = match status {
                     RunSettledStatus::Completed => self.completed(result.unwrap_or_default(), None),
-                    RunSettledStatus::BudgetExhausted => match budget {
-                        Some(budget) => self.completed(
-                            result.unwrap_or_default(),
-                            Some(BudgetReached::from(&budget)),
-                        ),
-                        None => Ended::Failed {
-                            code: ErrorCode::Internal,
-                            message: "the worker reported an exhausted budget without naming it"
-                                .to_owned(),
-                            partial: result,
-                            artifact: None,
-                        },
-                    },
-                    RunSettledStatus::Failed => {
-                        let (code, message) = match error {
-                            Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
-                            None => (
-                                ErrorCode::Internal,
-                                "the worker reported a failure without a reason".to_owned(),
-                            ),
-                        };
-                        Ended::Failed {
-                            code,
-                            message,
-                            partial: result,
-                            artifact: None,
-                        }
-                    }
+                    RunSettledStatus::BudgetExhausted => self.exhausted(result, budget.as_ref()),
+                    RunSettledStatus::Failed => failed(result, error.as_ref()),
                     RunSettledStatus::Stopped => {
                         // `stopped` is recorded only with the cancel confirmation that follows.
                         self.stopped = Some(run);
@@ -266,18 +226,10 @@ impl Driver {
             WorkerEvent::Tool { .. } => Some(Activity::Model),
             WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
         };
-        match events::stored(&event) {
-            Ok((kind, payload)) => {
-                if let Err(e) = store
-                    .append_event(self.child, Some(run), token, kind, payload)
-                    .await
-                {
-                    tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(child = %self.child, %run, %e, "could not encode a worker event");
-            }
+        if let Some(body) = events::recorded(run, &event)
+            && let Err(e) = store.append_event(self.child, token, body).await
+        {
+            tracing::warn!(child = %self.child, %run, %e, "could not record a worker event");
         }
         if let Some(activity) = activity {
             self.report(activity).await;
@@ -329,6 +281,23 @@ impl Driver {
             None => failed(format!(
                 "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
             )),
+        }
+    }
+
+    /// The worker's `run_settled budget_exhausted`: a completion with the budget it names;
+    /// one that names none cannot be recorded as one and fails.
+    fn exhausted(&mut self, result: Option<String>, budget: Option<&p::BudgetReached>) -> Ended {
+        match budget {
+            Some(budget) => self.completed(
+                result.unwrap_or_default(),
+                Some(BudgetReached::from(budget)),
+            ),
+            None => Ended::Failed {
+                code: ErrorCode::Internal,
+                message: "the worker reported an exhausted budget without naming it".to_owned(),
+                partial: result,
+                artifact: None,
+            },
         }
     }
 
@@ -460,5 +429,41 @@ impl Driver {
             .drivers
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.broker.notify_settled(self.child);
+    }
+}
+
+/// What a run used, from the worker's `run_settled`; only a completed run's final answer
+/// is kept cut.
+fn run_usage(usage: &p::RunUsage, status: RunSettledStatus, cut: Option<&p::RunCut>) -> RunUsage {
+    RunUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        turns: usage.turns,
+        source: match usage.source {
+            p::UsageSource::Reported => UsageSource::Reported,
+            p::UsageSource::Estimated => UsageSource::Estimated,
+        },
+        cut_max_output_tokens: cut
+            .filter(|_| status == RunSettledStatus::Completed)
+            .map(|cut| match cut.limit {
+                p::RunCutLimit::MaxOutputTokens => cut.value.get(),
+            }),
+    }
+}
+
+/// The worker's `run_settled failed`, with its error (or the lack of one).
+fn failed(result: Option<String>, error: Option<&p::ErrorBody>) -> Ended {
+    let (code, message) = match error {
+        Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
+        None => (
+            ErrorCode::Internal,
+            "the worker reported a failure without a reason".to_owned(),
+        ),
+    };
+    Ended::Failed {
+        code,
+        message,
+        partial: result,
+        artifact: None,
     }
 }

@@ -303,34 +303,19 @@ impl Broker {
                 leaf,
                 artifact,
                 budget,
-            } => {
-                // The token is minted again for each attempt: a failed one is rolled back
-                // whole, and the evidence below is kept unchanged until one succeeds.
-                let preview = artifacts::preview(result, PREVIEW_BYTES);
-                // SAFETY: `leaf` is the worker's `leaf_committed` line for run `run`, parsed
-                // at its `run_settled completed`; the settlement records it as the last leaf.
-                #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
-                let leaf =
-                    unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf.clone());
-                Ok(Settlement::Completed {
-                    preview: preview.text,
-                    preview_truncated: preview.truncated,
-                    artifact: artifact.clone(),
-                    leaf,
-                    budget: *budget,
-                })
-            }
+            } => completed(child, run, result, leaf, artifact.clone(), *budget),
             Ended::Failed {
                 code,
                 message,
                 partial,
                 artifact,
             } => {
+                let (code, message) = (*code, message.clone());
                 let details = recorded.details.clone();
                 let Some(text) = partial.as_deref().filter(|t| !t.is_empty()) else {
                     return Ok(Settlement::Failed {
-                        code: *code,
-                        message: message.clone(),
+                        code,
+                        message,
                         partial: None,
                         details,
                     });
@@ -348,8 +333,8 @@ impl Broker {
                 }
                 let preview = artifacts::preview(text, PREVIEW_BYTES);
                 Ok(Settlement::Failed {
-                    code: *code,
-                    message: message.clone(),
+                    code,
+                    message,
                     partial: Some(PartialResult {
                         preview: preview.text,
                         preview_truncated: preview.truncated,
@@ -387,4 +372,34 @@ impl Broker {
             ))),
         }
     }
+}
+
+/// A completed run's settlement, with the proof minted from the leaf the worker committed
+/// (minted again for each attempt: a failed one is rolled back whole, and the evidence is
+/// kept unchanged until one succeeds).
+fn completed(
+    child: ChildId,
+    run: RunId,
+    result: &str,
+    leaf: &LeafRef,
+    artifact: Option<NewArtifact>,
+    budget: Option<BudgetReached>,
+) -> Result<Settlement, RuntimeError> {
+    let Some(artifact) = artifact else {
+        return Err(RuntimeError::Internal(format!(
+            "the result file of run {run} was neither written nor refused"
+        )));
+    };
+    let preview = artifacts::preview(result, PREVIEW_BYTES);
+    // SAFETY: `leaf` is the worker's `leaf_committed` line for run `run`, parsed at its
+    // `run_settled completed`; the settlement records it as the last leaf.
+    #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
+    let leaf = unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf.clone());
+    Ok(Settlement::Completed {
+        preview: preview.text,
+        preview_truncated: preview.truncated,
+        artifact,
+        leaf,
+        budget,
+    })
 }

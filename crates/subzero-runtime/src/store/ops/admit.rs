@@ -1,7 +1,8 @@
 //! Admission of spawns and follow-ups: a new child with its first run, or a run queued
 //! behind (or started on) an existing child, with its receipt, in one transaction.
 
-use subzero_core::lifecycle::Custody;
+use subzero_core::events::EventBody;
+use subzero_core::lifecycle::{Decided, Delivery};
 
 use super::*;
 
@@ -71,52 +72,31 @@ pub(super) fn admit_spawn_tx(
     }
     let at = now(conn)?;
     let child = &input.child;
-    let spawned = AnyChild::spawn(
+    let decided = Decided::spawn(
         child.child_id,
         input.run_id,
         input.prompt.clone(),
         options.queued_followups,
+        &input.owner_token,
     );
-    let Some((first, first_status)) = spawned.active_run() else {
-        return Err(RuntimeError::Internal(format!(
-            "a spawned child {} has no active run",
-            child.child_id
-        )));
-    };
-    let custody = Custody::spawned(&spawned, &input.owner_token);
-    write::new_child(
-        conn,
-        child,
-        &spawned,
-        &custody,
-        custody.phase_of(&spawned),
-        &at,
-    )?;
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
-    write::new_run(
-        conn,
-        child.child_id,
-        first,
-        first_status,
-        &input.prompt,
-        request_id,
-        &at,
-    )?;
+    write::insert(conn, child, &decided, request_id, &at)?;
     if let Some(receipt) = &input.receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }
+    let spawned = decided.outcome();
     events::append(
         conn,
         options,
         child.child_id,
-        Some(input.run_id),
-        "run_started",
-        &json!({}),
+        &EventBody::RunStarted {
+            run_id: spawned.run,
+        },
     )?;
     Ok(Admit::New(Admission {
-        child_id: child.child_id,
-        run_id: input.run_id,
-        owner_generation: custody.generation,
+        child_id: spawned.child,
+        run_id: spawned.run,
+        owner_generation: decided.custody().generation(),
     }))
 }
 
@@ -133,57 +113,28 @@ pub(super) fn admit_followup_tx(
     {
         return Ok(Admit::Replayed(stored));
     }
-    let mut decided = lifecycle::load(conn, options, &row)?;
-    let delivery = decided.followup(input.run_id, input.prompt.clone())?;
+    let loaded = lifecycle::load(conn, options, &row)?;
+    let decided = loaded.followup(input.run_id, input.prompt.clone(), &input.owner_token)?;
     let at = now(conn)?;
-    let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
-    let custody = row.custody();
-    let (status, kind, payload, delivery) = match delivery {
-        Delivery::Queued { position } => {
-            custody.check_held()?;
-            (
-                RunStatus::Queued,
-                "run_queued",
-                json!({ "position": position }),
-                FollowupDelivery::Queued {
-                    position: u64::try_from(position).unwrap_or(u64::MAX),
-                },
-            )
-        }
-        Delivery::Started => {
-            custody.check_owner(&input.owner_token)?;
-            (
-                RunStatus::Running,
-                "run_started",
-                json!({}),
-                FollowupDelivery::Started,
-            )
-        }
+    let details = Details {
+        request_id: input.receipt.as_ref().map(|r| r.request_id.as_str()),
+        ..Details::default()
     };
-    // Queued: the child is unchanged but for its queue (the write still checks the row
-    // is the one decided from, and keeps the phase the worker reported).
-    let phase = match delivery {
-        FollowupDelivery::Queued { .. } => row.phase,
-        FollowupDelivery::Started => custody.phase_of(&decided),
+    write::apply(conn, &decided, &details, &at)?;
+    let run_id = input.run_id;
+    let (event, delivery) = match *decided.outcome() {
+        Delivery::Queued { position } => (
+            EventBody::RunQueued {
+                run_id,
+                position: u32::try_from(position).unwrap_or(u32::MAX),
+            },
+            FollowupDelivery::Queued {
+                position: u64::try_from(position).unwrap_or(u64::MAX),
+            },
+        ),
+        Delivery::Started => (EventBody::RunStarted { run_id }, FollowupDelivery::Started),
     };
-    write::child(conn, &row, &decided, &custody, phase, &at)?;
-    write::new_run(
-        conn,
-        input.child_id,
-        input.run_id,
-        status,
-        &input.prompt,
-        request_id,
-        &at,
-    )?;
-    events::append(
-        conn,
-        options,
-        input.child_id,
-        Some(input.run_id),
-        kind,
-        &payload,
-    )?;
+    events::append(conn, options, input.child_id, &event)?;
     if let Some(receipt) = &input.receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }

@@ -22,13 +22,12 @@ pub(super) fn claim_tx(
     owner_token: &str,
 ) -> RuntimeResult<Claim> {
     let row = load_child_in(conn, scope, child)?;
-    let claimed = row.custody().claim(owner_token)?;
-    let decided = lifecycle::load(conn, options, &row)?;
+    let decided = lifecycle::load(conn, options, &row)?.claim(owner_token)?;
     let at = now(conn)?;
-    write::child_at_rest(conn, &row, &decided, &claimed, &at)?;
+    write::apply(conn, &decided, &Details::default(), &at)?;
     Ok(Claim {
         child_id: child,
-        owner_generation: claimed.generation,
+        owner_generation: decided.custody().generation(),
         state: row.state,
     })
 }
@@ -41,10 +40,9 @@ pub(super) fn release_tx(
     owner_token: &str,
 ) -> RuntimeResult<()> {
     let row = load_child(conn, child)?;
-    let released = row.custody().release(owner_token)?;
-    let decided = lifecycle::load(conn, options, &row)?;
+    let decided = lifecycle::load(conn, options, &row)?.release(owner_token)?;
     let at = now(conn)?;
-    write::child_at_rest(conn, &row, &decided, &released, &at)
+    write::apply(conn, &decided, &Details::default(), &at)
 }
 
 impl Store {

@@ -20,7 +20,7 @@ impl Store {
         let options = self.options().clone();
         self.read(move |c| {
             let row = load_child_in(c, &scope, child)?;
-            lifecycle::load(c, &options, &row)
+            lifecycle::load_child(c, &options, &row)
         })
         .await
     }
@@ -35,11 +35,13 @@ impl Store {
         let key = scope.key();
         self.read(move |c| {
             let mut stmt = c.prepare_cached(&format!(
-                "SELECT {CHILD_COLUMNS} FROM children WHERE scope_key = ?1 AND child_id > ?2 ORDER BY child_id LIMIT ?3"
+                "SELECT {} FROM children WHERE scope_key = ?1 AND child_id > ?2 ORDER BY child_id LIMIT ?3",
+                ChildRow::columns()
             ))?;
+            // Every child id sorts after the empty text.
             let after = after.map(|a| a.to_string()).unwrap_or_default();
             let rows = stmt
-                .query_map(params![key, after, i64::from(limit.max(1))], child_from_row)?
+                .query_map(params![key, after, limit.max(1)], ChildRow::from_row)?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
@@ -52,10 +54,11 @@ impl Store {
         self.read(move |c| {
             load_child_in(c, &scope, child)?;
             let mut stmt = c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE child_id = ?1 ORDER BY ordinal"
+                "SELECT {} FROM runs WHERE child_id = ?1 ORDER BY ordinal",
+                RunRow::columns()
             ))?;
             let rows = stmt
-                .query_map(params![child.to_string()], run_from_row)?
+                .query_map(params![Sql(child)], RunRow::from_row)?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
@@ -88,14 +91,10 @@ impl Store {
                 &format!(
                     "SELECT {} FROM artifacts a JOIN children c ON c.child_id = a.child_id \
                      WHERE a.artifact_id = ?1 AND c.scope_key = ?2",
-                    ARTIFACT_COLUMNS
-                        .split(", ")
-                        .map(|col| format!("a.{col}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    ArtifactRow::columns_of("a")
                 ),
-                params![artifact.to_string(), key],
-                artifact_from_row,
+                params![Sql(artifact), key],
+                ArtifactRow::from_row,
             )
             .optional()?
             .ok_or_else(|| RuntimeError::not_found("artifact", artifact))

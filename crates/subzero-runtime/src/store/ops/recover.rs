@@ -1,5 +1,8 @@
 //! Recovery of a child whose owner is gone, decided from what its kernel lock shows.
 
+use subzero_core::events::EventBody;
+use subzero_core::lifecycle::Recovered;
+
 use super::*;
 
 /// What recovery did.
@@ -29,55 +32,37 @@ pub(super) fn recover_tx(
     reason: &str,
 ) -> RuntimeResult<RecoveryOutcome> {
     let row = load_child(conn, child)?;
-    let mut decided = lifecycle::load(conn, options, &row)?;
+    let loaded = lifecycle::load(conn, options, &row)?;
+    let decided = loaded.recover(observed_generation, lock, reason)?;
     let at = now(conn)?;
-    let custody = match row.custody().recover(observed_generation, lock) {
-        Recovery::Unchanged => return Ok(RecoveryOutcome::Changed),
-        // Already marked: a recovery that finds the lock still held changes nothing
-        // (every access to such a child re-checks it; none may look like a change).
-        Recovery::Hold(held) if held == row.custody() && row.phase == held.phase_of(&decided) => {
-            return Ok(RecoveryOutcome::MarkedRecoveryRequired);
-        }
-        Recovery::Hold(held) => {
-            write::child_at_rest(conn, &row, &decided, &held, &at)?;
-            return Ok(RecoveryOutcome::MarkedRecoveryRequired);
-        }
-        Recovery::Release(freed) => {
-            write::child_at_rest(conn, &row, &decided, &freed, &at)?;
-            return Ok(RecoveryOutcome::Released);
-        }
-        Recovery::LoseWorker(custody) => custody,
+    let details = Details {
+        ended: RunEnd {
+            reason: Some(reason),
+            ..RunEnd::default()
+        },
+        withdrawn: Some("cancelled: the active run was interrupted"),
+        request_id: None,
     };
-    let Some((run, from)) = decided.active_run() else {
-        return Err(RuntimeError::Internal(format!(
-            "child {child} lost its worker without an active run"
-        )));
-    };
-    let lost = decided.lose_worker(reason)?;
-    let end = RunEnd {
-        reason: Some(reason),
-        ..RunEnd::default()
-    };
-    write::run(conn, child, run, from, lost.run.status(), &end, &at)?;
-    let cancelled = write::withdraw(
-        conn,
-        child,
-        &terminal(&lost.abandoned),
-        "cancelled: the active run was interrupted",
-        &at,
-    )?;
-    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
-    events::append(
-        conn,
-        options,
-        child,
-        Some(run),
-        "interrupted",
-        &json!({ "reason": events::short_text(reason) }),
-    )?;
-    Ok(RecoveryOutcome::Interrupted {
-        run_id: Some(run),
-        cancelled,
+    write::apply(conn, &decided, &details, &at)?;
+    Ok(match decided.outcome() {
+        Recovered::Unchanged => RecoveryOutcome::Changed,
+        Recovered::Held => RecoveryOutcome::MarkedRecoveryRequired,
+        Recovered::Released => RecoveryOutcome::Released,
+        Recovered::Interrupted { run, abandoned } => {
+            events::append(
+                conn,
+                options,
+                child,
+                &EventBody::Interrupted {
+                    run_id: Some(*run),
+                    reason: events::short_text(reason),
+                },
+            )?;
+            RecoveryOutcome::Interrupted {
+                run_id: Some(*run),
+                cancelled: abandoned.clone(),
+            }
+        }
     })
 }
 
@@ -117,12 +102,13 @@ impl Store {
     pub fn children_needing_recovery_blocking(&self) -> RuntimeResult<Vec<ChildRow>> {
         self.read_blocking(|c| {
             let mut stmt = c.prepare(&format!(
-                "SELECT {CHILD_COLUMNS} FROM children WHERE ownership != ?1 OR state = ?2 ORDER BY child_id"
+                "SELECT {} FROM children WHERE ownership != ?1 OR state = ?2 ORDER BY child_id",
+                ChildRow::columns()
             ))?;
             let rows = stmt
                 .query_map(
-                    params![Ownership::None.as_str(), ChildState::Running.as_str()],
-                    child_from_row,
+                    params![Sql(Ownership::None), Sql(ChildState::Running)],
+                    ChildRow::from_row,
                 )?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)

@@ -1,5 +1,7 @@
 //! Resume: a ready child at its verified checkpoint, or a new run from it.
 
+use subzero_core::events::EventBody;
+
 use super::*;
 
 /// What a resume commits: the (possibly new) model, what the transcript holds at the
@@ -49,50 +51,45 @@ pub(super) fn resume_tx(
         super::claim::release_tx(conn, options, child, owner_token)?;
         return Ok(Admit::Replayed(stored));
     }
-    let mut decided = lifecycle::load(conn, options, &row)?;
+    let loaded = lifecycle::load(conn, options, &row)?;
     // `observed` is what the transcript holds at the recorded leaf, read by the broker
     // (`broker::checkpoint`); the core checks it against the leaf recorded in this very
     // transaction, so a leaf recorded in between is refused, not resumed past.
-    let checkpoint = decided.checkpoint(observed)?;
-    let custody = row.custody();
-    custody.check_owner(owner_token)?;
-    let resumed = decided.resume(checkpoint, first.cloned())?;
+    let decided = loaded.resume(observed, first.cloned(), owner_token)?;
     let at = now(conn)?;
-    let state = resumed.state;
-    let custody = custody.resumed(state);
-    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
+    let details = Details {
+        request_id: receipt.map(|r| r.request_id.as_str()),
+        ..Details::default()
+    };
+    write::apply(conn, &decided, &details, &at)?;
     conn.execute(
         "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5 \
          WHERE child_id = ?1",
         params![
-            child.to_string(),
+            Sql(child),
             model.url,
             model.model,
-            model.api,
+            Sql(model.api),
             model.credential_ref
         ],
     )?;
-    if let Some((run, prompt)) = first {
-        let (active, status) = decided.active_run().ok_or_else(|| {
-            RuntimeError::Internal(format!("child {child} resumed with a message but no run"))
-        })?;
-        write::new_run(
+    if let Some(admitted) = decided.admitted() {
+        events::append(
             conn,
+            options,
             child,
-            active,
-            status,
-            prompt,
-            receipt.map(|r| r.request_id.as_str()),
-            &at,
+            &EventBody::RunStarted {
+                run_id: admitted.run(),
+            },
         )?;
-        events::append(conn, options, child, Some(*run), "run_started", &json!({}))?;
     }
     if let Some(receipt) = receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }
+    let resumed = decided.outcome();
     Ok(Admit::New(Resumed {
-        state,
-        run_id: first.map(|(r, _)| *r),
+        state: resumed.state,
+        run_id: resumed.run,
         owner_generation: row.owner_generation,
     }))
 }

@@ -1,7 +1,12 @@
 //! Settling a run with what the worker reported (and the proofs it needs), and dispatching
 //! the next queued run.
 
+use subzero_core::events::EventBody;
+use subzero_core::lifecycle::{Failure, LeafRecorded, RunEnding, SettledRun, StopConfirmed};
+use subzero_core::{BudgetReached, ErrorCode};
+
 use super::*;
+use crate::store::rows::{ErrorDetails, RunUsage};
 
 /// An artifact file to register.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -27,8 +32,9 @@ pub struct PartialResult {
 
 /// How the active run ended, as reported by the worker (or the supervisor).
 ///
-/// `Completed` and `Stopped` carry the supervisor's capability tokens (minted in
-/// `crate::supervisor::proof`), so neither can be recorded without its proof.
+/// `Completed` and `Stopped` carry the supervisor's capability tokens (minted in the
+/// worker driver where the evidence arrives), so neither can be recorded without its
+/// proof.
 #[derive(Debug)]
 pub enum Settlement {
     /// Finished; the transcript leaf is committed.
@@ -38,7 +44,7 @@ pub enum Settlement {
         /// Whether the preview is shorter than the result.
         preview_truncated: bool,
         /// The full result file.
-        artifact: Option<NewArtifact>,
+        artifact: NewArtifact,
         /// The committed leaf, as the supervisor's proof for this child and run.
         leaf: LeafRecorded,
         /// The budget the run reached (`budget_exhausted`; the result is the handoff
@@ -71,9 +77,6 @@ pub enum Settlement {
     },
 }
 
-/// The `details` object of an error body.
-pub type ErrorDetails = serde_json::Map<String, serde_json::Value>;
-
 /// The next queued run dispatched by a settlement.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct NextRun {
@@ -94,69 +97,55 @@ pub struct Settled {
     pub cancelled: Vec<RunId>,
 }
 
-/// A settlement once its proofs were handed to the core: what the store writes.
-pub(super) enum Written {
-    Completed {
-        preview: String,
-        preview_truncated: bool,
-        artifact: Option<NewArtifact>,
-        budget: Option<BudgetReached>,
-    },
-    Failed {
-        code: ErrorCode,
-        message: String,
-        partial: Option<PartialResult>,
-        details: Option<ErrorDetails>,
-    },
-    Stopped {
-        reaped: u32,
-    },
-    Interrupted {
-        reason: String,
-        tree_gone: bool,
-    },
+/// What the store records of a settlement besides the core's decision: the run's end,
+/// its artifact and its event.
+struct Record {
+    preview: Option<String>,
+    preview_truncated: bool,
+    artifact: Option<NewArtifact>,
+    code: Option<ErrorCode>,
+    message: Option<String>,
+    reason: Option<String>,
+    budget: Option<BudgetReached>,
+    details: Option<ErrorDetails>,
+    /// Why queued runs taken out with it were cancelled.
+    withdrawn: &'static str,
 }
 
-/// What the core decided about the settled run and its queue.
-pub(super) struct Decision {
-    /// The settled run's terminal status.
-    status: RunStatus,
-    /// Queued runs taken out with it, and their terminal status.
-    withdrawn: Vec<(RunId, RunStatus)>,
-    /// The queued run that starts next.
-    started: Option<RunId>,
-}
-
-impl From<CoreSettlement> for Decision {
-    fn from(s: CoreSettlement) -> Self {
-        Decision {
-            status: s.run.status(),
-            withdrawn: terminal(&s.withdrawn),
-            started: s.started,
+impl Record {
+    fn new(withdrawn: &'static str) -> Record {
+        Record {
+            preview: None,
+            preview_truncated: false,
+            artifact: None,
+            code: None,
+            message: None,
+            reason: None,
+            budget: None,
+            details: None,
+            withdrawn,
         }
     }
 }
 
-pub(super) fn proof_mismatch(
-    what: &str,
-    proof: (ChildId, RunId),
-    settled: (ChildId, RunId),
-) -> RuntimeError {
+const NOT_COMPLETED: &str = "cancelled: the active run did not complete";
+const INTERRUPTED: &str = "cancelled: the active run was interrupted";
+
+fn proof_mismatch(what: &str, proof: (ChildId, RunId), settled: (ChildId, RunId)) -> RuntimeError {
     RuntimeError::InvalidRequest(format!(
         "the {what} is about run {} of child {}, not run {} of child {}",
         proof.1, proof.0, settled.1, settled.0
     ))
 }
 
-/// Hand `settlement` (and its proofs) to the core, which decides whether `run` may
-/// settle that way and what happens to the queue.
-pub(super) fn decide_settlement(
-    decided: &mut AnyChild,
+/// `settlement` as the core's [`RunEnding`] (with its proofs) and what the store records
+/// besides. A proof about another run or child is refused here, before the core sees it.
+fn ending(
     child: ChildId,
     run: RunId,
     settlement: Settlement,
-) -> RuntimeResult<(Written, Decision)> {
-    match settlement {
+) -> RuntimeResult<(RunEnding, Record)> {
+    Ok(match settlement {
         Settlement::Completed {
             preview,
             preview_truncated,
@@ -165,24 +154,21 @@ pub(super) fn decide_settlement(
             budget,
         } => {
             if (leaf.child(), leaf.run()) != (child, run) {
-                return Err(proof_mismatch(
-                    "recorded leaf",
-                    (leaf.child(), leaf.run()),
-                    (child, run),
-                ));
+                let proof = (leaf.child(), leaf.run());
+                return Err(proof_mismatch("recorded leaf", proof, (child, run)));
             }
-            let written = Written::Completed {
-                preview,
+            let record = Record {
+                preview: Some(preview),
                 preview_truncated,
-                artifact,
+                artifact: Some(artifact),
                 budget,
+                ..Record::new(NOT_COMPLETED)
             };
-            let report = match budget {
-                Some(budget) => RunReport::Exhausted(leaf, budget),
-                None => RunReport::Completed(leaf),
+            let ending = match budget {
+                Some(budget) => RunEnding::Exhausted(leaf, budget),
+                None => RunEnding::Completed(leaf),
             };
-            let settled = decided.settle(report)?;
-            Ok((written, settled.into()))
+            (ending, record)
         }
         Settlement::Failed {
             code,
@@ -194,51 +180,92 @@ pub(super) fn decide_settlement(
                 code,
                 message: message.clone(),
             };
-            let settled = decided.settle(RunReport::Failed { run, failure })?;
-            let written = Written::Failed {
-                code,
-                message,
-                partial,
-                details,
+            let (preview, preview_truncated, artifact) = match partial {
+                Some(p) => (Some(p.preview), p.preview_truncated, p.artifact),
+                None => (None, false, None),
             };
-            Ok((written, settled.into()))
+            let record = Record {
+                preview,
+                preview_truncated,
+                artifact,
+                code: Some(code),
+                message: Some(message),
+                details,
+                ..Record::new(NOT_COMPLETED)
+            };
+            (RunEnding::Failed { run, failure }, record)
         }
         Settlement::Stopped { confirmed } => {
             if (confirmed.child(), confirmed.run()) != (child, run) {
-                return Err(proof_mismatch(
-                    "stop confirmation",
-                    (confirmed.child(), confirmed.run()),
-                    (child, run),
-                ));
+                let proof = (confirmed.child(), confirmed.run());
+                return Err(proof_mismatch("stop confirmation", proof, (child, run)));
             }
-            let reaped = confirmed.reaped();
-            let settled = decided.confirm_stop(confirmed)?;
-            Ok((Written::Stopped { reaped }, settled.into()))
+            let record = Record {
+                reason: Some("stopped by request".to_owned()),
+                ..Record::new(NOT_COMPLETED)
+            };
+            (RunEnding::Stopped(confirmed), record)
         }
         Settlement::Interrupted { reason, tree_gone } => {
-            // The core's `lose_worker` is about whatever run is active; the report
-            // names one, so it must be that one.
-            if let Some((active, _)) = decided.active_run()
-                && active != run
-            {
-                return Err(
-                    LifecycleError::from(subzero_core::lifecycle::error::StaleRun {
-                        child,
-                        expected: run,
-                        active: Some(active),
-                    })
-                    .into(),
-                );
-            }
-            let lost = decided.lose_worker(&reason)?;
-            let decision = Decision {
-                status: lost.run.status(),
-                withdrawn: terminal(&lost.abandoned),
-                started: None,
+            let record = Record {
+                reason: Some(reason.clone()),
+                ..Record::new(INTERRUPTED)
             };
-            Ok((Written::Interrupted { reason, tree_gone }, decision))
+            let ending = RunEnding::Lost {
+                run,
+                reason,
+                tree_gone,
+            };
+            (ending, record)
         }
-    }
+    })
+}
+
+/// The event that tells how `settled` ended.
+fn settled_event(
+    settled: &SettledRun,
+    record: &Record,
+    reaped: Option<u32>,
+) -> RuntimeResult<EventBody> {
+    let run_id = settled.run;
+    let artifact = record.artifact.as_ref().map(|a| a.artifact_id);
+    let preview = record.preview.clone().unwrap_or_default();
+    let preview_truncated = record.preview_truncated;
+    Ok(match (settled.status, artifact, record.budget) {
+        (RunStatus::BudgetExhausted, Some(artifact_id), Some(budget_reached)) => {
+            EventBody::BudgetExhausted {
+                run_id,
+                artifact_id,
+                preview,
+                preview_truncated,
+                budget_reached,
+            }
+        }
+        (RunStatus::Completed, Some(artifact_id), None) => EventBody::Completed {
+            run_id,
+            artifact_id,
+            preview,
+            preview_truncated,
+        },
+        (RunStatus::Stopped, _, _) => EventBody::StopConfirmed {
+            run_id,
+            reaped: reaped.unwrap_or(0),
+        },
+        (RunStatus::Failed, _, _) => EventBody::Failed {
+            run_id,
+            code: record.code.unwrap_or(ErrorCode::Internal),
+            message: events::short_text(record.message.as_deref().unwrap_or_default()),
+        },
+        (RunStatus::Interrupted, _, _) => EventBody::Interrupted {
+            run_id: Some(run_id),
+            reason: events::short_text(record.reason.as_deref().unwrap_or_default()),
+        },
+        (status, _, _) => {
+            return Err(RuntimeError::Internal(format!(
+                "run {run_id} settled as {status} without what that status records"
+            )));
+        }
+    })
 }
 
 pub(super) fn settle_tx(
@@ -251,188 +278,69 @@ pub(super) fn settle_tx(
     usage: Option<RunUsage>,
 ) -> RuntimeResult<Settled> {
     let row = load_child(conn, child)?;
-    let mut decided = lifecycle::load(conn, options, &row)?;
-    let from = decided.active_run().map(|(_, status)| status);
-    let (written, decision) = decide_settlement(&mut decided, child, run, settlement)?;
-    let Some(from) = from else {
-        return Err(RuntimeError::Internal(format!(
-            "run {run} settled on child {child}, which has no active run"
-        )));
+    let loaded = lifecycle::load(conn, options, &row)?;
+    let reaped = match &settlement {
+        Settlement::Stopped { confirmed } => Some(confirmed.reaped()),
+        _ => None,
     };
-    let custody = row.custody();
-    custody.check_owner(owner_token)?;
+    let (ending, record) = ending(child, run, settlement)?;
+    let decided = loaded.settle(ending, owner_token)?;
     let at = now(conn)?;
-    let (preview, truncated, artifact, code, message, reason) = match &written {
-        Written::Completed {
-            preview,
-            preview_truncated,
-            artifact,
-            ..
-        } => (
-            Some(preview.as_str()),
-            *preview_truncated,
-            artifact.as_ref().map(|a| a.artifact_id.to_string()),
-            None,
-            None,
-            None,
-        ),
-        Written::Failed {
-            code,
-            message,
-            partial,
-            ..
-        } => (
-            partial.as_ref().map(|p| p.preview.as_str()),
-            partial.as_ref().is_some_and(|p| p.preview_truncated),
-            partial
-                .as_ref()
-                .and_then(|p| p.artifact.as_ref())
-                .map(|a| a.artifact_id.to_string()),
-            Some(code.as_str()),
-            Some(message.as_str()),
-            None,
-        ),
-        Written::Stopped { .. } => (None, false, None, None, None, Some("stopped by request")),
-        Written::Interrupted { reason, .. } => {
-            (None, false, None, None, None, Some(reason.as_str()))
-        }
+    let details = Details {
+        ended: RunEnd {
+            reason: record.reason.as_deref(),
+            preview: record.preview.as_deref(),
+            preview_truncated: record.preview_truncated,
+            artifact_id: record.artifact.as_ref().map(|a| a.artifact_id),
+            error_code: record.code,
+            error_message: record.message.as_deref(),
+            usage,
+            budget: record.budget,
+            error_details: record.details.as_ref(),
+        },
+        withdrawn: Some(record.withdrawn),
+        request_id: None,
     };
-    let budget = match &written {
-        Written::Completed {
-            budget: Some(budget),
-            ..
-        } => Some(serde_json::to_string(budget).map_err(|e| {
-            RuntimeError::Internal(format!("cannot encode the budget reached: {e}"))
-        })?),
-        _ => None,
-    };
-    let error_details = match &written {
-        Written::Failed {
-            details: Some(details),
-            ..
-        } if !details.is_empty() => Some(serde_json::to_string(details).map_err(|e| {
-            RuntimeError::Internal(format!("cannot encode the error's details: {e}"))
-        })?),
-        _ => None,
-    };
-    let end = RunEnd {
-        reason,
-        preview,
-        preview_truncated: truncated,
-        artifact_id: artifact,
-        error_code: code,
-        error_message: message,
-        usage,
-        budget,
-        error_details,
-    };
-    write::run(conn, child, run, from, decision.status, &end, &at)?;
-    let artifact = match &written {
-        Written::Completed { artifact, .. } => artifact.as_ref(),
-        Written::Failed { partial, .. } => partial.as_ref().and_then(|p| p.artifact.as_ref()),
-        Written::Stopped { .. } | Written::Interrupted { .. } => None,
-    };
-    if let Some(artifact) = artifact {
+    write::apply(conn, &decided, &details, &at)?;
+    if let Some(artifact) = &record.artifact {
         insert_artifact(conn, child, Some(run), artifact, &at)?;
     }
-
-    let why = match &written {
-        Written::Interrupted { .. } => "cancelled: the active run was interrupted",
-        _ => "cancelled: the active run did not complete",
-    };
-    let cancelled = write::withdraw(conn, child, &decision.withdrawn, why, &at)?;
-
-    let next = match decision.started {
-        Some(next) => Some(dispatch(conn, child, next, &at)?),
+    let settled = decided.outcome();
+    events::append(
+        conn,
+        options,
+        child,
+        &settled_event(settled, &record, reaped)?,
+    )?;
+    let next = match settled.started {
+        Some(next) => {
+            events::append(
+                conn,
+                options,
+                child,
+                &EventBody::RunStarted { run_id: next },
+            )?;
+            Some(NextRun {
+                run_id: next,
+                prompt: prompt_of(conn, child, next)?,
+            })
+        }
         None => None,
     };
-    let child_state = decided.state();
-    // With a next run the holder keeps the child; otherwise it comes to rest — free,
-    // or `recovery_required` while an interrupted worker's tree is not proven gone.
-    let custody = match (&next, &written) {
-        (Some(_), _) => custody,
-        (None, Written::Interrupted { tree_gone, .. }) => custody.at_rest(child_state, *tree_gone),
-        (None, _) => custody.at_rest(child_state, true),
-    };
-    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
-
-    let (kind, payload) = match &written {
-        Written::Completed {
-            preview,
-            preview_truncated,
-            artifact,
-            budget: None,
-        } => (
-            "completed",
-            json!({
-                "artifactId": artifact.as_ref().map(|a| a.artifact_id.to_string()),
-                "preview": preview,
-                "previewTruncated": preview_truncated,
-            }),
-        ),
-        Written::Completed {
-            preview,
-            preview_truncated,
-            artifact,
-            budget: Some(budget),
-        } => (
-            "budget_exhausted",
-            json!({
-                "artifactId": artifact.as_ref().map(|a| a.artifact_id.to_string()),
-                "preview": preview,
-                "previewTruncated": preview_truncated,
-                "budgetReached": budget,
-            }),
-        ),
-        Written::Failed { code, message, .. } => (
-            "failed",
-            json!({ "code": code.as_str(), "message": events::short_text(message) }),
-        ),
-        Written::Stopped { reaped } => ("stop_confirmed", json!({ "reaped": reaped })),
-        Written::Interrupted { reason, .. } => (
-            "interrupted",
-            json!({ "reason": events::short_text(reason) }),
-        ),
-    };
-    events::append(conn, options, child, Some(run), kind, &payload)?;
-    if let Some(next) = &next {
-        events::append(
-            conn,
-            options,
-            child,
-            Some(next.run_id),
-            "run_started",
-            &json!({}),
-        )?;
-    }
     Ok(Settled {
-        child_state,
+        child_state: decided.child().state(),
         next,
-        cancelled,
+        cancelled: settled.withdrawn.clone(),
     })
 }
 
-/// Start the queued run `next` the core chose to follow the settled one.
-fn dispatch(conn: &Connection, child: ChildId, next: RunId, at: &str) -> RuntimeResult<NextRun> {
-    let prompt: String = conn.query_row(
+/// The prompt of the run the core started next.
+fn prompt_of(conn: &Connection, child: ChildId, run: RunId) -> RuntimeResult<String> {
+    Ok(conn.query_row(
         "SELECT prompt FROM runs WHERE run_id = ?1 AND child_id = ?2",
-        params![next.to_string(), child.to_string()],
-        |r| r.get(0),
-    )?;
-    write::run(
-        conn,
-        child,
-        next,
-        RunStatus::Queued,
-        RunStatus::Running,
-        &RunEnd::default(),
-        at,
-    )?;
-    write::dequeue(conn, child, next)?;
-    Ok(NextRun {
-        run_id: next,
-        prompt,
-    })
+        params![Sql(run), Sql(child)],
+        |r| r.col("prompt"),
+    )?)
 }
 
 pub(super) fn insert_artifact(
@@ -440,17 +348,17 @@ pub(super) fn insert_artifact(
     child: ChildId,
     run: Option<RunId>,
     artifact: &NewArtifact,
-    at: &str,
+    at: &Timestamp,
 ) -> RuntimeResult<()> {
     conn.execute(
         "INSERT INTO artifacts (artifact_id, child_id, run_id, file_name, total_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
-            artifact.artifact_id.to_string(),
-            child.to_string(),
-            run.map(|r| r.to_string()),
+            Sql(artifact.artifact_id),
+            Sql(child),
+            run.map(Sql),
             artifact.file_name,
-            i64_of(artifact.total_bytes),
-            at
+            int(artifact.total_bytes),
+            Sql(at)
         ],
     )?;
     Ok(())

@@ -1,5 +1,8 @@
 //! The start of a stop: the active run becomes `stop_requested` and the queue is cleared.
 
+use subzero_core::events::EventBody;
+use subzero_core::lifecycle::NamedRun;
+
 use super::*;
 
 /// A stop that was accepted.
@@ -22,21 +25,14 @@ pub(super) fn begin_stop_tx(
     owner_token: &str,
 ) -> RuntimeResult<StopBegun> {
     let row = load_child_in(conn, scope, child)?;
-    let mut decided = lifecycle::load(conn, options, &row)?;
-    let receipt = match decided.stop(expected) {
-        Ok(receipt) => receipt,
-        // The core says `stale_run` for a child with no active run; when the caller
-        // names a run of this child that already ended, the broker has always said
-        // `not_running` (its callers rely on it).
-        Err(LifecycleError::StaleRun(e))
-            if e.active.is_none() && lifecycle::is_run_of(conn, child, expected)? =>
-        {
-            return Err(decided.ended_run("stop").into());
-        }
-        Err(e) => return Err(e.into()),
+    let loaded = lifecycle::load(conn, options, &row)?;
+    let named = if lifecycle::is_run_of(conn, child, expected)? {
+        NamedRun::OfThisChild
+    } else {
+        NamedRun::Unknown
     };
-    let custody = row.custody();
-    custody.check_owner(owner_token)?;
+    let decided = loaded.stop(expected, named, owner_token)?;
+    let receipt = decided.outcome();
     if !receipt.newly_requested {
         return Ok(StopBegun {
             run_id: expected,
@@ -45,29 +41,20 @@ pub(super) fn begin_stop_tx(
         });
     }
     let at = now(conn)?;
-    write::run(
-        conn,
-        child,
-        expected,
-        RunStatus::Running,
-        RunStatus::StopRequested,
-        &RunEnd::default(),
-        &at,
-    )?;
-    let withdrawn: Vec<(RunId, RunStatus)> = receipt
-        .withdrawn
-        .iter()
-        .map(|run| (*run, RunStatus::Stopped))
-        .collect();
-    let cleared = write::withdraw(conn, child, &withdrawn, "cleared by stop", &at)?;
-    write::child_at_rest(conn, &row, &decided, &custody, &at)?;
+    let details = Details {
+        withdrawn: Some("cleared by stop"),
+        ..Details::default()
+    };
+    write::apply(conn, &decided, &details, &at)?;
+    let cleared = receipt.withdrawn.clone();
     events::append(
         conn,
         options,
         child,
-        Some(expected),
-        "stop_requested",
-        &json!({ "clearedQueued": cleared.len() }),
+        &EventBody::StopRequested {
+            run_id: expected,
+            cleared_queued: u32::try_from(cleared.len()).unwrap_or(u32::MAX),
+        },
     )?;
     Ok(StopBegun {
         run_id: expected,

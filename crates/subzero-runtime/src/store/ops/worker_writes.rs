@@ -1,31 +1,20 @@
 //! What a live worker's driver writes besides settlements: events, phase, worker
 //! identity, artifacts, and the slot mirror.
 
+use subzero_core::events::EventBody;
+
 use super::*;
 
 impl Store {
     /// Append a worker event (`text`, `tool`, `steer_*`, …) to an owned child and mark
-    /// progress. Payload ≤ 8 KiB (`limit_exceeded` otherwise).
+    /// progress. Its payload fits `event_payload_bytes` (`limit_exceeded` otherwise).
     pub async fn append_event(
         &self,
         child: ChildId,
-        run: Option<RunId>,
         owner_token: &str,
-        kind: &str,
-        payload: Value,
+        event: EventBody,
     ) -> RuntimeResult<EventSeq> {
-        let token = owner_token.to_owned();
-        let kind = kind.to_owned();
-        self.transact_durable(move |tx, o| {
-            require_owner(tx, child, &token)?;
-            let at = now(tx)?;
-            tx.execute(
-                "UPDATE children SET last_progress_at = ?2, updated_at = ?2 WHERE child_id = ?1",
-                params![child.to_string(), at],
-            )?;
-            events::append(tx, o, child, run, &kind, &payload)
-        })
-        .await
+        self.append_events(child, owner_token, vec![event]).await
     }
 
     /// Append several worker events in one transaction (a burst from the worker):
@@ -34,7 +23,7 @@ impl Store {
         &self,
         child: ChildId,
         owner_token: &str,
-        batch: Vec<(Option<RunId>, String, Value)>,
+        batch: Vec<EventBody>,
     ) -> RuntimeResult<EventSeq> {
         let token = owner_token.to_owned();
         self.transact_durable(move |tx, o| {
@@ -42,11 +31,11 @@ impl Store {
             let at = now(tx)?;
             tx.execute(
                 "UPDATE children SET last_progress_at = ?2, updated_at = ?2 WHERE child_id = ?1",
-                params![child.to_string(), at],
+                params![Sql(child), Sql(&at)],
             )?;
-            let mut last = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
-            for (run, kind, payload) in &batch {
-                last = events::append(tx, o, child, *run, kind, payload)?;
+            let mut last = subzero_core::events::cursor_before(row.next_event_seq);
+            for event in &batch {
+                last = events::append(tx, o, child, event)?;
             }
             Ok(last)
         })
@@ -63,16 +52,13 @@ impl Store {
     ) -> RuntimeResult<()> {
         let token = owner_token.to_owned();
         self.transact_durable(move |tx, o| {
-            let row = require_owner(tx, child, &token)?;
-            let decided = lifecycle::load(tx, o, &row)?;
-            let phase = decided.report_activity(activity)?;
+            let row = load_child(tx, child)?;
+            let decided = lifecycle::load(tx, o, &row)?.report_activity(activity, &token)?;
             let at = now(tx)?;
-            if phase != row.phase {
-                write::child(tx, &row, &decided, &row.custody(), phase, &at)?;
-            }
+            write::apply(tx, &decided, &Details::default(), &at)?;
             tx.execute(
                 "UPDATE children SET last_progress_at = ?2 WHERE child_id = ?1",
-                params![child.to_string(), at],
+                params![Sql(child), Sql(&at)],
             )?;
             Ok(())
         })
@@ -92,10 +78,10 @@ impl Store {
             tx.execute(
                 "UPDATE children SET worker_name = ?2, worker_version = ?3, transcript_version = ?4 WHERE child_id = ?1",
                 params![
-                    child.to_string(),
+                    Sql(child),
                     worker.name,
                     worker.version,
-                    i64::from(worker.transcript_version)
+                    worker.transcript_version
                 ],
             )?;
             Ok(())
@@ -136,7 +122,7 @@ impl Store {
             let at = now(tx)?;
             tx.execute(
                 "INSERT OR REPLACE INTO slots (scope_key, kind, slot_index, child_id, owner_token, taken_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![key, kind.as_str(), i64::from(index), child.to_string(), token, at],
+                params![key, kind.as_str(), index, Sql(child), token, Sql(&at)],
             )?;
             Ok(())
         })
@@ -154,7 +140,7 @@ impl Store {
         self.transact(move |tx, _| {
             tx.execute(
                 "DELETE FROM slots WHERE scope_key = ?1 AND kind = ?2 AND slot_index = ?3",
-                params![key, kind.as_str(), i64::from(index)],
+                params![key, kind.as_str(), index],
             )?;
             Ok(())
         })

@@ -1,0 +1,114 @@
+//! The scenario steps that are not lifecycle requests: the event log, templates and
+//! policy limits.
+
+use super::*;
+
+impl Replay {
+    /// A step of the event log.
+    pub(super) fn event(&mut self, op: &str, input: &Value) -> StepResult {
+        match op {
+            "event_append" => {
+                let run = self.names.run(str_field(input, "run"));
+                let body = match str_field(input, "kind") {
+                    "run_started" => EventBody::RunStarted { run_id: run },
+                    "text" => EventBody::Text {
+                        run_id: run,
+                        text: "x"
+                            .repeat(usize::try_from(input["textBytes"].as_u64().unwrap()).unwrap()),
+                        truncated: false,
+                    },
+                    other => panic!("unknown event kind {other}"),
+                };
+                let seq = self
+                    .events
+                    .append(0, body, &self.limits)
+                    .map_err(|e| code(&e))?;
+                Ok(json!({ "seq": seq.get() }))
+            }
+            "event_read" => {
+                let cursor = EventSeq::new(input["cursor"].as_u64().unwrap());
+                let limit = usize::try_from(input["limit"].as_u64().unwrap_or(50)).unwrap();
+                let page = self.events.read(cursor, limit).map_err(|e| code(&e))?;
+                Ok(json!({
+                    "seqs": page.events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(),
+                    "nextCursor": page.next_cursor.get(),
+                    "oldestCursor": page.oldest_cursor.get(),
+                    "gap": page.gap.map(|g| json!({"requested": g.requested.get(), "oldest": g.oldest.get()})),
+                }))
+            }
+            other => unreachable!("{other} is not a step of this group"),
+        }
+    }
+
+    /// A step of templates and policy limits.
+    pub(super) fn contract(&mut self, op: &str, input: &Value) -> StepResult {
+        match op {
+            "freeze_template" => {
+                let user: BTreeMap<TemplateId, Template> = match input.get("userTemplates") {
+                    Some(v) => {
+                        // Loading the configuration file checks it against its contract.
+                        let file = json!({ "templates": v });
+                        if !config_contract().is_valid(&file) {
+                            return Err(ErrorCode::InvalidRequest);
+                        }
+                        serde_json::from_value(v.clone()).unwrap()
+                    }
+                    None => BTreeMap::new(),
+                };
+                let templates = Templates::new(user).map_err(|e| code(&e))?;
+                let (id, template) = templates
+                    .resolve(str_field(input, "templateId"))
+                    .map_err(|e| code(&e))?;
+                let snapshot = GrantSnapshot::freeze(
+                    id,
+                    &template,
+                    Vec::new(),
+                    RunLimits::default(),
+                    templates.tool_limits(&template),
+                    &self.limits,
+                )
+                .map_err(|e| code(&e))?;
+                Ok(json!({ "tools": snapshot.tools(), "writeCapable": snapshot.write_capable() }))
+            }
+            "check_limit" => {
+                let limit: LimitName = serde_json::from_value(input["limit"].clone()).unwrap();
+                let value = input["value"].as_u64().unwrap();
+                let size = usize::try_from(value).unwrap();
+                let l = &self.limits;
+                let result = match limit {
+                    LimitName::PromptBytes => l.check_prompt(&"x".repeat(size)),
+                    LimitName::InstructionsBytes => l.check_instructions(&"x".repeat(size)),
+                    LimitName::GrantedTools => l.check_granted_tools(size),
+                    LimitName::EventPayloadBytes => l.check_event_payload(size),
+                    LimitName::QueuedFollowups => l.check_queue(size),
+                    // Protocol bounds the schemas declare (invalid_request), and the
+                    // workspace slots (workspace_busy): not policy checks of a trace.
+                    LimitName::GetWaitMs
+                    | LimitName::OutputChunkBytes
+                    | LimitName::ActiveWorkersPerWorkspace
+                    | LimitName::WriteRunsPerWorkspace
+                    | LimitName::EventRetention => {
+                        panic!("{limit} is not a check_limit of the trace format")
+                    }
+                    LimitName::ModelResponseBytes
+                    | LimitName::ToolArgumentBytes
+                    | LimitName::ModelIdleTimeoutMs => {
+                        panic!("{limit} is enforced by the worker, not by a request check")
+                    }
+                    LimitName::MaxTurns
+                    | LimitName::DeadlineMs
+                    | LimitName::ToolTimeoutMs
+                    | LimitName::MaxOutputTokens
+                    | LimitName::TokenBudget => {
+                        panic!(
+                            "{limit} is a spawn budget (`Budgets::resolve`), not a check_limit of the trace format"
+                        )
+                    }
+                };
+                result.map_err(|e| code(&e))?;
+                Ok(json!({}))
+            }
+            other => unreachable!("{other} is not a step of this group"),
+        }
+    }
+}
