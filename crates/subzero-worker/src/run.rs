@@ -16,7 +16,8 @@ use crate::handoff::{
     HANDOFF_MAX_BYTES, HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached, cut_summary,
 };
 use crate::model::{
-    Call, Conversation, Item, ModelClient, ModelError, PROTOCOLS, Request, ToolChoice, ToolSpec,
+    Call, Conversation, Item, Learned, ModelClient, ModelError, PROTOCOLS, Request, ToolChoice,
+    ToolSpec,
 };
 use crate::redact::{StreamRedactor, redact};
 use crate::steering::SteerQueue;
@@ -180,6 +181,8 @@ pub struct RunContext {
     pub progress: SharedProgress,
     /// The run's MCP servers and their allowed tools.
     pub mcp: Arc<McpTools>,
+    /// What the child's endpoints taught this worker in earlier runs.
+    pub learned: Arc<Learned>,
     /// When the run's `deadlineMs` is reached (counted from the run's start).
     pub deadline: tokio::time::Instant,
 }
@@ -199,8 +202,8 @@ pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
 pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
     let start = ctx.start.clone();
     let limits = &start.snapshot.limits;
-    let client =
-        ModelClient::new(&start.model, start.stream_bounds).map_err(|e| model_failed(&e))?;
+    let client = ModelClient::new(&start.model, start.stream_bounds, &ctx.learned)
+        .map_err(|e| model_failed(&e))?;
     let granted = start.granted_tools();
     let mut declared = tools::declarations(&granted);
     declared.extend(ctx.mcp.declarations().iter().cloned());
