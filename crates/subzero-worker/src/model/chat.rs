@@ -19,12 +19,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
-use subzero_protocol::{ApiKey, OutputTokensParam};
+use subzero_protocol::OutputTokensParam;
 
-use super::client::{bearer, joined};
-use super::partial::Calls;
+use super::partial::{Calls, Draft};
 use super::protocol::{Assembler, Flow, OnText, Protocol};
 use super::wire::{self, ProviderError, lenient};
 use super::{Conversation, Item, ModelError, ModelTurn, Request, ToolChoice, ToolSpec};
@@ -115,22 +113,10 @@ impl Chat {
 impl Protocol for Chat {
     type Body<'a> = Body<'a>;
     type Assembler = ChatStream;
-
-    /// A base URL (`…/v1`) or already the full `…/chat/completions` endpoint.
-    fn endpoint(url: &str) -> String {
-        joined(url, "/chat/completions")
-    }
-
-    fn headers(&self, key: &ApiKey) -> Result<HeaderMap, ModelError> {
-        bearer(key)
-    }
+    const PATH: &'static str = "/chat/completions";
 
     fn body<'a>(&self, model: &'a str, request: &Request<'a>) -> Body<'a> {
         body(model, request, self.cap_field())
-    }
-
-    fn assembler(&self, max_argument_bytes: u64) -> ChatStream {
-        ChatStream::new(max_argument_bytes)
     }
 
     fn adapts_to(&self, error: &ModelError) -> bool {
@@ -390,8 +376,7 @@ struct Usage {
 /// Assembles text and tool calls from chunks.
 #[derive(Debug)]
 pub struct ChatStream {
-    turn: ModelTurn,
-    calls: Calls,
+    draft: Draft,
     by_index: HashMap<u64, usize>,
     saw_anything: bool,
 }
@@ -403,34 +388,17 @@ impl Default for ChatStream {
 }
 
 impl ChatStream {
-    /// An assembler that drops a tool call's arguments once they pass `max_argument_bytes`.
-    pub fn new(max_argument_bytes: u64) -> Self {
-        Self {
-            turn: ModelTurn::default(),
-            calls: Calls::new(max_argument_bytes),
-            by_index: HashMap::new(),
-            saw_anything: false,
-        }
-    }
-
-    fn text(&mut self, text: &str, on_text: &mut OnText<'_>) {
-        if !text.is_empty() {
-            self.turn.text.push_str(text);
-            on_text(text);
-        }
-    }
-
     fn tool_delta(&mut self, call: CallDelta) {
         let id = call.id.as_deref().filter(|s| !s.is_empty());
         let slot = self.slot(call.index, id);
-        if let Some(partial) = self.calls.get_mut(slot) {
+        if let Some(partial) = self.draft.calls.get_mut(slot) {
             partial.id_once(id);
             partial.name_once(call.function.name.as_deref());
         }
         match call.function.arguments {
             None | Some(serde_json::Value::Null) => {}
-            Some(serde_json::Value::String(piece)) => self.calls.append(slot, &piece),
-            Some(other) => self.calls.append(slot, &other.to_string()),
+            Some(serde_json::Value::String(piece)) => self.draft.calls.append(slot, &piece),
+            Some(other) => self.draft.calls.append(slot, &other.to_string()),
         }
     }
 
@@ -446,28 +414,36 @@ impl ChatStream {
         };
         match index {
             Some(index) => match self.by_index.get(&index) {
-                Some(&slot) if !differs(slot, &self.calls) => slot,
+                Some(&slot) if !differs(slot, &self.draft.calls) => slot,
                 _ => {
-                    let slot = self.calls.open();
+                    let slot = self.draft.calls.open();
                     self.by_index.insert(index, slot);
                     slot
                 }
             },
-            None => match self.calls.last() {
-                Some(slot) if id.is_none() || !differs(slot, &self.calls) => slot,
-                _ => self.calls.open(),
+            None => match self.draft.calls.last() {
+                Some(slot) if id.is_none() || !differs(slot, &self.draft.calls) => slot,
+                _ => self.draft.calls.open(),
             },
         }
     }
 }
 
 impl Assembler for ChatStream {
+    fn new(max_argument_bytes: u64) -> Self {
+        Self {
+            draft: Draft::new(max_argument_bytes),
+            by_index: HashMap::new(),
+            saw_anything: false,
+        }
+    }
+
     /// `[DONE]` ends the answer.
     fn feed(&mut self, data: &str, on_text: &mut OnText<'_>) -> Result<Flow, ModelError> {
-        let data = data.trim();
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
+        let data = match data.trim() {
+            "[DONE]" => return Ok(Flow::Done),
+            data => data,
+        };
         // Keep-alives are SSE comment lines, which the parser already drops; a `data:`
         // payload that is not JSON is a broken stream, not something to skip over.
         let chunk: Chunk = wire::event(data)?;
@@ -478,28 +454,27 @@ impl Assembler for ChatStream {
         }
         self.saw_anything = true;
         if let Some(usage) = chunk.usage {
-            self.turn.usage_reported = true;
-            self.turn.input_tokens = usage.prompt_tokens;
-            self.turn.output_tokens = usage.completion_tokens;
+            self.draft
+                .usage(usage.prompt_tokens, usage.completion_tokens);
         }
         let Some(choice) = chunk.choices.into_iter().next() else {
             return Ok(Flow::More);
         };
         if let Some(reason) = choice.finish_reason {
-            self.turn.finish_reason = Some(reason);
+            self.draft.turn.finish_reason = Some(reason);
         }
         let Some(delta) = choice.delta.or(choice.message) else {
             return Ok(Flow::More);
         };
         // Only `content` is text; `reasoning_content`, `reasoning` and the like are not read.
         match delta.content {
-            Some(Content::Text(text)) => self.text(&text, on_text),
+            Some(Content::Text(text)) => self.draft.text(&text, on_text),
             Some(Content::Parts(parts)) => {
                 for part in parts {
                     if part.kind.as_deref() == Some("text")
                         && let Some(text) = part.text
                     {
-                        self.text(&text, on_text);
+                        self.draft.text(&text, on_text);
                     }
                 }
             }
@@ -511,13 +486,12 @@ impl Assembler for ChatStream {
         Ok(Flow::More)
     }
 
-    fn text_len(&self) -> usize {
-        self.turn.text.len()
+    fn draft(&self) -> &Draft {
+        &self.draft
     }
 
-    fn finish(mut self) -> ModelTurn {
-        self.turn.tool_calls = self.calls.finish("call");
-        self.turn
+    fn finish(self) -> ModelTurn {
+        self.draft.finish("call")
     }
 
     /// Without `[DONE]` a `finish_reason` is the only sign the answer is whole.
@@ -527,7 +501,7 @@ impl Assembler for ChatStream {
                 "the stream ended without a single completion chunk".to_owned(),
             ));
         }
-        if self.turn.finish_reason.is_none() {
+        if self.draft.turn.finish_reason.is_none() {
             return Err(ModelError::Stream(
                 "the stream ended before the model finished (no finish_reason and no [DONE])"
                     .to_owned(),
@@ -721,17 +695,5 @@ mod tests {
             learned,
         );
         assert!(!explicit.adapts_to(&refusal));
-    }
-
-    #[test]
-    fn endpoint_from_base() {
-        assert_eq!(
-            Chat::endpoint("http://h/v1/"),
-            "http://h/v1/chat/completions"
-        );
-        assert_eq!(
-            Chat::endpoint("http://h/v1/chat/completions"),
-            "http://h/v1/chat/completions"
-        );
     }
 }

@@ -92,7 +92,7 @@ impl<P: Protocol> Client<P> {
         let mut parser = SseParser::with_max_line(
             usize::try_from(self.bounds.max_response_bytes).unwrap_or(usize::MAX),
         );
-        let mut assembler = self.protocol.assembler(self.bounds.max_tool_argument_bytes);
+        let mut assembler = P::Assembler::new(self.bounds.max_tool_argument_bytes);
         while let Some(chunk) = response.chunk().await? {
             for data in parser.feed(&chunk)? {
                 if assembler.feed(&data, on_text)? == Flow::Done {

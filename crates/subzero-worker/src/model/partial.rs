@@ -2,7 +2,50 @@
 //! protocol. Past `max_tool_argument_bytes` a call's arguments are dropped (memory stays
 //! flat) but still counted, so the call is answered with a short tool error naming its size.
 
-use super::ToolCall;
+use super::protocol::OnText;
+use super::{ModelTurn, ToolCall};
+
+/// The answer as the stream has told it so far: its turn (text, usage, finish reason) and
+/// its calls. Every assembler keeps one.
+#[derive(Debug)]
+pub struct Draft {
+    pub turn: ModelTurn,
+    pub calls: Calls,
+}
+
+impl Draft {
+    pub fn new(max_argument_bytes: u64) -> Self {
+        Self {
+            turn: ModelTurn::default(),
+            calls: Calls::new(max_argument_bytes),
+        }
+    }
+
+    /// Appends a piece of answer text and shows it to `on_text` (an empty piece is nothing).
+    pub fn text(&mut self, text: &str, on_text: &mut OnText<'_>) {
+        if !text.is_empty() {
+            self.turn.text.push_str(text);
+            on_text(text);
+        }
+    }
+
+    /// The tokens the stream reported (replacing any earlier report).
+    pub fn usage(&mut self, input: u64, output: u64) {
+        self.turn.usage_reported = true;
+        self.turn.input_tokens = input;
+        self.turn.output_tokens = output;
+    }
+
+    pub fn text_len(&self) -> usize {
+        self.turn.text.len()
+    }
+
+    /// The turn with its calls (see [`Calls::finish`] for `prefix`).
+    pub fn finish(mut self, prefix: &str) -> ModelTurn {
+        self.turn.tool_calls = self.calls.finish(prefix);
+        self.turn
+    }
+}
 
 /// One call being assembled.
 #[derive(Debug, Default)]

@@ -10,6 +10,8 @@ use reqwest::header::HeaderMap;
 use serde::Serialize;
 use subzero_protocol::ApiKey;
 
+use super::client::{bearer, joined};
+use super::partial::Draft;
 use super::{ModelError, ModelTurn, Request};
 
 /// Where a model's text goes as it arrives.
@@ -32,19 +34,23 @@ pub trait Protocol: std::fmt::Debug + Send + Sync {
     /// Assembles one answer from the stream's `data:` payloads.
     type Assembler: Assembler;
 
-    /// The URL requests go to, from the caller's `model.url` (a base or the full endpoint).
-    fn endpoint(url: &str) -> String;
-
-    /// The headers that carry `key` (marked sensitive) and whatever else the protocol needs;
-    /// `content-type` is the client's.
-    fn headers(&self, key: &ApiKey) -> Result<HeaderMap, ModelError>;
+    /// The path of the endpoint below the caller's base URL.
+    const PATH: &'static str;
 
     /// The streaming request body for `model`.
     fn body<'a>(&self, model: &'a str, request: &Request<'a>) -> Self::Body<'a>;
 
-    /// A fresh assembler for one answer; a call's arguments past `max_argument_bytes` are
-    /// dropped and counted.
-    fn assembler(&self, max_argument_bytes: u64) -> Self::Assembler;
+    /// The URL requests go to, from the caller's `model.url`: the base with [`Self::PATH`]
+    /// appended, or already the full endpoint.
+    fn endpoint(url: &str) -> String {
+        joined(url, Self::PATH)
+    }
+
+    /// The headers that carry `key` (marked sensitive) and whatever else the protocol needs;
+    /// `content-type` is the client's. A Bearer token unless the protocol says otherwise.
+    fn headers(&self, key: &ApiKey) -> Result<HeaderMap, ModelError> {
+        bearer(key)
+    }
 
     /// Whether `error` is the endpoint refusing this request's *shape* (it generated
     /// nothing) in a way the protocol has now adapted to: the client then sends the same
@@ -61,13 +67,22 @@ pub trait Protocol: std::fmt::Debug + Send + Sync {
 }
 
 /// The stream of one answer, event by event.
-pub trait Assembler: Send {
+pub trait Assembler: Send + Sized {
+    /// A fresh assembler for one answer; a call's arguments past `max_argument_bytes` are
+    /// dropped and counted.
+    fn new(max_argument_bytes: u64) -> Self;
+
+    /// The answer so far.
+    fn draft(&self) -> &Draft;
+
     /// Handles one SSE `data:` payload; text goes to `on_text` as it arrives. A payload that
     /// is not JSON, or the provider's error event, fails the request.
     fn feed(&mut self, data: &str, on_text: &mut OnText<'_>) -> Result<Flow, ModelError>;
 
     /// Bytes of answer text so far (for the request's text cap).
-    fn text_len(&self) -> usize;
+    fn text_len(&self) -> usize {
+        self.draft().text_len()
+    }
 
     /// The answer so far, taken as it is (after [`Flow::Done`], or at the text cap).
     fn finish(self) -> ModelTurn;

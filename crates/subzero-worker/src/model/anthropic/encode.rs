@@ -318,23 +318,6 @@ mod tests {
 
     use super::*;
 
-    fn call(id: &str, name: &str, arguments: &str) -> Call {
-        Call {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn result(id: &str, content: &str) -> Item {
-        Item::ToolResult {
-            call_id: id.to_owned(),
-            name: "ls".to_owned(),
-            content: content.to_owned(),
-            is_error: false,
-        }
-    }
-
     fn ls() -> ToolSpec {
         ToolSpec {
             name: "ls".to_owned(),
@@ -372,13 +355,13 @@ mod tests {
                 Item::Assistant {
                     text: Some("Looking.".into()),
                     calls: vec![
-                        call("toolu_1", "ls", "{\"path\":\".\"}"),
-                        call("toolu_2", "ls", "{}"),
+                        Call::of("toolu_1", "ls", "{\"path\":\".\"}"),
+                        Call::of("toolu_2", "ls", "{}"),
                     ],
                 },
-                result("toolu_1", "a\nb"),
+                Item::result("toolu_1", "ls", "a\nb"),
                 Item::User("also check src".into()),
-                result("toolu_2", ""),
+                Item::result("toolu_2", "ls", ""),
             ],
             &[ls()],
             ToolChoice::Auto,
@@ -408,16 +391,10 @@ mod tests {
     fn foreign_and_repeated_ids_are_mapped_the_same_in_call_and_result() {
         let items = vec![
             Item::User("go".into()),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call:0", "ls", "{}")],
-            },
-            result("call:0", "x"),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call:0", "ls", "{}")],
-            },
-            result("call:0", "y"),
+            Item::calling(vec![Call::of("call:0", "ls", "{}")]),
+            Item::result("call:0", "ls", "x"),
+            Item::calling(vec![Call::of("call:0", "ls", "{}")]),
+            Item::result("call:0", "ls", "y"),
         ];
         let body = encode(items.clone(), &[ls()], ToolChoice::Auto);
         let m = &body["messages"];
@@ -445,12 +422,9 @@ mod tests {
         let body = encode(
             vec![
                 Item::User("go".into()),
-                Item::Assistant {
-                    text: None,
-                    calls: vec![call("c1", "ls", "not json")],
-                },
+                Item::calling(vec![Call::of("c1", "ls", "not json")]),
                 Item::User("Recovery notice: the run was interrupted.".into()),
-                result("c9", "orphan"),
+                Item::result("c9", "ls", "orphan"),
             ],
             &[ls()],
             ToolChoice::Auto,
@@ -504,11 +478,8 @@ mod tests {
     fn tool_choice_none_keeps_the_declarations_and_forbids_calls() {
         let items = vec![
             Item::User("go".into()),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("c1", "ls", "{}")],
-            },
-            result("c1", "x"),
+            Item::calling(vec![Call::of("c1", "ls", "{}")]),
+            Item::result("c1", "ls", "x"),
         ];
         let body = encode(items.clone(), &[ls()], ToolChoice::None);
         assert_eq!(body["tool_choice"], json!({"type": "none"}));

@@ -25,10 +25,11 @@ pub use stream::MessagesStream;
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The Messages protocol.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Messages;
 
 impl Protocol for Messages {
+    const PATH: &'static str = "/v1/messages";
     type Body<'a> = encode::Body<'a>;
     type Assembler = MessagesStream;
 
@@ -63,10 +64,6 @@ impl Protocol for Messages {
 
     fn body<'a>(&self, model: &'a str, request: &Request<'a>) -> encode::Body<'a> {
         encode::body(model, request)
-    }
-
-    fn assembler(&self, max_argument_bytes: u64) -> MessagesStream {
-        MessagesStream::new(max_argument_bytes)
     }
 
     /// An HTTP error whose body is an Anthropic error object keeps only `type: message`.

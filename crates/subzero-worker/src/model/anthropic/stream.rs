@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::super::partial::Calls;
+use super::super::partial::Draft;
 use super::super::protocol::{Assembler, Flow, OnText};
 use super::super::wire::{self, ProviderError, lenient};
 use super::super::{ModelError, ModelTurn, StreamBounds};
@@ -20,10 +20,11 @@ use super::super::{ModelError, ModelTurn, StreamBounds};
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Event {
-    #[serde(rename = "type", deserialize_with = "lenient")]
-    kind: String,
+    /// The content block an event is about.
     #[serde(deserialize_with = "lenient")]
     index: u64,
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Kind,
     #[serde(deserialize_with = "lenient")]
     message: StartedMessage,
     #[serde(deserialize_with = "lenient")]
@@ -32,6 +33,22 @@ struct Event {
     delta: Delta,
     #[serde(deserialize_with = "lenient")]
     usage: Option<Usage>,
+}
+
+/// The event types this reader uses; any other is [`Kind::Other`] and skipped.
+#[derive(Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    MessageStart,
+    ContentBlockStart,
+    ContentBlockDelta,
+    MessageDelta,
+    MessageStop,
+    Error,
+    /// `ping`, `content_block_stop`, and types added after this reader.
+    #[default]
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,9 +120,8 @@ enum Block {
 /// What the stream said so far.
 #[derive(Debug)]
 pub struct MessagesStream {
-    turn: ModelTurn,
+    draft: Draft,
     blocks: HashMap<u64, Block>,
-    calls: Calls,
     /// Per call slot: `input` of `content_block_start` when it was a non-empty object,
     /// used when no delta follows.
     initial: HashMap<usize, String>,
@@ -122,30 +138,18 @@ impl Default for MessagesStream {
 }
 
 impl MessagesStream {
-    /// An assembler that drops a tool call's input once it passes `max_argument_bytes`.
-    pub fn new(max_argument_bytes: u64) -> Self {
-        Self {
-            turn: ModelTurn::default(),
-            blocks: HashMap::new(),
-            calls: Calls::new(max_argument_bytes),
-            initial: HashMap::new(),
-            stopped: false,
-            saw_anything: false,
-        }
-    }
-
     /// Input tokens are `input_tokens` plus the cache reads and writes (Anthropic counts
     /// them apart); `message_delta` carries cumulative counts, so a later value replaces an
     /// earlier one.
     fn usage(&mut self, usage: &Usage) {
-        self.turn.usage_reported = true;
+        self.draft.turn.usage_reported = true;
         if let Some(input) = usage.input_tokens {
-            self.turn.input_tokens = input
+            self.draft.turn.input_tokens = input
                 .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0))
                 .saturating_add(usage.cache_read_input_tokens.unwrap_or(0));
         }
         if let Some(output) = usage.output_tokens {
-            self.turn.output_tokens = output;
+            self.draft.turn.output_tokens = output;
         }
     }
 
@@ -153,13 +157,13 @@ impl MessagesStream {
         let block = match block.kind.as_deref() {
             Some("text") => {
                 if let Some(text) = &block.text {
-                    self.text(text, on_text);
+                    self.draft.text(text, on_text);
                 }
                 Block::Text
             }
             Some("tool_use") => {
-                let slot = self.calls.open();
-                if let Some(call) = self.calls.get_mut(slot) {
+                let slot = self.draft.calls.open();
+                if let Some(call) = self.draft.calls.get_mut(slot) {
                     call.id_once(Some(&block.id));
                     call.name = block.name;
                 }
@@ -182,44 +186,52 @@ impl MessagesStream {
             // A text delta for a block that never started is still text.
             Some("text_delta") if matches!(block, Some(Block::Text) | None) => {
                 if let Some(text) = &delta.text {
-                    self.text(text, on_text);
+                    self.draft.text(text, on_text);
                 }
             }
             Some("input_json_delta") => {
                 if let (Some(&Block::ToolUse(slot)), Some(piece)) = (block, &delta.partial_json) {
-                    self.calls.append(slot, piece);
+                    self.draft.calls.append(slot, piece);
                 }
             }
             // thinking_delta, signature_delta, citations_delta, unknown ones.
             _ => {}
         }
     }
-
-    fn text(&mut self, text: &str, on_text: &mut OnText<'_>) {
-        if !text.is_empty() {
-            self.turn.text.push_str(text);
-            on_text(text);
-        }
-    }
 }
 
 impl Assembler for MessagesStream {
+    /// An assembler that drops a tool call's input once it passes `max_argument_bytes`.
+    fn new(max_argument_bytes: u64) -> Self {
+        Self {
+            draft: Draft::new(max_argument_bytes),
+            blocks: HashMap::new(),
+            initial: HashMap::new(),
+            stopped: false,
+            saw_anything: false,
+        }
+    }
+
+    fn draft(&self) -> &Draft {
+        &self.draft
+    }
+
     /// `message_stop` ends the answer.
     fn feed(&mut self, data: &str, on_text: &mut OnText<'_>) -> Result<Flow, ModelError> {
         let event: Event = wire::event(data)?;
         self.saw_anything = true;
-        match event.kind.as_str() {
-            "message_start" => {
+        match event.kind {
+            Kind::MessageStart => {
                 if let Some(usage) = &event.message.usage {
                     self.usage(usage);
                 }
             }
-            "content_block_start" => {
+            Kind::ContentBlockStart => {
                 let block = event.content_block.unwrap_or_default();
                 self.start_block(event.index, block, on_text);
             }
-            "content_block_delta" => self.delta(event.index, &event.delta, on_text),
-            "message_delta" => {
+            Kind::ContentBlockDelta => self.delta(event.index, &event.delta, on_text),
+            Kind::MessageDelta => {
                 if let Some(reason) = &event.delta.stop_reason {
                     self.stopped = true;
                     // `max_tokens` is the output-token cap run.rs reports as such.
@@ -228,36 +240,32 @@ impl Assembler for MessagesStream {
                     } else {
                         reason
                     };
-                    self.turn.finish_reason = Some(reason.to_owned());
+                    self.draft.turn.finish_reason = Some(reason.to_owned());
                 }
                 if let Some(usage) = &event.usage {
                     self.usage(usage);
                 }
             }
-            "message_stop" => return Ok(Flow::Done),
-            "error" => {
+            Kind::MessageStop => return Ok(Flow::Done),
+            Kind::Error => {
                 return Err(wire::failed(
                     &error_text(data).unwrap_or_else(|| data.to_owned()),
                 ));
             }
-            // `ping`, `content_block_stop`, and types added after this reader.
-            _ => {}
+            Kind::Other => {}
         }
         Ok(Flow::More)
     }
 
-    fn text_len(&self) -> usize {
-        self.turn.text.len()
-    }
-
     fn finish(mut self) -> ModelTurn {
-        let max = self.calls.max_argument_bytes();
+        let max = self.draft.calls.max_argument_bytes();
         // A message cut at `max_tokens` may end in a tool_use whose input never began: its
         // arguments stay empty (incomplete), not `{}`, so the call is not run as if whole.
-        let cut = self.turn.finish_reason.as_deref() == Some("length");
-        let last = self.calls.last();
+        let cut = self.draft.turn.finish_reason.as_deref() == Some("length");
+        let last = self.draft.calls.last();
         for slot in 0..last.map_or(0, |last| last + 1) {
             let empty = self
+                .draft
                 .calls
                 .get(slot)
                 .is_some_and(|c| c.has_no_arguments(max));
@@ -267,13 +275,12 @@ impl Assembler for MessagesStream {
             // Anthropic starts a tool_use with `input: {}` and streams the input; a block
             // that carries its input whole at the start keeps that.
             match self.initial.remove(&slot) {
-                Some(initial) => self.calls.replace(slot, &initial),
+                Some(initial) => self.draft.calls.replace(slot, &initial),
                 None if cut && Some(slot) == last => {}
-                None => self.calls.replace(slot, "{}"),
+                None => self.draft.calls.replace(slot, "{}"),
             }
         }
-        self.turn.tool_calls = self.calls.finish("toolu");
-        self.turn
+        self.draft.finish("toolu")
     }
 
     /// Without `message_stop` only a `stop_reason` says the answer is whole.

@@ -25,13 +25,10 @@ mod stream;
 
 use std::collections::{HashMap, HashSet};
 
-use reqwest::header::HeaderMap;
 use serde::Serialize;
-use subzero_protocol::ApiKey;
 
-use super::client::{bearer, joined};
 use super::protocol::Protocol;
-use super::{Conversation, Item, ModelError, Request, ToolChoice, ToolSpec};
+use super::{Conversation, Item, Request, ToolChoice, ToolSpec};
 pub use stream::ResponsesStream;
 
 /// The output of a call the transcript holds no result for (OpenAI refuses a
@@ -45,22 +42,26 @@ pub struct Responses;
 impl Protocol for Responses {
     type Body<'a> = Body<'a>;
     type Assembler = ResponsesStream;
+    const PATH: &'static str = "/responses";
 
-    /// A base URL (`…/v1`) or already the full `…/responses` endpoint.
-    fn endpoint(url: &str) -> String {
-        joined(url, "/responses")
-    }
-
-    fn headers(&self, key: &ApiKey) -> Result<HeaderMap, ModelError> {
-        bearer(key)
-    }
-
+    /// The body for `model`. Without tools the request names none (and no `tool_choice`:
+    /// some servers refuse one without tools). When no call is allowed the declarations
+    /// stay, so the earlier `function_call` items still name declared tools, and
+    /// `tool_choice: "none"` forbids calls.
     fn body<'a>(&self, model: &'a str, request: &Request<'a>) -> Body<'a> {
-        body(model, request)
-    }
-
-    fn assembler(&self, max_argument_bytes: u64) -> ResponsesStream {
-        ResponsesStream::new(max_argument_bytes)
+        let conversation = request.conversation;
+        let system = conversation.system.as_str();
+        let declared = !request.tools.is_empty();
+        Body {
+            model,
+            instructions: (!system.is_empty()).then_some(system),
+            input: input(conversation),
+            stream: true,
+            store: false,
+            max_output_tokens: request.max_output_tokens,
+            tools: declared.then(|| request.tools.iter().map(declaration).collect()),
+            tool_choice: (declared && request.tool_choice == ToolChoice::None).then_some("none"),
+        }
     }
 }
 
@@ -115,25 +116,6 @@ struct Declaration<'a> {
     description: &'a str,
     parameters: &'a serde_json::Value,
     strict: bool,
-}
-
-/// The request body for `model`.
-fn body<'a>(model: &'a str, request: &Request<'a>) -> Body<'a> {
-    let conversation = request.conversation;
-    // Without tools the request names none (and no `tool_choice`: some servers refuse one
-    // without tools). When no call is allowed the declarations stay, so the earlier
-    // `function_call` items still name declared tools, and `tool_choice: "none"` forbids calls.
-    let declared = !request.tools.is_empty();
-    Body {
-        model,
-        instructions: (!conversation.system.is_empty()).then_some(conversation.system.as_str()),
-        input: input(conversation),
-        stream: true,
-        store: false,
-        max_output_tokens: request.max_output_tokens,
-        tools: declared.then(|| request.tools.iter().map(declaration).collect()),
-        tool_choice: (declared && request.tool_choice == ToolChoice::None).then_some("none"),
-    }
 }
 
 fn declaration(tool: &ToolSpec) -> Declaration<'_> {
@@ -279,23 +261,6 @@ mod tests {
         }
     }
 
-    fn call(id: &str, name: &str, arguments: &str) -> Call {
-        Call {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn result(call_id: &str, content: &str) -> Item {
-        Item::ToolResult {
-            call_id: call_id.to_owned(),
-            name: "read".to_owned(),
-            content: content.to_owned(),
-            is_error: false,
-        }
-    }
-
     fn tool() -> ToolSpec {
         ToolSpec {
             name: "read".to_owned(),
@@ -310,9 +275,9 @@ mod tests {
             Item::User("Summarise README.md".to_owned()),
             Item::Assistant {
                 text: Some("Reading it.".to_owned()),
-                calls: vec![call("call_1", "read", r#"{"path":"README.md"}"#)],
+                calls: vec![Call::of("call_1", "read", r#"{"path":"README.md"}"#)],
             },
-            result("call_1", "# Demo"),
+            Item::result("call_1", "read", "# Demo"),
             Item::User("focus on the title".to_owned()),
         ]);
         let tools = [tool()];
@@ -323,7 +288,7 @@ mod tests {
             max_output_tokens: 512,
             max_text_bytes: None,
         };
-        let body = to_json(body("gpt-test", &request));
+        let body = to_json(Responses.body("gpt-test", &request));
         assert_eq!(body["model"], "gpt-test");
         assert_eq!(body["instructions"], "Be brief.");
         assert_eq!(body["stream"], true);
@@ -363,14 +328,14 @@ mod tests {
             max_output_tokens: 256,
             max_text_bytes: None,
         };
-        let body = to_json(body("m", &request));
+        let body = to_json(Responses.body("m", &request));
         assert_eq!(body["tool_choice"], "none");
         assert_eq!(body["tools"][0]["name"], "read");
         let request = Request {
             tools: &[],
             ..request
         };
-        let body = to_json(super::body("m", &request));
+        let body = to_json(Responses.body("m", &request));
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
         let empty = Conversation::default();
         let request = Request {
@@ -378,7 +343,7 @@ mod tests {
             ..request
         };
         assert!(
-            to_json(super::body("m", &request))
+            to_json(Responses.body("m", &request))
                 .get("instructions")
                 .is_none()
         );
@@ -388,12 +353,12 @@ mod tests {
     fn every_call_has_an_output_and_no_output_is_orphaned() {
         let items = inputs(&conversation(vec![
             Item::User("go".to_owned()),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call_1", "ls", "{}"), call("call_2", "ls", "{}")],
-            },
-            result("call_2", "b"),
-            result("call_9", "from nowhere"),
+            Item::calling(vec![
+                Call::of("call_1", "ls", "{}"),
+                Call::of("call_2", "ls", "{}"),
+            ]),
+            Item::result("call_2", "read", "b"),
+            Item::result("call_9", "read", "from nowhere"),
         ]));
         let kinds: Vec<(String, String)> = items
             .iter()
@@ -421,18 +386,15 @@ mod tests {
     #[test]
     fn ids_repeated_across_turns_or_empty_become_distinct_pairs() {
         let items = inputs(&conversation(vec![
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call_0", "ls", "{}")],
-            },
-            result("call_0", "first"),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call_0", "ls", "{}"), call("", "ls", "{}")],
-            },
-            result("call_0", "second"),
-            result("call_0", "a second answer to the same call"),
-            result("", "third"),
+            Item::calling(vec![Call::of("call_0", "ls", "{}")]),
+            Item::result("call_0", "read", "first"),
+            Item::calling(vec![
+                Call::of("call_0", "ls", "{}"),
+                Call::of("", "ls", "{}"),
+            ]),
+            Item::result("call_0", "read", "second"),
+            Item::result("call_0", "read", "a second answer to the same call"),
+            Item::result("", "read", "third"),
         ]));
         let pairs: Vec<(&str, &str)> = items
             .iter()
@@ -453,15 +415,6 @@ mod tests {
                 ("call_0_2", "second"),
                 ("call_1", "third"),
             ]
-        );
-    }
-
-    #[test]
-    fn endpoint_from_base_or_full_url() {
-        assert_eq!(Responses::endpoint("http://h/v1/"), "http://h/v1/responses");
-        assert_eq!(
-            Responses::endpoint("http://h/v1/responses"),
-            "http://h/v1/responses"
         );
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 
-use super::super::partial::Calls;
+use super::super::partial::Draft;
 use super::super::protocol::{Assembler, Flow, OnText};
 use super::super::wire::{self, ProviderError, lenient};
 use super::super::{ModelError, ModelTurn};
@@ -88,8 +88,7 @@ struct Usage {
 /// Assembles one answer from Responses stream events.
 #[derive(Debug)]
 pub struct ResponsesStream {
-    turn: ModelTurn,
-    calls: Calls,
+    draft: Draft,
     by_item: HashMap<String, usize>,
     by_output: HashMap<u64, usize>,
     /// Message items whose text arrived as deltas (their `.done` adds nothing).
@@ -103,19 +102,6 @@ pub struct ResponsesStream {
 }
 
 impl ResponsesStream {
-    pub fn new(max_argument_bytes: u64) -> Self {
-        Self {
-            turn: ModelTurn::default(),
-            calls: Calls::new(max_argument_bytes),
-            by_item: HashMap::new(),
-            by_output: HashMap::new(),
-            texted: HashSet::new(),
-            last_text_item: None,
-            anonymous_text: false,
-            events: 0,
-        }
-    }
-
     /// Handles one parsed event.
     fn event(
         &mut self,
@@ -138,24 +124,24 @@ impl ResponsesStream {
             "response.function_call_arguments.delta" => {
                 if let Some(delta) = &event.delta {
                     let slot = self.slot(event.item_id.as_deref(), event.output_index);
-                    self.calls.append(slot, delta);
+                    self.draft.calls.append(slot, delta);
                 }
             }
             "response.function_call_arguments.done" => {
                 if let Some(arguments) = &event.arguments {
                     let slot = self.slot(event.item_id.as_deref(), event.output_index);
-                    self.calls.replace(slot, arguments);
+                    self.draft.calls.replace(slot, arguments);
                 }
             }
             "response.completed" => {
                 self.usage(&event.response);
                 self.unseen_calls(&event.response);
-                let reason = if self.calls.any() {
+                let reason = if self.draft.calls.any() {
                     "tool_calls"
                 } else {
                     "stop"
                 };
-                self.turn.finish_reason = Some(reason.to_owned());
+                self.draft.turn.finish_reason = Some(reason.to_owned());
                 return Ok(Flow::Done);
             }
             "response.incomplete" => {
@@ -170,7 +156,7 @@ impl ResponsesStream {
                 } else {
                     reason
                 };
-                self.turn.finish_reason = Some(reason);
+                self.draft.turn.finish_reason = Some(reason);
                 return Ok(Flow::Done);
             }
             "response.failed" => {
@@ -212,8 +198,8 @@ impl ResponsesStream {
                 .last_text_item
                 .as_deref()
                 .is_some_and(|last| last != item);
-            if other && !self.turn.text.is_empty() {
-                self.turn.text.push_str("\n\n");
+            if other && !self.draft.turn.text.is_empty() {
+                self.draft.turn.text.push_str("\n\n");
                 on_text("\n\n");
             }
             self.texted.insert(item.to_owned());
@@ -221,7 +207,7 @@ impl ResponsesStream {
         } else {
             self.anonymous_text = true;
         }
-        self.turn.text.push_str(delta);
+        self.draft.turn.text.push_str(delta);
         on_text(delta);
     }
 
@@ -241,14 +227,14 @@ impl ResponsesStream {
                 if let Some(arguments) = &item.arguments
                     && (done || !arguments.is_empty())
                 {
-                    self.calls.replace(slot, arguments);
+                    self.draft.calls.replace(slot, arguments);
                 }
             }
             Some("message") if done => {
                 let id = item.id.as_deref();
                 let streamed = match id {
                     Some(id) => self.texted.contains(id) || self.anonymous_text,
-                    None => !self.turn.text.is_empty(),
+                    None => !self.draft.turn.text.is_empty(),
                 };
                 if !streamed {
                     self.text(id, &message_text(item), on_text);
@@ -264,10 +250,10 @@ impl ResponsesStream {
             .and_then(|id| self.by_item.get(id))
             .or_else(|| index.and_then(|i| self.by_output.get(&i)))
             .copied();
-        let slot = known.unwrap_or_else(|| self.calls.open());
+        let slot = known.unwrap_or_else(|| self.draft.calls.open());
         if let Some(id) = item {
             self.by_item.entry(id.to_owned()).or_insert(slot);
-            if let Some(call) = self.calls.get_mut(slot)
+            if let Some(call) = self.draft.calls.get_mut(slot)
                 && call.key.is_none()
             {
                 call.key = Some(id.to_owned());
@@ -280,7 +266,7 @@ impl ResponsesStream {
     }
 
     fn fill_call(&mut self, slot: usize, item: &OutputItem) {
-        if let Some(call) = self.calls.get_mut(slot) {
+        if let Some(call) = self.draft.calls.get_mut(slot) {
             call.id_once(item.call_id.as_deref());
             call.name_once(item.name.as_deref());
         }
@@ -288,9 +274,7 @@ impl ResponsesStream {
 
     fn usage(&mut self, response: &Response) {
         if let Some(usage) = &response.usage {
-            self.turn.usage_reported = true;
-            self.turn.input_tokens = usage.input_tokens;
-            self.turn.output_tokens = usage.output_tokens;
+            self.draft.usage(usage.input_tokens, usage.output_tokens);
         }
     }
 
@@ -302,26 +286,42 @@ impl ResponsesStream {
                 continue;
             }
             let (id, call_id) = (item.id.as_deref(), item.call_id.as_deref());
-            let seen = self.calls.iter().any(|c| {
+            let seen = self.draft.calls.iter().any(|c| {
                 (id.is_some() && c.key.as_deref() == id)
                     || (call_id.is_some() && c.id.as_deref() == call_id)
             });
             if seen {
                 continue;
             }
-            let slot = self.calls.open();
-            if let Some(call) = self.calls.get_mut(slot) {
+            let slot = self.draft.calls.open();
+            if let Some(call) = self.draft.calls.get_mut(slot) {
                 call.key = id.map(str::to_owned);
             }
             self.fill_call(slot, item);
             if let Some(arguments) = &item.arguments {
-                self.calls.replace(slot, arguments);
+                self.draft.calls.replace(slot, arguments);
             }
         }
     }
 }
 
 impl Assembler for ResponsesStream {
+    fn new(max_argument_bytes: u64) -> Self {
+        Self {
+            draft: Draft::new(max_argument_bytes),
+            by_item: HashMap::new(),
+            by_output: HashMap::new(),
+            texted: HashSet::new(),
+            last_text_item: None,
+            anonymous_text: false,
+            events: 0,
+        }
+    }
+
+    fn draft(&self) -> &Draft {
+        &self.draft
+    }
+
     /// `response.completed` and `response.incomplete` end the answer.
     fn feed(&mut self, data: &str, on_text: &mut OnText<'_>) -> Result<Flow, ModelError> {
         let data = data.trim();
@@ -335,13 +335,8 @@ impl Assembler for ResponsesStream {
         self.event(event, data, on_text)
     }
 
-    fn text_len(&self) -> usize {
-        self.turn.text.len()
-    }
-
-    fn finish(mut self) -> ModelTurn {
-        self.turn.tool_calls = self.calls.finish("call");
-        self.turn
+    fn finish(self) -> ModelTurn {
+        self.draft.finish("call")
     }
 
     /// Only `response.completed` / `response.incomplete` say the answer is whole.
