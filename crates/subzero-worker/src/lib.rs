@@ -16,6 +16,7 @@ mod redact;
 mod run;
 mod scratch;
 mod steering;
+mod text_events;
 mod tools;
 mod transcript;
 mod usage;

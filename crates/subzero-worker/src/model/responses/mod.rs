@@ -22,6 +22,7 @@
 //! that is not JSON, or a stream that ends before `response.completed` /
 
 mod stream;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
 

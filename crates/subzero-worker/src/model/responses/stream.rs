@@ -3,87 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Deserialize;
-
 use super::super::partial::Draft;
 use super::super::protocol::{Assembler, Flow, OnText};
-use super::super::wire::{self, ProviderError, lenient};
+use super::super::wire::{self, ProviderError};
 use super::super::{ModelError, ModelTurn};
-
-/// One stream event as read: the union of the fields the events this reader uses carry.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Event {
-    #[serde(rename = "type", deserialize_with = "lenient")]
-    kind: String,
-    #[serde(deserialize_with = "lenient")]
-    delta: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    item_id: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    output_index: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
-    arguments: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    item: Option<OutputItem>,
-    #[serde(deserialize_with = "lenient")]
-    response: Response,
-    error: Option<ProviderError>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct OutputItem {
-    #[serde(rename = "type", deserialize_with = "lenient")]
-    kind: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    id: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    call_id: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    name: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    arguments: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    content: Vec<ContentPart>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ContentPart {
-    #[serde(deserialize_with = "lenient")]
-    text: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    refusal: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Response {
-    #[serde(deserialize_with = "lenient")]
-    usage: Option<Usage>,
-    #[serde(deserialize_with = "lenient")]
-    output: Vec<OutputItem>,
-    #[serde(deserialize_with = "lenient")]
-    incomplete_details: Option<IncompleteDetails>,
-    error: Option<ProviderError>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct IncompleteDetails {
-    #[serde(deserialize_with = "lenient")]
-    reason: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Usage {
-    #[serde(deserialize_with = "lenient")]
-    input_tokens: u64,
-    #[serde(deserialize_with = "lenient")]
-    output_tokens: u64,
-}
+use super::wire::{Event, OutputItem, Response};
 
 /// Assembles one answer from Responses stream events.
 #[derive(Debug)]
@@ -133,60 +57,46 @@ impl ResponsesStream {
                     self.draft.calls.replace(slot, arguments);
                 }
             }
-            "response.completed" => {
-                self.usage(&event.response);
-                self.unseen_calls(&event.response);
-                let reason = if self.draft.calls.any() {
-                    "tool_calls"
-                } else {
-                    "stop"
-                };
-                self.draft.turn.finish_reason = Some(reason.to_owned());
+            "response.completed" | "response.incomplete" => {
+                self.ended(&event);
                 return Ok(Flow::Done);
             }
-            "response.incomplete" => {
-                self.usage(&event.response);
-                let reason = event
-                    .response
-                    .incomplete_details
-                    .and_then(|d| d.reason)
-                    .unwrap_or_else(|| "incomplete".to_owned());
-                let reason = if reason == "max_output_tokens" {
-                    "length".to_owned()
-                } else {
-                    reason
-                };
-                self.draft.turn.finish_reason = Some(reason);
-                return Ok(Flow::Done);
-            }
-            "response.failed" => {
-                let error = event.response.error.unwrap_or_default();
-                return Err(provider_error(
-                    &error,
-                    "the model endpoint failed the response",
-                ));
-            }
-            "error" => {
-                // OpenAI puts `code`/`message` on the event; some servers nest an `error`.
-                let error = match event.error.filter(ProviderError::is_object) {
-                    Some(nested) => nested,
-                    None => serde_json::from_str(data).unwrap_or_default(),
-                };
-                return Err(provider_error(
-                    &error,
-                    "the model endpoint sent an error event",
-                ));
-            }
+            "response.failed" | "error" => return Err(failure(event, data)),
             "" if event.error.as_ref().is_some_and(ProviderError::is_object) => {
-                // A Chat-style `{"error": {…}}` payload from a proxy.
-                let error = event.error.unwrap_or_default();
-                return Err(provider_error(&error, "the model endpoint sent an error"));
+                return Err(failure(event, data));
             }
             // Lifecycle (`response.created`, `.in_progress`, `.queued`), reasoning, content
             // parts, annotations and anything newer: nothing to keep.
             _ => {}
         }
         Ok(Flow::More)
+    }
+
+    /// `response.completed` (`stop`, or `tool_calls` when it made calls) or
+    /// `response.incomplete` (its reason; `max_output_tokens` is `length`).
+    fn ended(&mut self, event: &Event) {
+        let response = &event.response;
+        self.usage(response);
+        let reason = if event.kind == "response.completed" {
+            self.unseen_calls(response);
+            if self.draft.calls.any() {
+                "tool_calls"
+            } else {
+                "stop"
+            }
+            .to_owned()
+        } else {
+            match response
+                .incomplete_details
+                .as_ref()
+                .and_then(|d| d.reason.as_deref())
+            {
+                Some("max_output_tokens") => "length".to_owned(),
+                Some(reason) => reason.to_owned(),
+                None => "incomplete".to_owned(),
+            }
+        };
+        self.draft.turn.finish_reason = Some(reason);
     }
 
     fn text(&mut self, item: Option<&str>, delta: &str, on_text: &mut OnText<'_>) {
@@ -364,6 +274,29 @@ fn message_text(item: &OutputItem) -> String {
         .iter()
         .filter_map(|p| p.text.as_deref().or(p.refusal.as_deref()))
         .collect()
+}
+
+/// The error of `response.failed`, of an `error` event (OpenAI puts `code`/`message` on
+/// the event; some servers nest an `error`), or of a Chat-style `{"error": {…}}` payload
+/// from a proxy.
+fn failure(event: Event, data: &str) -> ModelError {
+    match event.kind.as_str() {
+        "response.failed" => provider_error(
+            &event.response.error.unwrap_or_default(),
+            "the model endpoint failed the response",
+        ),
+        "error" => {
+            let error = match event.error.filter(ProviderError::is_object) {
+                Some(nested) => nested,
+                None => serde_json::from_str(data).unwrap_or_default(),
+            };
+            provider_error(&error, "the model endpoint sent an error event")
+        }
+        _ => provider_error(
+            &event.error.unwrap_or_default(),
+            "the model endpoint sent an error",
+        ),
+    }
 }
 
 /// `code: message` of a provider error object, redacted.
