@@ -150,6 +150,15 @@ impl LlamaServer {
         format!("{}/v1", self.origin())
     }
 
+    /// Whether the server's slot is generating (`GET /slots`); `None` when it did not say.
+    pub fn processing(&self) -> Option<bool> {
+        let (status, body) = get(self.port, "/slots")?;
+        let slots: serde_json::Value =
+            serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+        let slots = slots.as_array()?;
+        Some(slots.iter().any(|s| s["is_processing"] == true))
+    }
+
     /// The server's output so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -163,7 +172,7 @@ impl LlamaServer {
                     self.log_text()
                 )));
             }
-            if get_status(self.port, "/health") == Some(200) {
+            if get(self.port, "/health").is_some_and(|(status, _)| status == 200) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -187,13 +196,17 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// The status of `GET path` on the loopback port, if it answered.
-fn get_status(port: u16, path: &str) -> Option<u16> {
+/// The status and body of `GET path` on the loopback port, if it answered.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    // HTTP/1.0: the body comes whole, never chunked.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     stream.write_all(request.as_bytes()).ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let response = String::from_utf8_lossy(&response);
+    let status = response.get(9..12)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    Some((status, body.to_owned()))
 }

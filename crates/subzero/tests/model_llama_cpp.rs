@@ -163,6 +163,18 @@ async fn a_stop_mid_generation_is_confirmed(tier: &Tier, s: &McpSession) {
     let snap = ok(s, "subzero_get", json!({"childId": child})).await;
     assert_eq!(snap["state"], "ready", "{snap:#}");
     assert_eq!(snap["lastRun"]["status"], "stopped", "{snap:#}");
+    // The worker closed the stream, and llama.cpp ends a generation whose client is gone.
+    let idle = tokio::time::timeout(Duration::from_secs(10), async {
+        while tier.server.processing() != Some(false) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        idle.is_ok(),
+        "the server still generates the stopped story: {}",
+        shown(tier, &snap)
+    );
 }
 
 async fn a_coder_writes_a_file(tier: &Tier, s: &McpSession) {
