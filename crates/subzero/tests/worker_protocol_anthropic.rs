@@ -6,10 +6,7 @@
 mod mcp_support;
 mod worker_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use subzero_testkit::held::HeldStream;
 use subzero_testkit::model_messages::{self as mm, check_request};
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
 use worker_support::{OnProtocol, RunSpec, WAIT, WorkerProc, dirs, researcher};
@@ -382,35 +379,12 @@ fn a_steer_joins_the_tool_results_in_the_next_user_message() {
 
 #[test]
 fn cancel_mid_stream_closes_the_connection_the_server_sees_it() {
-    let (ws, state) = dirs();
-    let held = HeldStream::start(vec![
+    let steps = vec![
         mm::message_start(5),
         mm::text_start(0),
         mm::text_delta(0, "working"),
-    ])
-    .expect("held stream");
-    let id = run_id(40);
-    let mut worker = ON.run(
-        held.base_url(),
-        &id,
-        ws.path(),
-        &state.path().join("t.jsonl"),
-    );
-    let request = held.wait_for_request(WAIT).expect("the request arrived");
-    assert!(request.starts_with("POST /v1/messages "), "{request}");
-    // Let the worker read the start of the answer: the cancel lands mid-stream.
-    assert!(
-        !held.wait_closed(Duration::from_millis(300)),
-        "the stream is open while the run waits for more"
-    );
-    worker.send(&json!({"type": "cancel", "runId": id}));
-    assert!(
-        held.wait_closed(Duration::from_secs(5)),
-        "the model server never saw the connection close"
-    );
-    worker.expect_type("cancel_confirmed", &id);
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "stopped", "{settled}");
+    ];
+    let settled = ON.cancel_mid_stream(steps, 40, "POST /v1/messages ");
     assert_eq!(settled["result"], "working", "the stream was being read");
 }
 

@@ -7,10 +7,7 @@
 mod mcp_support;
 mod worker_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use subzero_testkit::held::HeldStream;
 use subzero_testkit::model_responses::{self as rs, check_request};
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
 use worker_support::{OnProtocol, WAIT, WorkerProc, dirs};
@@ -378,31 +375,9 @@ fn a_steer_reaches_the_next_request_as_a_user_input_item() {
 
 #[test]
 fn cancel_mid_stream_closes_the_connection_the_server_sees_it() {
-    let (ws, state) = dirs();
     let mut events = vec![rs::created()];
     events.extend(rs::message_events(0, "msg_1", "thinking out loud")[..3].to_vec());
-    let held = HeldStream::start(rs::steps(events)).expect("held stream");
-    let id = run_id(50);
-    let mut worker = ON.run(
-        held.base_url(),
-        &id,
-        ws.path(),
-        &state.path().join("t.jsonl"),
-    );
-    let request = held.wait_for_request(WAIT).expect("the request arrived");
-    assert!(request.starts_with("POST /v1/responses "), "{request}");
-    assert!(
-        !held.wait_closed(Duration::from_millis(300)),
-        "the stream is open while the run waits for more"
-    );
-    worker.send(&json!({"type": "cancel", "runId": id}));
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "stopped", "{settled}");
-    worker.expect_type("cancel_confirmed", &id);
-    assert!(
-        held.wait_closed(Duration::from_secs(5)),
-        "the server never saw the connection close"
-    );
+    ON.cancel_mid_stream(rs::steps(events), 50, "POST /v1/responses ");
 }
 
 mod over_mcp {

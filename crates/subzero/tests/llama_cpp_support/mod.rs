@@ -20,6 +20,8 @@ const CTX_SIZE: u32 = 8192;
 /// A running server and a broker's files.
 pub struct Tier {
     pub dir: TempDir,
+    /// The children's workspace (canonical).
+    workspace: PathBuf,
     pub server: LlamaServer,
 }
 
@@ -40,7 +42,9 @@ impl Tier {
             Err(Unavailable::Failed(why)) => panic!("installing the real-model tier failed: {why}"),
         };
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("workspace")).expect("workspace");
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let workspace = workspace.canonicalize().expect("workspace path");
         let server = LlamaServer::start(&installed, &dir.path().join("llama-server.log"), CTX_SIZE)
             .unwrap_or_else(|e| panic!("llama-server did not start: {e}"));
         eprintln!(
@@ -50,7 +54,11 @@ impl Tier {
             server.load_time.as_secs_f64(),
             server.origin()
         );
-        let tier = Tier { dir, server };
+        let tier = Tier {
+            dir,
+            workspace,
+            server,
+        };
         std::fs::write(
             tier.dir.path().join("config.toml"),
             format!(
@@ -63,11 +71,7 @@ impl Tier {
     }
 
     pub fn workspace(&self) -> PathBuf {
-        self.dir
-            .path()
-            .join("workspace")
-            .canonicalize()
-            .expect("workspace path")
+        self.workspace.clone()
     }
 
     pub fn command(&self, log: &str) -> BrokerCommand {

@@ -364,4 +364,36 @@ impl OnProtocol {
         std::thread::sleep(Duration::from_millis(150));
         (settled, server.requests(), worker)
     }
+
+    /// Run `n` on an endpoint that streams `steps` and holds the stream open; cancelled
+    /// mid-stream, the run is `stopped`, confirmed, and the endpoint sees its connection
+    /// closed. The request must start with `request_line`. The settled line.
+    pub fn cancel_mid_stream(
+        &self,
+        steps: Vec<subzero_testkit::Step>,
+        n: u8,
+        request_line: &str,
+    ) -> Value {
+        let (ws, state) = dirs();
+        let held = subzero_testkit::held::HeldStream::start(steps).expect("held stream");
+        let id = self.run_id(n);
+        let transcript = state.path().join("t.jsonl");
+        let mut worker = self.run(held.base_url(), &id, ws.path(), &transcript);
+        let request = held.wait_for_request(WAIT).expect("the request arrived");
+        assert!(request.starts_with(request_line), "{request}");
+        // Let the worker read the start of the answer: the cancel lands mid-stream.
+        assert!(
+            !held.wait_closed(Duration::from_millis(300)),
+            "the stream is open while the run waits for more"
+        );
+        worker.send(&json!({"type": "cancel", "runId": id}));
+        assert!(
+            held.wait_closed(Duration::from_secs(5)),
+            "the model server never saw the connection close"
+        );
+        worker.expect_type("cancel_confirmed", &id);
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "stopped", "{settled}");
+        settled
+    }
 }
