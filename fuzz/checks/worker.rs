@@ -12,8 +12,8 @@ use std::sync::Once;
 
 use serde_json::Value;
 use subzero_worker::fuzzing::{
-    Assembler, ModelError, ModelTurn, PLACEHOLDER, ParsedTranscript, SseError, SseParser,
-    StreamRedactor, add_secrets,
+    Assembler, ChatStream, Flow, ModelError, ModelTurn, PLACEHOLDER, ParsedTranscript, SseError,
+    SseParser, StreamRedactor, add_secrets,
 };
 
 /// Ids tried as `fromLeaf` per input; bounds the quadratic re-parse.
@@ -142,7 +142,7 @@ pub fn sse_stream(data: &[u8]) {
 /// Mirrors `ChatClient::complete`: events fed while streaming stop at `[DONE]`; the events of
 /// `finish` are all handled; an error event ends the turn.
 fn assemble(events: &Events) {
-    let mut assembler = Assembler::default();
+    let mut assembler = ChatStream::default();
     let mut streamed = String::new();
     let outcome = {
         let mut on_text = |text: &str| streamed.push_str(text);
@@ -154,17 +154,17 @@ fn assemble(events: &Events) {
 }
 
 fn replay(
-    assembler: &mut Assembler,
+    assembler: &mut ChatStream,
     events: &Events,
     on_text: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(), ModelError> {
     for data in &events.fed {
-        if assembler.event(data, on_text)? {
+        if assembler.feed(data, on_text)? == Flow::Done {
             return Ok(());
         }
     }
     for data in &events.finished {
-        assembler.event(data, on_text)?;
+        assembler.feed(data, on_text)?;
     }
     Ok(())
 }

@@ -15,7 +15,9 @@
 //! ```
 
 pub mod chat;
+pub mod held;
 mod http;
+pub mod llama_cpp;
 pub mod mcp_client;
 pub mod messages;
 pub mod model_chat_shapes;
@@ -58,6 +60,16 @@ pub enum Step {
 }
 
 impl Step {
+    /// One event as the Responses and Messages APIs frame it: `event: <type>` (the `type`
+    /// inside `data`), then `data: <json>`.
+    pub fn event(data: &Value) -> Self {
+        let name = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        Step::Raw(format!("event: {name}\ndata: {data}\n\n"))
+    }
+
     /// A `chat.completion.chunk` with `delta`, like OpenAI sends it.
     pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Self {
         Step::Data(

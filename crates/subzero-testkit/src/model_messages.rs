@@ -22,13 +22,9 @@ use serde_json::{Value, json};
 
 use crate::{Reply, Step, split};
 
-/// One SSE event named `name` (the `type` of `data`).
+/// One SSE event named as the `type` of `data`.
 pub fn event(data: &Value) -> Step {
-    let name = data
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    Step::Raw(format!("event: {name}\ndata: {data}\n\n"))
+    Step::event(data)
 }
 
 /// `message_start` with `input_tokens` (and the initial `output_tokens: 1`).

@@ -16,6 +16,7 @@ mod redact;
 mod run;
 mod scratch;
 mod steering;
+mod text_events;
 mod tools;
 mod transcript;
 mod usage;
@@ -24,9 +25,9 @@ mod usage;
 /// replays in `tests/`. Not an API: nothing outside those may rely on it.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::model::openai::Assembler;
+    pub use crate::model::chat::ChatStream;
     pub use crate::model::sse::{SseError, SseParser};
-    pub use crate::model::{ModelError, ModelTurn, ToolCall};
+    pub use crate::model::{Assembler, Flow, ModelError, ModelTurn, ToolCall};
     pub use crate::redact::{PLACEHOLDER, StreamRedactor, add_secrets, redact};
     pub use crate::transcript::Parsed as ParsedTranscript;
 }
@@ -314,6 +315,8 @@ struct Active {
 struct Worker {
     containment: Arc<Containment>,
     scratch: Arc<Scratch>,
+    /// What the child's endpoints taught this worker, kept across its runs.
+    learned: Arc<model::Learned>,
     active: Option<Active>,
 }
 
@@ -322,6 +325,7 @@ impl Worker {
         Self {
             containment: Arc::new(Containment::new()),
             scratch,
+            learned: Arc::default(),
             active: None,
         }
     }
@@ -435,6 +439,7 @@ impl Worker {
             Arc::new(start),
             self.containment.clone(),
             self.scratch.clone(),
+            self.learned.clone(),
             steers.clone(),
             progress.clone(),
             cancel.clone(),
@@ -624,6 +629,7 @@ async fn run_task(
     start: Arc<StartRun>,
     containment: Arc<Containment>,
     scratch: Arc<Scratch>,
+    learned: Arc<model::Learned>,
     steers: Arc<SteerQueue>,
     progress: run::SharedProgress,
     cancel: Arc<Notify>,
@@ -671,6 +677,7 @@ async fn run_task(
             steers,
             progress,
             mcp: mcp.clone(),
+            learned,
             deadline,
         };
         let result = run::drive(ctx, transcript).await;

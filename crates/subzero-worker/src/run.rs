@@ -2,38 +2,30 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::calls::{self, answer_unrun};
 use crate::control::BudgetName;
-use crate::control::{
-    ErrorBody, ErrorBodyExt, ErrorCode, EventText, RunId, RunUsage, StartRun, WorkerEvent,
-};
+use crate::control::{ErrorBody, ErrorBodyExt, ErrorCode, RunUsage, StartRun, WorkerEvent};
 use crate::emit;
 use crate::handoff::{
     HANDOFF_MAX_BYTES, HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached, cut_summary,
 };
 use crate::model::{
-    Call, Conversation, Item, ModelClient, ModelError, PROTOCOLS, Request, ToolChoice, ToolSpec,
+    Call, Conversation, Item, Learned, ModelClient, ModelError, ModelTurn, PROTOCOLS, Request,
+    ToolChoice, ToolSpec,
 };
-use crate::redact::{StreamRedactor, redact};
+use crate::redact::redact;
 use crate::steering::SteerQueue;
+use crate::text_events::TextEvents;
 use crate::tools::mcp::{McpTools, ServerSpec};
 use crate::tools::{self, ToolContext};
 use crate::transcript::{
     Entry, EntryType, EntryUsage, ToolCallRecord, Transcript, TranscriptError,
 };
 use crate::usage::TurnTokens;
-
-/// Text events are coalesced: at most one per this interval within a turn (plus turn ends).
-const TEXT_EVENT_INTERVAL: Duration = Duration::from_secs(2);
-/// Largest `text` event payload (`EventText` in the schema).
-const TEXT_EVENT_MAX: usize = 4096;
-/// Pending text is flushed once it reaches this size, even within the interval, so a fast
-/// stream never holds a second copy of the whole answer.
-const TEXT_PENDING_MAX: usize = 16 * TEXT_EVENT_MAX;
 
 /// What the run has produced so far; survives the run future being dropped (cancel, deadline).
 #[derive(Debug, Default)]
@@ -45,7 +37,7 @@ pub struct Progress {
 
 pub type SharedProgress = Arc<Mutex<Progress>>;
 
-fn lock_progress(p: &SharedProgress) -> std::sync::MutexGuard<'_, Progress> {
+pub(crate) fn lock_progress(p: &SharedProgress) -> std::sync::MutexGuard<'_, Progress> {
     p.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -180,6 +172,8 @@ pub struct RunContext {
     pub progress: SharedProgress,
     /// The run's MCP servers and their allowed tools.
     pub mcp: Arc<McpTools>,
+    /// What the child's endpoints taught this worker in earlier runs.
+    pub learned: Arc<Learned>,
     /// When the run's `deadlineMs` is reached (counted from the run's start).
     pub deadline: tokio::time::Instant,
 }
@@ -196,121 +190,237 @@ pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
 
 /// The model loop. Runs until the final answer (with no steer pending) or an error; the
 /// caller enforces the deadline and cancellation by dropping this future.
+///
+/// Each pass is one turn: the steers that arrived are applied, the turn budget checked,
+/// the model asked ([`Run::ask`]), and its answer recorded and acted on
+/// ([`Run::after_answer`]: the final answer, the token budget, the tool round). A reached
+/// budget ends the run through [`Run::handoff`].
 pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
-    let start = ctx.start.clone();
-    let limits = &start.snapshot.limits;
-    let client =
-        ModelClient::new(&start.model, start.stream_bounds).map_err(|e| model_failed(&e))?;
-    let granted = start.granted_tools();
-    let mut declared = tools::declarations(&granted);
-    declared.extend(ctx.mcp.declarations().iter().cloned());
-    let system = system_prompt(&start);
-    let deadline = ctx.deadline;
-    let deadline_ms = limits.deadline_ms.get();
-    let started = deadline
-        .checked_sub(Duration::from_millis(deadline_ms))
-        .unwrap_or_else(tokio::time::Instant::now);
-    let past_deadline = || Reached {
-        budget: BudgetName::DeadlineMs,
-        limit: deadline_ms,
-        reached: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-    };
-    let handoff = Handoff {
-        ctx: &ctx,
-        client: &client,
-        system: &system,
-        declared: &declared,
-    };
-
-    if let Some(notice) = &start.recovery_notice {
-        let mut entry = Entry::new(EntryType::RecoveryNotice, "user");
-        entry.content = Some(notice.clone());
-        entry.run_id = Some(start.run_id.to_string());
-        transcript.append(entry).map_err(transcript_error)?;
-    }
-    let mut prompt = Entry::new(EntryType::Prompt, "user");
-    prompt.content = Some(start.prompt.to_string());
-    prompt.run_id = Some(start.run_id.to_string());
-    transcript.append(prompt).map_err(transcript_error)?;
-
+    let run = Run::new(&ctx)?;
+    run.record_prompt(&mut transcript)?;
     let mut turn: u32 = 0;
     loop {
-        for steer in ctx.steers.take() {
-            let mut entry = Entry::new(EntryType::Steer, "user");
-            entry.content = Some(steer.message.clone());
-            entry.run_id = Some(start.run_id.to_string());
+        run.apply_steers(&mut transcript)?;
+        if let Some(reached) = run.turns_reached(turn) {
+            return run.handoff(transcript, turn, reached).await;
+        }
+        turn += 1;
+        run.turn_started(turn);
+        let Some(answer) = run.ask(&transcript).await? else {
+            return run.handoff(transcript, turn, run.past_deadline()).await;
+        };
+        match run.after_answer(&mut transcript, answer).await? {
+            Next::Done(completed) => return Ok(completed),
+            Next::Turn => {}
+            Next::Handoff(reached) => return run.handoff(transcript, turn, reached).await,
+        }
+    }
+}
+
+/// What one run's turns share.
+struct Run<'a> {
+    ctx: &'a RunContext,
+    client: ModelClient,
+    granted: Vec<String>,
+    /// The built-in and MCP tools the model is offered.
+    declared: Vec<ToolSpec>,
+    system: String,
+    /// When the run started (its deadline less `deadlineMs`).
+    started: tokio::time::Instant,
+}
+
+/// Where an answer leads.
+enum Next {
+    Done(Completed),
+    /// Another turn: tools were run, or a steer waits to be answered.
+    Turn,
+    Handoff(Reached),
+}
+
+impl<'a> Run<'a> {
+    fn new(ctx: &'a RunContext) -> Result<Self, ErrorBody> {
+        let start = &ctx.start;
+        let client = ModelClient::new(&start.model, start.stream_bounds, &ctx.learned)
+            .map_err(|e| model_failed(&e))?;
+        let granted = start.granted_tools();
+        let mut declared = tools::declarations(&granted);
+        declared.extend(ctx.mcp.declarations().iter().cloned());
+        let deadline_ms = start.snapshot.limits.deadline_ms.get();
+        let started = ctx
+            .deadline
+            .checked_sub(Duration::from_millis(deadline_ms))
+            .unwrap_or_else(tokio::time::Instant::now);
+        Ok(Self {
+            ctx,
+            client,
+            granted,
+            declared,
+            system: system_prompt(start),
+            started,
+        })
+    }
+
+    fn start(&self) -> &StartRun {
+        &self.ctx.start
+    }
+
+    /// An entry of this run.
+    fn entry(&self, kind: EntryType, role: &str, content: Option<String>) -> Entry {
+        let mut entry = Entry::new(kind, role);
+        entry.content = content;
+        entry.run_id = Some(self.start().run_id.to_string());
+        entry
+    }
+
+    /// The deadline as a reached budget.
+    fn past_deadline(&self) -> Reached {
+        Reached {
+            budget: BudgetName::DeadlineMs,
+            limit: self.start().snapshot.limits.deadline_ms.get(),
+            reached: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The recovery notice (after an interruption) and the prompt.
+    fn record_prompt(&self, transcript: &mut Transcript) -> Result<(), ErrorBody> {
+        let start = self.start();
+        if let Some(notice) = &start.recovery_notice {
+            let entry = self.entry(EntryType::RecoveryNotice, "user", Some(notice.clone()));
+            transcript.append(entry).map_err(transcript_error)?;
+        }
+        let prompt = self.entry(EntryType::Prompt, "user", Some(start.prompt.to_string()));
+        transcript.append(prompt).map_err(transcript_error)?;
+        Ok(())
+    }
+
+    /// Steers that arrived since the last turn, in order, each confirmed as applied.
+    fn apply_steers(&self, transcript: &mut Transcript) -> Result<(), ErrorBody> {
+        for steer in self.ctx.steers.take() {
+            let mut entry = self.entry(EntryType::Steer, "user", Some(steer.message.clone()));
             entry.steer_id = Some(steer.steer_id.to_string());
             transcript.append(entry).map_err(transcript_error)?;
             emit::event(
-                &start.run_id,
+                &self.start().run_id,
                 WorkerEvent::SteerApplied {
                     steer_id: steer.steer_id,
                     request_id: steer.request_id,
                 },
             );
         }
-        if u64::from(turn) >= limits.max_turns.get() {
-            let reached = Reached {
-                budget: BudgetName::MaxTurns,
-                limit: limits.max_turns.get(),
-                reached: u64::from(turn),
-            };
-            return handoff.run(transcript, turn, reached).await;
-        }
-        turn += 1;
-        lock_progress(&ctx.progress).usage.turns = turn;
+        Ok(())
+    }
+
+    /// `maxTurns`, when `turns` turns have been taken.
+    fn turns_reached(&self, turns: u32) -> Option<Reached> {
+        let max = self.start().snapshot.limits.max_turns.get();
+        (u64::from(turns) >= max).then(|| Reached {
+            budget: BudgetName::MaxTurns,
+            limit: max,
+            reached: u64::from(turns),
+        })
+    }
+
+    fn turn_started(&self, turn: u32) {
+        lock_progress(&self.ctx.progress).usage.turns = turn;
         if let Some(turn) = std::num::NonZeroU64::new(u64::from(turn)) {
-            emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
+            emit::event(&self.start().run_id, WorkerEvent::TurnStarted { turn });
         }
+    }
 
-        let conversation = conversation(&system, &transcript);
-        let model_turn = {
-            let mut text_events = TextEvents::new(&start.run_id, ctx.progress.clone());
-            let request = Request {
-                conversation: &conversation,
-                tools: &declared,
-                tool_choice: ToolChoice::Auto,
-                max_output_tokens: u32::try_from(limits.max_output_tokens.get())
-                    .unwrap_or(u32::MAX),
-                max_text_bytes: None,
-            };
-            let result = tokio::time::timeout_at(
-                deadline,
-                client.complete(request, &mut |delta| text_events.push(delta)),
-            )
-            .await;
-            text_events.finish();
-            let Ok(result) = result else {
-                return handoff.run(transcript, turn, past_deadline()).await;
-            };
-            match result {
-                Ok(turn) => turn,
-                Err(err) => {
-                    if let ModelError::TooLarge { max } = &err {
-                        // The partial result keeps the text up to the cap and says so.
-                        lock_progress(&ctx.progress).text.push_str(&format!(
-                            "\n[cut: the model response passed {max} bytes (model_response_bytes)]"
-                        ));
-                    }
-                    return Err(model_failed(&err));
-                }
-            }
+    /// Asks the model for the next answer, its text streamed as events; `None` when the
+    /// run's deadline came first. The answer's tokens are counted.
+    async fn ask(&self, transcript: &Transcript) -> Result<Option<ModelTurn>, ErrorBody> {
+        let limits = &self.start().snapshot.limits;
+        let conversation = conversation(&self.system, transcript);
+        let request = Request {
+            conversation: &conversation,
+            tools: &self.declared,
+            tool_choice: ToolChoice::Auto,
+            max_output_tokens: u32::try_from(limits.max_output_tokens.get()).unwrap_or(u32::MAX),
+            max_text_bytes: None,
         };
-        let tokens = TurnTokens::of(&model_turn);
-        {
-            let mut p = lock_progress(&ctx.progress);
-            p.usage.add(tokens);
-            p.text.clone_from(&model_turn.text);
-        }
+        let mut text_events = TextEvents::new(&self.start().run_id, self.ctx.progress.clone());
+        let result = tokio::time::timeout_at(
+            self.ctx.deadline,
+            self.client
+                .complete(request, &mut |delta| text_events.push(delta)),
+        )
+        .await;
+        text_events.finish();
+        let Ok(result) = result else {
+            return Ok(None);
+        };
+        let answer = result.map_err(|err| {
+            if let ModelError::TooLarge { max } = &err {
+                // The partial result keeps the text up to the cap and says so.
+                lock_progress(&self.ctx.progress).text.push_str(&format!(
+                    "\n[cut: the model response passed {max} bytes (model_response_bytes)]"
+                ));
+            }
+            model_failed(&err)
+        })?;
+        let mut progress = lock_progress(&self.ctx.progress);
+        progress.usage.add(TurnTokens::of(&answer));
+        progress.text.clone_from(&answer.text);
+        Ok(Some(answer))
+    }
 
-        let mut entry = Entry::new(EntryType::Assistant, "assistant");
-        entry.content = (!model_turn.text.is_empty()).then(|| model_turn.text.clone());
-        entry.run_id = Some(start.run_id.to_string());
+    /// Records `answer` and acts on it: the run completes with a final answer (when no
+    /// steer waits), hands off past its token budget, or runs the answer's tool calls.
+    async fn after_answer(
+        &self,
+        transcript: &mut Transcript,
+        answer: ModelTurn,
+    ) -> Result<Next, ErrorBody> {
+        self.record_answer(transcript, &answer)?;
+        // Cut at maxOutputTokens: a text answer is kept (and marked when it ends the run);
+        // a call cut mid-arguments is answered with a tool error (`calls`).
+        let limits = &self.start().snapshot.limits;
+        let cut_at = (answer.finish_reason.as_deref() == Some("length"))
+            .then(|| limits.max_output_tokens.get());
+        let final_answer = answer.tool_calls.is_empty();
+        if final_answer && self.ctx.steers.close_if_empty() {
+            let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
+            return Ok(Next::Done(Completed {
+                result: redact(&answer.text),
+                leaf_id,
+                digest,
+                budget: None,
+                cut: cut_at,
+            }));
+        }
+        // The run would go on (tools to run, or a steer to answer): not past its tokens.
+        if let Some(reached) = self.tokens_reached() {
+            answer_unrun(transcript, self.start(), &answer.tool_calls, &reached)?;
+            return Ok(Next::Handoff(reached));
+        }
+        if final_answer {
+            return Ok(Next::Turn);
+        }
+        let past_deadline = || self.past_deadline();
+        let round = calls::Turn {
+            granted: &self.granted,
+            cut_at,
+            past_deadline: &past_deadline,
+        };
+        let reached = calls::run_all(self.ctx, transcript, &answer.tool_calls, &round).await?;
+        Ok(reached.map_or(Next::Turn, Next::Handoff))
+    }
+
+    /// The answer as an assistant entry: its text, its calls and its tokens.
+    fn record_answer(
+        &self,
+        transcript: &mut Transcript,
+        answer: &ModelTurn,
+    ) -> Result<(), ErrorBody> {
+        let tokens = TurnTokens::of(answer);
+        let text = (!answer.text.is_empty()).then(|| answer.text.clone());
+        let mut entry = self.entry(EntryType::Assistant, "assistant", text);
         entry.usage = Some(EntryUsage {
             input_tokens: tokens.input,
             output_tokens: tokens.output,
         });
-        entry.tool_calls = model_turn
+        entry.tool_calls = answer
             .tool_calls
             .iter()
             .map(|c| ToolCallRecord {
@@ -320,127 +430,52 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
             })
             .collect();
         transcript.append(entry).map_err(transcript_error)?;
-
-        // Cut at maxOutputTokens: a text answer is kept (and marked when it ends the run);
-        // a call cut mid-arguments is answered with a tool error (`calls`).
-        let cut_at = (model_turn.finish_reason.as_deref() == Some("length"))
-            .then(|| limits.max_output_tokens.get());
-
-        let final_answer = model_turn.tool_calls.is_empty();
-        if final_answer && ctx.steers.close_if_empty() {
-            let (leaf_id, digest) = transcript.commit().map_err(transcript_error)?;
-            return Ok(Completed {
-                result: redact(&model_turn.text),
-                leaf_id,
-                digest,
-                budget: None,
-                cut: cut_at,
-            });
-        }
-        // The run would go on (tools to run, or a steer to answer): not past its tokens.
-        if let Some(budget) = limits.token_budget.map(std::num::NonZeroU64::get) {
-            let used = lock_progress(&ctx.progress).usage.tokens();
-            if used >= budget {
-                let reached = Reached {
-                    budget: BudgetName::TokenBudget,
-                    limit: budget,
-                    reached: used,
-                };
-                answer_unrun(&mut transcript, &start, &model_turn.tool_calls, &reached)?;
-                return handoff.run(transcript, turn, reached).await;
-            }
-        }
-        if final_answer {
-            continue;
-        }
-
-        let calls_turn = calls::Turn {
-            granted: &granted,
-            cut_at,
-            past_deadline: &past_deadline,
-        };
-        if let Some(reached) =
-            calls::run_all(&ctx, &mut transcript, &model_turn.tool_calls, &calls_turn).await?
-        {
-            return handoff.run(transcript, turn, reached).await;
-        }
+        Ok(())
     }
-}
 
-/// What the handoff request needs from the run.
-struct Handoff<'a> {
-    ctx: &'a RunContext,
-    client: &'a ModelClient,
-    system: &'a str,
-    declared: &'a [ToolSpec],
-}
+    /// `tokenBudget`, when the run's tokens reached it.
+    fn tokens_reached(&self) -> Option<Reached> {
+        let budget = self.start().snapshot.limits.token_budget?.get();
+        let used = lock_progress(&self.ctx.progress).usage.tokens();
+        (used >= budget).then_some(Reached {
+            budget: BudgetName::TokenBudget,
+            limit: budget,
+            reached: used,
+        })
+    }
 
-impl Handoff<'_> {
     /// The run reached `reached` after `turns` turns: ask for the summary without tools
     /// (bounded by [`HANDOFF_MAX_OUTPUT_TOKENS`], [`HANDOFF_TIMEOUT`] and
     /// [`HANDOFF_MAX_BYTES`], where the stream stops being read), commit the transcript and
     /// end `budget_exhausted` with the summary — or, when none came, with the worker's note
     /// saying why — as the result.
-    async fn run(
+    async fn handoff(
         &self,
         mut transcript: Transcript,
         turns: u32,
         reached: Reached,
     ) -> Result<Completed, ErrorBody> {
-        let start = &self.ctx.start;
+        let start = self.start();
         tracing::info!(run_id = %start.run_id.as_str(), budget = %reached.budget, limit = reached.limit, reached = reached.reached, "budget reached; asking for a handoff summary");
         let last_text = lock_progress(&self.ctx.progress).text.clone();
-        let mut notice = Entry::new(EntryType::BudgetNotice, "user");
-        notice.content = Some(reached.notice());
-        notice.run_id = Some(start.run_id.to_string());
+        let notice = self.entry(EntryType::BudgetNotice, "user", Some(reached.notice()));
         transcript.append(notice).map_err(transcript_error)?;
-        let turn = turns.saturating_add(1);
-        lock_progress(&self.ctx.progress).usage.turns = turn;
-        if let Some(turn) = std::num::NonZeroU64::new(u64::from(turn)) {
-            emit::event(&start.run_id, WorkerEvent::TurnStarted { turn });
-        }
-        let conversation = conversation(self.system, &transcript);
-        let max_output_tokens = u32::try_from(start.snapshot.limits.max_output_tokens.get())
-            .unwrap_or(u32::MAX)
-            .min(HANDOFF_MAX_OUTPUT_TOKENS);
-        let request = Request {
-            conversation: &conversation,
-            tools: self.declared,
-            tool_choice: ToolChoice::None,
-            max_output_tokens,
-            max_text_bytes: Some(HANDOFF_MAX_BYTES),
-        };
-        let mut text_events = TextEvents::new(&start.run_id, self.ctx.progress.clone());
-        let answered = tokio::time::timeout(
-            HANDOFF_TIMEOUT,
-            self.client
-                .complete(request, &mut |delta| text_events.push(delta)),
-        )
-        .await;
-        text_events.finish();
+        self.turn_started(turns.saturating_add(1));
+        let answered = self.ask_summary(&transcript).await;
         let summary = match answered {
             Ok(Ok(answer)) if !answer.text.trim().is_empty() => {
-                let tokens = TurnTokens::of(&answer);
-                lock_progress(&self.ctx.progress).usage.add(tokens);
                 // Only the text is kept (a tool call here was forbidden and is dropped), and
                 // no more of it than the byte cap.
-                let summary = cut_summary(answer.text, answer.text_capped);
-                let mut entry = Entry::new(EntryType::Assistant, "assistant");
-                entry.content = Some(summary.clone());
-                entry.run_id = Some(start.run_id.to_string());
-                entry.usage = Some(EntryUsage {
-                    input_tokens: tokens.input,
-                    output_tokens: tokens.output,
-                });
-                transcript.append(entry).map_err(transcript_error)?;
+                let summary = cut_summary(answer.text.clone(), answer.text_capped);
+                let answer = ModelTurn {
+                    text: summary.clone(),
+                    tool_calls: Vec::new(),
+                    ..answer
+                };
+                self.record_answer(&mut transcript, &answer)?;
                 summary
             }
-            Ok(Ok(answer)) => {
-                lock_progress(&self.ctx.progress)
-                    .usage
-                    .add(TurnTokens::of(&answer));
-                reached.fallback("the child answered with no text", &last_text)
-            }
+            Ok(Ok(_)) => reached.fallback("the child answered with no text", &last_text),
             Ok(Err(err)) => reached.fallback(&redact(&err.to_string()), &last_text),
             Err(_) => reached.fallback(
                 &format!(
@@ -459,24 +494,39 @@ impl Handoff<'_> {
             cut: None,
         })
     }
-}
 
-/// Splits text into pieces of at most `TEXT_EVENT_MAX` bytes at char boundaries.
-fn text_pieces(mut text: &str) -> Vec<&str> {
-    let mut pieces = Vec::new();
-    while text.len() > TEXT_EVENT_MAX {
-        let mut cut = TEXT_EVENT_MAX;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
+    /// The summary request: no tool may be called; its answer's tokens are counted.
+    async fn ask_summary(
+        &self,
+        transcript: &Transcript,
+    ) -> Result<Result<ModelTurn, ModelError>, tokio::time::error::Elapsed> {
+        let start = self.start();
+        let conversation = conversation(&self.system, transcript);
+        let max_output_tokens = u32::try_from(start.snapshot.limits.max_output_tokens.get())
+            .unwrap_or(u32::MAX)
+            .min(HANDOFF_MAX_OUTPUT_TOKENS);
+        let request = Request {
+            conversation: &conversation,
+            tools: &self.declared,
+            tool_choice: ToolChoice::None,
+            max_output_tokens,
+            max_text_bytes: Some(HANDOFF_MAX_BYTES),
+        };
+        let mut text_events = TextEvents::new(&start.run_id, self.ctx.progress.clone());
+        let answered = tokio::time::timeout(
+            HANDOFF_TIMEOUT,
+            self.client
+                .complete(request, &mut |delta| text_events.push(delta)),
+        )
+        .await;
+        text_events.finish();
+        if let Ok(Ok(answer)) = &answered {
+            lock_progress(&self.ctx.progress)
+                .usage
+                .add(TurnTokens::of(answer));
         }
-        let (head, rest) = text.split_at(cut);
-        pieces.push(head);
-        text = rest;
+        answered
     }
-    if !text.is_empty() {
-        pieces.push(text);
-    }
-    pieces
 }
 
 /// Snapshot instructions plus explicit skills.
@@ -531,68 +581,5 @@ fn conversation(system: &str, transcript: &Transcript) -> Conversation {
     Conversation {
         system: system.to_owned(),
         items,
-    }
-}
-
-/// Coalesces text deltas into `text` events (per turn, or every 2 s), redacted as a stream.
-struct TextEvents<'a> {
-    run_id: &'a RunId,
-    redactor: StreamRedactor,
-    pending: String,
-    last: Instant,
-    progress: SharedProgress,
-}
-
-impl<'a> TextEvents<'a> {
-    fn new(run_id: &'a RunId, progress: SharedProgress) -> Self {
-        lock_progress(&progress).text.clear();
-        Self {
-            run_id,
-            redactor: StreamRedactor::new(),
-            pending: String::new(),
-            last: Instant::now(),
-            progress,
-        }
-    }
-
-    fn push(&mut self, delta: &str) {
-        // Progress keeps the raw text (redacted whole when reported); events get the
-        // stream-redacted text.
-        lock_progress(&self.progress).text.push_str(delta);
-        let safe = self.redactor.push(delta);
-        self.pending.push_str(&safe);
-        if self.last.elapsed() >= TEXT_EVENT_INTERVAL || self.pending.len() >= TEXT_PENDING_MAX {
-            self.flush();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.last = Instant::now();
-        let pending = std::mem::take(&mut self.pending);
-        for piece in text_pieces(&pending) {
-            match EventText::try_from(piece) {
-                Ok(text) => emit::event(self.run_id, WorkerEvent::Text { text }),
-                Err(err) => tracing::error!(%err, "a text piece broke the contract"),
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        let rest = self.redactor.finish();
-        self.pending.push_str(&rest);
-        self.flush();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_text_is_split_at_char_boundaries() {
-        let text = "é".repeat(3000);
-        let pieces = text_pieces(&text);
-        assert!(pieces.iter().all(|p| p.len() <= TEXT_EVENT_MAX));
-        assert_eq!(pieces.concat(), text);
     }
 }

@@ -6,70 +6,21 @@
 mod mcp_support;
 mod worker_support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use subzero_testkit::model_messages::{self as mm, check_request};
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
-use worker_support::{RunSpec, WAIT, WorkerProc, researcher};
+use worker_support::{OnProtocol, RunSpec, WAIT, WorkerProc, dirs, researcher};
 
 const KEY: &str = "sk-test-key-0000";
 
-fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
-    (
-        tempfile::tempdir().expect("tempdir"),
-        tempfile::tempdir().expect("tempdir"),
-    )
-}
+/// The researcher's runs over `anthropic-messages`.
+const ON: OnProtocol = OnProtocol {
+    api: "anthropic-messages",
+    tag: "AM",
+};
 
-/// A valid run id, distinct per `n`.
 fn run_id(n: u8) -> String {
-    format!("run_0000000000000000000000AM{n:02}")
-}
-
-/// Starts one run of the researcher on `url` over `anthropic-messages`.
-fn run(url: String, run: &str, ws: &std::path::Path, transcript: &std::path::Path) -> WorkerProc {
-    let mut message = RunSpec::new(run, url, researcher(), ws, transcript).message();
-    message["model"]["api"] = json!("anthropic-messages");
-    let mut worker = WorkerProc::spawn();
-    worker.send(&message);
-    worker
-}
-
-/// Runs `script` to the end; the settled line and what the server saw.
-fn settle(script: Vec<Reply>, n: u8) -> (Value, Vec<RecordedRequest>, WorkerProc) {
-    settle_limited(script, n, json!({}))
-}
-
-/// [`settle`] with the snapshot's `limits` members in `limits` replaced.
-fn settle_limited(
-    script: Vec<Reply>,
-    n: u8,
-    limits: Value,
-) -> (Value, Vec<RecordedRequest>, WorkerProc) {
-    let (ws, state) = dirs();
-    std::fs::write(ws.path().join("README.md"), "# Demo\n").expect("readme");
-    let server = ScriptedServer::start(script).expect("server");
-    let id = run_id(n);
-    let mut snapshot = researcher();
-    if let Some(limits) = limits.as_object() {
-        for (name, value) in limits {
-            snapshot["limits"][name] = value.clone();
-        }
-    }
-    let transcript = state.path().join("t.jsonl");
-    let mut message =
-        RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message();
-    message["model"]["api"] = json!("anthropic-messages");
-    let mut worker = WorkerProc::spawn();
-    worker.send(&message);
-    let settled = worker.settled(&id);
-    // Nothing is retried: give a retry the time it would need to show up.
-    std::thread::sleep(Duration::from_millis(150));
-    (settled, server.requests(), worker)
+    ON.run_id(n)
 }
 
 fn body(request: &RecordedRequest) -> Value {
@@ -98,7 +49,7 @@ fn text_streams_with_usage_to_v1_messages_with_the_anthropic_headers() {
         mm::message_delta("end_turn", 17),
         mm::message_stop(),
     ]);
-    let (settled, requests, worker) = settle(vec![Reply::Sse(steps)], 1);
+    let (settled, requests, worker) = ON.settle(vec![Reply::Sse(steps)], 1);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "The answer is 4.");
     assert_eq!(settled["usage"]["inputTokens"], 42);
@@ -157,7 +108,7 @@ fn two_tool_uses_in_one_message_are_run_and_answered_by_id() {
         ],
     ));
     first.extend([mm::message_delta("tool_use", 20), mm::message_stop()]);
-    let (settled, requests, _worker) = settle(vec![Reply::Sse(first), mm::text("Read it.")], 2);
+    let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(first), mm::text("Read it.")], 2);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "Read it.");
     assert_eq!(settled["usage"]["inputTokens"], 40);
@@ -209,7 +160,7 @@ fn http_401_429_500_and_529_fail_once_with_the_status_and_the_error_message() {
         (529, "overloaded_error", "Overloaded"),
     ];
     for (n, (status, kind, message)) in (10..).zip(cases) {
-        let (settled, requests, _worker) = settle(
+        let (settled, requests, _worker) = ON.settle(
             vec![
                 mm::status(status, kind, message),
                 mm::text("never asked for"),
@@ -230,7 +181,7 @@ fn http_401_429_500_and_529_fail_once_with_the_status_and_the_error_message() {
 
 #[test]
 fn the_key_in_an_error_message_is_redacted() {
-    let (settled, _, worker) = settle(
+    let (settled, _, worker) = ON.settle(
         vec![mm::status(
             401,
             "authentication_error",
@@ -250,7 +201,7 @@ fn the_key_in_an_error_message_is_redacted() {
 
 #[test]
 fn an_overloaded_error_event_mid_stream_fails_the_run_with_its_message() {
-    let (settled, requests, _worker) = settle(
+    let (settled, requests, _worker) = ON.settle(
         vec![
             Reply::Sse(vec![
                 mm::message_start(5),
@@ -288,7 +239,7 @@ fn a_stream_cut_or_ended_before_the_stop_reason_fails_and_never_completes() {
     let mut ended = open();
     ended.push(mm::block_stop(0));
     for (n, steps) in [(21, cut), (22, ended)] {
-        let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], n);
+        let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], n);
         assert_eq!(settled["status"], "failed", "{settled}");
         assert_eq!(settled["error"]["code"], "model_request_failed");
         assert_eq!(requests.len(), 1);
@@ -297,7 +248,7 @@ fn a_stream_cut_or_ended_before_the_stop_reason_fails_and_never_completes() {
 
 #[test]
 fn a_stream_that_ends_after_the_stop_reason_without_message_stop_completes() {
-    let (settled, _, _worker) = settle(
+    let (settled, _, _worker) = ON.settle(
         vec![Reply::Sse(vec![
             mm::message_start(5),
             mm::text_start(0),
@@ -313,7 +264,7 @@ fn a_stream_that_ends_after_the_stop_reason_without_message_stop_completes() {
 
 #[test]
 fn non_json_data_fails_the_run() {
-    let (settled, _, _worker) = settle(
+    let (settled, _, _worker) = ON.settle(
         vec![Reply::Sse(vec![
             mm::message_start(5),
             Step::Raw("event: content_block_delta\ndata: {not json\n\n".into()),
@@ -333,7 +284,7 @@ fn non_json_data_fails_the_run() {
 
 #[test]
 fn max_tokens_keeps_the_text_and_marks_the_cut() {
-    let (settled, _, _worker) = settle(
+    let (settled, _, _worker) = ON.settle(
         vec![Reply::Sse(vec![
             mm::message_start(5),
             mm::text_start(0),
@@ -397,7 +348,7 @@ fn a_steer_joins_the_tool_results_in_the_next_user_message() {
     let server =
         ScriptedServer::start(vec![Reply::Sse(slow), mm::text("steered answer")]).expect("server");
     let id = run_id(30);
-    let mut worker = run(
+    let mut worker = ON.run(
         server.base_url(),
         &id,
         ws.path(),
@@ -426,72 +377,14 @@ fn a_steer_joins_the_tool_results_in_the_next_user_message() {
     );
 }
 
-/// A Messages endpoint that sends the start of an answer, then holds the connection and
-/// reports when the client closes it.
-fn holding_endpoint() -> (String, mpsc::Receiver<&'static str>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let Ok((mut stream, _)) = listener.accept() else {
-            return;
-        };
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 8192];
-        // The request: headers, then the body (its end is the last `}` of the JSON).
-        while !seen.ends_with(b"}") {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-        }
-        let _ = tx.send("request");
-        let start = [
-            mm::message_start(5),
-            mm::text_start(0),
-            mm::text_delta(0, "working"),
-        ]
-        .into_iter()
-        .map(|s| match s {
-            Step::Raw(raw) => raw,
-            _ => String::new(),
-        })
-        .collect::<String>();
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-        let chunk = format!("{head}{:x}\r\n{start}\r\n", start.len());
-        if stream.write_all(chunk.as_bytes()).is_err() {
-            return;
-        }
-        let _ = stream.flush();
-        let _ = tx.send("streaming");
-        // Held open: the next read returns only when the client closes the connection.
-        let closed = matches!(stream.read(&mut buf), Ok(0) | Err(_));
-        if closed {
-            let _ = tx.send("closed");
-        }
-    });
-    (url, rx)
-}
-
 #[test]
 fn cancel_mid_stream_closes_the_connection_the_server_sees_it() {
-    let (ws, state) = dirs();
-    let (url, seen) = holding_endpoint();
-    let id = run_id(40);
-    let mut worker = run(url, &id, ws.path(), &state.path().join("t.jsonl"));
-    assert_eq!(seen.recv_timeout(WAIT), Ok("request"));
-    assert_eq!(seen.recv_timeout(WAIT), Ok("streaming"));
-    // Let the worker read the start of the answer: the cancel lands mid-stream.
-    std::thread::sleep(Duration::from_millis(300));
-    worker.send(&json!({"type": "cancel", "runId": id}));
-    assert_eq!(
-        seen.recv_timeout(Duration::from_secs(5)),
-        Ok("closed"),
-        "the model server never saw the connection close"
-    );
-    worker.expect_type("cancel_confirmed", &id);
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "stopped", "{settled}");
+    let steps = vec![
+        mm::message_start(5),
+        mm::text_start(0),
+        mm::text_delta(0, "working"),
+    ];
+    let settled = ON.cancel_mid_stream(steps, 40, "POST /v1/messages ");
     assert_eq!(settled["result"], "working", "the stream was being read");
 }
 
@@ -645,7 +538,7 @@ const CUT_MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
 
 #[test]
 fn a_tool_use_cut_mid_input_is_not_run_and_the_model_is_asked_for_a_smaller_one() {
-    let (settled, requests, worker) = settle_limited(
+    let (settled, requests, worker) = ON.settle_limited(
         vec![
             Reply::Sse(vec![
                 mm::message_start(5),
@@ -684,7 +577,7 @@ fn a_tool_use_cut_mid_input_is_not_run_and_the_model_is_asked_for_a_smaller_one(
 
 #[test]
 fn a_tool_use_cut_before_its_input_began_is_not_run_as_an_empty_call() {
-    let (settled, requests, _worker) = settle_limited(
+    let (settled, requests, _worker) = ON.settle_limited(
         vec![
             Reply::Sse(vec![
                 mm::message_start(5),
@@ -725,7 +618,7 @@ fn a_handoff_summary_is_cut_at_16_kib_and_its_stream_not_read_further() {
         Step::Hang,
     ];
     let started = std::time::Instant::now();
-    let (settled, requests, _worker) = settle_limited(
+    let (settled, requests, _worker) = ON.settle_limited(
         vec![
             mm::tool_use("toolu_1", "ls", r#"{"path":"."}"#),
             Reply::Sse(handoff),
@@ -760,7 +653,7 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
             _ => 0,
         })
         .sum();
-    let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], 52);
+    let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 52);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(
         settled["usage"],
@@ -768,7 +661,7 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
                "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated"})
     );
     // With usage it is reported.
-    let (settled, _, _worker) = settle(vec![mm::text("With usage.")], 54);
+    let (settled, _, _worker) = ON.settle(vec![mm::text("With usage.")], 54);
     assert_eq!(settled["usage"]["source"], "reported", "{settled}");
     assert_eq!(settled["usage"]["inputTokens"], 10);
 }

@@ -7,67 +7,21 @@
 mod mcp_support;
 mod worker_support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use subzero_testkit::model_responses::{self as rs, HeldStream, check_request};
+use subzero_testkit::model_responses::{self as rs, check_request};
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
-use worker_support::{RunSpec, WAIT, WorkerProc, researcher};
+use worker_support::{OnProtocol, WAIT, WorkerProc, dirs};
 
 const KEY: &str = "sk-test-key-0000";
 
-fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
-    (
-        tempfile::tempdir().expect("tempdir"),
-        tempfile::tempdir().expect("tempdir"),
-    )
-}
+/// The researcher's runs over `openai-responses`.
+const ON: OnProtocol = OnProtocol {
+    api: "openai-responses",
+    tag: "RS",
+};
 
-/// A valid run id, distinct per `n`.
 fn run_id(n: u8) -> String {
-    format!("run_0000000000000000000000RS{n:02}")
-}
-
-/// Starts the researcher on `url` over `openai-responses`.
-fn run(url: String, run: &str, ws: &std::path::Path, transcript: &std::path::Path) -> WorkerProc {
-    let mut message = RunSpec::new(run, url, researcher(), ws, transcript).message();
-    message["model"]["api"] = json!("openai-responses");
-    let mut worker = WorkerProc::spawn();
-    worker.send(&message);
-    worker
-}
-
-/// Runs `script` to the end; the settled line, what the server saw, and the worker.
-fn settle(script: Vec<Reply>, n: u8) -> (Value, Vec<RecordedRequest>, WorkerProc) {
-    settle_limited(script, n, json!({}))
-}
-
-/// [`settle`] with the snapshot's `limits` members in `limits` replaced.
-fn settle_limited(
-    script: Vec<Reply>,
-    n: u8,
-    limits: Value,
-) -> (Value, Vec<RecordedRequest>, WorkerProc) {
-    let (ws, state) = dirs();
-    std::fs::write(ws.path().join("README.md"), "# Demo\nA small project.\n").expect("readme");
-    let server = ScriptedServer::start(script).expect("server");
-    let id = run_id(n);
-    let mut snapshot = researcher();
-    if let Some(limits) = limits.as_object() {
-        for (name, value) in limits {
-            snapshot["limits"][name] = value.clone();
-        }
-    }
-    let transcript = state.path().join("t.jsonl");
-    let mut message =
-        RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message();
-    message["model"]["api"] = json!("openai-responses");
-    let mut worker = WorkerProc::spawn();
-    worker.send(&message);
-    let settled = worker.settled(&id);
-    // Nothing is retried: give a retry the time it would need to show up.
-    std::thread::sleep(Duration::from_millis(150));
-    (settled, server.requests(), worker)
+    ON.run_id(n)
 }
 
 /// A request body, after checking that the Responses API would accept it.
@@ -99,7 +53,7 @@ fn text_streams_with_usage_from_v1_responses_and_sends_no_server_state() {
     ));
     events.push(json!({"type": "response.some_future_event", "item_id": "msg_1"}));
     events.push(rs::completed(vec![], 42, 7));
-    let (settled, requests, worker) = settle(vec![Reply::Sse(rs::steps(events))], 1);
+    let (settled, requests, worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 1);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "The README describes a demo.");
     assert_eq!(settled["usage"]["inputTokens"], 42);
@@ -150,7 +104,7 @@ fn text_streams_with_usage_from_v1_responses_and_sends_no_server_state() {
 
 #[test]
 fn a_call_split_across_argument_deltas_runs_and_its_output_goes_back_by_call_id() {
-    let (settled, requests, worker) = settle(
+    let (settled, requests, worker) = ON.settle(
         vec![
             rs::tool_call("call_read_1", "read", r#"{"path":"README.md"}"#),
             rs::text("It is a demo."),
@@ -209,7 +163,7 @@ fn two_parallel_calls_with_interleaved_deltas_are_both_answered_in_order() {
         rs::item_done(1, rs::call_item("fc_b", "call_b", "ls", r#"{"path":"."}"#)),
         rs::completed(vec![], 3, 4),
     ];
-    let (settled, requests, _worker) = settle(
+    let (settled, requests, _worker) = ON.settle(
         vec![Reply::Sse(rs::steps(events)), rs::text("Both done.")],
         3,
     );
@@ -241,7 +195,7 @@ fn two_parallel_calls_with_interleaved_deltas_are_both_answered_in_order() {
 
 #[test]
 fn a_call_of_an_ungranted_tool_is_answered_with_a_tool_error() {
-    let (settled, requests, _worker) = settle(
+    let (settled, requests, _worker) = ON.settle(
         vec![
             rs::tool_call("call_bash", "bash", r#"{"command":"touch /tmp/x"}"#),
             rs::text("Could not."),
@@ -261,7 +215,7 @@ fn http_401_429_and_500_fail_once_with_the_status_and_the_error_excerpt() {
     for (n, status) in [(10u8, 401u16), (11, 429), (12, 500)] {
         let error = format!(r#"{{"error":{{"message":"status {status} from the provider"}}}}"#);
         let (settled, requests, _worker) =
-            settle(vec![Reply::status(status, &error), rs::text("never")], n);
+            ON.settle(vec![Reply::status(status, &error), rs::text("never")], n);
         assert_eq!(settled["status"], "failed", "{settled}");
         assert_eq!(settled["error"]["code"], "model_request_failed");
         assert_eq!(settled["error"]["details"]["status"], status);
@@ -283,7 +237,7 @@ fn an_error_event_mid_stream_fails_with_the_provider_message_and_the_key_redacte
         "rate_limit_exceeded",
         &format!("Rate limit reached for key {KEY}; slow down"),
     ));
-    let (settled, requests, worker) = settle(vec![Reply::Sse(rs::steps(events))], 20);
+    let (settled, requests, worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 20);
     assert_eq!(settled["status"], "failed", "{settled}");
     assert_eq!(settled["error"]["code"], "model_request_failed");
     let message = settled["error"]["message"].as_str().unwrap_or_default();
@@ -308,7 +262,7 @@ fn response_failed_fails_with_its_error_message() {
         rs::created(),
         rs::failed("server_error", "The model had an internal error"),
     ];
-    let (settled, requests, _worker) = settle(vec![Reply::Sse(rs::steps(events))], 21);
+    let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 21);
     assert_eq!(settled["status"], "failed", "{settled}");
     assert_eq!(settled["error"]["code"], "model_request_failed");
     let message = settled["error"]["message"].as_str().unwrap_or_default();
@@ -331,7 +285,7 @@ fn a_stream_cut_or_ended_before_response_completed_fails_and_never_completes() {
     let mut ended = half();
     ended.push(Step::Data("[DONE]".into()));
     for (n, steps) in [(30u8, cut), (31, ended), (32, half())] {
-        let (settled, requests, _worker) = settle(vec![Reply::Sse(steps), rs::text("never")], n);
+        let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps), rs::text("never")], n);
         assert_eq!(settled["status"], "failed", "{settled}");
         assert_eq!(settled["error"]["code"], "model_request_failed");
         assert_eq!(requests.len(), 1, "no retry");
@@ -345,7 +299,7 @@ fn non_json_data_fails_the_run() {
         "event: response.output_text.delta\ndata: {\"type\": \"response.output_text.del\n\n".into(),
     ));
     steps.extend(rs::steps(vec![rs::completed(vec![], 1, 1)]));
-    let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], 33);
+    let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 33);
     assert_eq!(settled["status"], "failed", "{settled}");
     assert_eq!(settled["error"]["code"], "model_request_failed");
     let message = settled["error"]["message"].as_str().unwrap_or_default();
@@ -358,7 +312,7 @@ fn incomplete_at_max_output_tokens_keeps_the_text_and_marks_the_cut() {
     let mut events = vec![rs::created()];
     events.extend(rs::message_events(0, "msg_1", "A long answer that"));
     events.push(rs::incomplete("max_output_tokens", 9, 8192));
-    let (settled, _requests, _worker) = settle(vec![Reply::Sse(rs::steps(events))], 34);
+    let (settled, _requests, _worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 34);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(settled["result"], "A long answer that");
     assert_eq!(
@@ -385,7 +339,7 @@ fn a_steer_reaches_the_next_request_as_a_user_input_item() {
     let server =
         ScriptedServer::start(vec![Reply::Sse(first), rs::text("steered answer")]).expect("server");
     let id = run_id(40);
-    let mut worker = run(
+    let mut worker = ON.run(
         server.base_url(),
         &id,
         ws.path(),
@@ -421,31 +375,9 @@ fn a_steer_reaches_the_next_request_as_a_user_input_item() {
 
 #[test]
 fn cancel_mid_stream_closes_the_connection_the_server_sees_it() {
-    let (ws, state) = dirs();
     let mut events = vec![rs::created()];
     events.extend(rs::message_events(0, "msg_1", "thinking out loud")[..3].to_vec());
-    let held = HeldStream::start(events).expect("held stream");
-    let id = run_id(50);
-    let mut worker = run(
-        held.base_url(),
-        &id,
-        ws.path(),
-        &state.path().join("t.jsonl"),
-    );
-    let request = held.wait_for_request(WAIT).expect("the request arrived");
-    assert!(request.starts_with("POST /v1/responses "), "{request}");
-    assert!(
-        !held.wait_closed(Duration::from_millis(300)),
-        "the stream is open while the run waits for more"
-    );
-    worker.send(&json!({"type": "cancel", "runId": id}));
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "stopped", "{settled}");
-    worker.expect_type("cancel_confirmed", &id);
-    assert!(
-        held.wait_closed(Duration::from_secs(5)),
-        "the server never saw the connection close"
-    );
+    ON.cancel_mid_stream(rs::steps(events), 50, "POST /v1/responses ");
 }
 
 mod over_mcp {
@@ -653,7 +585,7 @@ fn a_call_cut_mid_arguments_is_not_run_and_the_model_is_asked_for_a_smaller_one(
         rs::arguments_delta(0, "fc_1", "{\"path\":\"REA"),
         rs::incomplete("max_output_tokens", 9, 64),
     ];
-    let (settled, requests, worker) = settle_limited(
+    let (settled, requests, worker) = ON.settle_limited(
         vec![Reply::Sse(rs::steps(events)), rs::text("Smaller now.")],
         50,
         json!({"maxOutputTokens": 64}),
@@ -702,7 +634,7 @@ fn a_handoff_summary_is_cut_at_16_kib_and_its_stream_not_read_further() {
         Step::Hang,
     ]);
     let started = std::time::Instant::now();
-    let (settled, requests, _worker) = settle_limited(
+    let (settled, requests, _worker) = ON.settle_limited(
         vec![
             rs::tool_call("call_1", "ls", r#"{"path":"."}"#),
             Reply::Sse(handoff),
@@ -734,7 +666,7 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
             _ => 0,
         })
         .sum();
-    let (settled, requests, _worker) = settle(vec![Reply::Sse(steps)], 52);
+    let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 52);
     assert_eq!(settled["status"], "completed", "{settled}");
     assert_eq!(
         settled["usage"],

@@ -91,3 +91,33 @@ impl Call {
         }
     }
 }
+
+#[cfg(test)]
+impl Call {
+    /// A recorded call, for tests.
+    pub fn of(id: &str, name: &str, arguments: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Item {
+    /// An answer that only called tools, for tests.
+    pub fn calling(calls: Vec<Call>) -> Self {
+        Self::Assistant { text: None, calls }
+    }
+
+    /// A successful result of `call_id` from `name`, for tests.
+    pub fn result(call_id: &str, name: &str, content: &str) -> Self {
+        Self::ToolResult {
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            content: content.to_owned(),
+            is_error: false,
+        }
+    }
+}

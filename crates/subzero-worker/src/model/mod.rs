@@ -1,21 +1,31 @@
-//! Model protocols: each turns a protocol-neutral [`Request`] into its own streaming
-//! request and its stream back into a [`ModelTurn`]. Every protocol sends through
-//! [`http::OriginBound`], so the origin and stream bounds hold for each; none retries (the
-//! one repeated request, Chat Completions' typed refusal of `max_tokens`, generated nothing:
-//! see [`openai`]).
+//! Model protocols behind one client. A [`Protocol`] says where a request goes, its
+//! headers, its typed body and how its stream reads back into a [`ModelTurn`];
+//! [`client::Client`] does the rest once for all of them — the POST through
+//! [`http::OriginBound`] (the origin policy, the idle timeout, the response byte cap), the
+//! SSE framing, the text cap — and [`partial`] holds the partial-call and argument-cap code
+//! every assembler uses. None retries (the one repeated request, Chat Completions' typed
+//! refusal of `max_tokens`, generated nothing: see [`chat`]).
 
 pub mod anthropic;
+pub mod chat;
+pub mod client;
 pub mod conversation;
 pub mod http;
-pub mod openai;
+pub mod partial;
+pub mod protocol;
 pub mod responses;
 pub mod sse;
+pub mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use chat::Learned;
 pub use conversation::{Call, Conversation, Item, Request, ToolChoice, ToolSpec};
+pub use protocol::{Assembler, Flow, OnText};
 
 use crate::control::{ModelApi, WorkerModel};
+use client::Client;
 
 /// Protocols this worker advertises in `hello`.
 pub const PROTOCOLS: &[&str] = &[
@@ -27,42 +37,39 @@ pub const PROTOCOLS: &[&str] = &[
 /// A client for the protocol `model.api` names (never inferred from the URL).
 #[derive(Debug, Clone)]
 pub enum ModelClient {
-    Chat(openai::ChatClient),
-    Responses(responses::ResponsesClient),
-    Messages(anthropic::MessagesClient),
+    Chat(Client<chat::Chat>),
+    Responses(Client<responses::Responses>),
+    Messages(Client<anthropic::Messages>),
 }
 
 impl ModelClient {
     /// The client for `model`: every `ModelApi` value has one (each is in [`PROTOCOLS`]).
-    pub fn new(model: &WorkerModel, bounds: StreamBounds) -> Result<Self, ModelError> {
-        match model.api {
-            ModelApi::OpenaiCompletions => Ok(Self::Chat(openai::ChatClient::new(
-                &model.url,
-                &model.model,
-                model.key.clone(),
-                bounds,
-                model.output_tokens_param,
-            )?)),
-            ModelApi::OpenaiResponses => Ok(Self::Responses(responses::ResponsesClient::new(
-                &model.url,
-                &model.model,
-                model.key.clone(),
-                bounds,
-            )?)),
-            ModelApi::AnthropicMessages => Ok(Self::Messages(anthropic::MessagesClient::new(
-                &model.url,
-                &model.model,
-                model.key.clone(),
-                bounds,
-            )?)),
-        }
+    /// `learned` is what this worker's endpoints taught it in earlier runs.
+    pub fn new(
+        model: &WorkerModel,
+        bounds: StreamBounds,
+        learned: &Arc<Learned>,
+    ) -> Result<Self, ModelError> {
+        let (url, name, key) = (&model.url, &model.model, model.key.clone());
+        Ok(match model.api {
+            ModelApi::OpenaiCompletions => {
+                let chat = chat::Chat::new(url, name, model.output_tokens_param, learned.clone());
+                Self::Chat(Client::new(url, name, key, bounds, chat)?)
+            }
+            ModelApi::OpenaiResponses => {
+                Self::Responses(Client::new(url, name, key, bounds, responses::Responses)?)
+            }
+            ModelApi::AnthropicMessages => {
+                Self::Messages(Client::new(url, name, key, bounds, anthropic::Messages)?)
+            }
+        })
     }
 
     /// Sends one streaming request; `on_text` sees each text delta as it arrives.
     pub async fn complete(
         &self,
         request: Request<'_>,
-        on_text: &mut (dyn FnMut(&str) + Send),
+        on_text: &mut OnText<'_>,
     ) -> Result<ModelTurn, ModelError> {
         match self {
             Self::Chat(client) => client.complete(request, on_text).await,
@@ -169,4 +176,31 @@ pub enum ModelError {
         "the model response passed {max} bytes (model_response_bytes in [limits]); it was cut there"
     )]
     TooLarge { max: u64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::WorkerModel;
+
+    #[test]
+    fn formatting_a_client_of_any_protocol_never_shows_the_key() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let learned = Arc::new(Learned::default());
+        for api in [
+            "openai-completions",
+            "openai-responses",
+            "anthropic-messages",
+        ] {
+            let model: WorkerModel = serde_json::from_value(serde_json::json!({
+                "url": "http://127.0.0.1:9/v1", "model": "m", "api": api,
+                "key": "sk-live-do-not-print"
+            }))
+            .expect("model");
+            let client = ModelClient::new(&model, StreamBounds::DEFAULT, &learned).expect("client");
+            let shown = format!("{client:?} {client:#?}");
+            assert!(!shown.contains("sk-live-do-not-print"), "{shown}");
+            assert!(shown.contains("http://127.0.0.1:9"), "{shown}");
+        }
+    }
 }

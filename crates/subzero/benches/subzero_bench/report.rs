@@ -135,7 +135,8 @@ impl Report<'_> {
             md,
             "It builds `cargo build --release -p subzero` and the bench binary (`cargo bench -p subzero --bench subzero-bench --no-run`), \
              then runs the bench against `target/release/subzero`. `cargo xtask bench --quick` is a smoke run with fewer repetitions. \
-             All traffic is stdio and loopback HTTP to a scripted OpenAI-compatible model (`subzero-testkit`).\n"
+             All traffic is stdio and loopback HTTP: to a scripted OpenAI-compatible model (`subzero-testkit`), and in the real-model section \
+             to a real llama.cpp `llama-server` on loopback, installed from PyPI wheels into `~/.cache/subzero-tests/llama-cpp` (`subzero_testkit::llama_cpp`).\n"
         );
         let mut sections: Vec<&str> = Vec::new();
         for f in self.figures {

@@ -280,3 +280,120 @@ impl WorkerProc {
             .status();
     }
 }
+
+/// The workspace's `README.md` in the `worker_protocol_*` runs.
+pub const README: &str = "# Demo\nA small project.\n";
+
+/// A workspace and a state directory.
+pub fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
+    (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    )
+}
+
+/// Runs of the researcher on one model protocol through a real worker: what the
+/// `worker_protocol_*` tests share.
+#[derive(Debug, Clone, Copy)]
+pub struct OnProtocol {
+    /// `model.api`.
+    pub api: &'static str,
+    /// Two letters that keep each file's run ids apart.
+    pub tag: &'static str,
+}
+
+impl OnProtocol {
+    /// A valid run id, distinct per `n`.
+    pub fn run_id(&self, n: u8) -> String {
+        format!("run_0000000000000000000000{}{n:02}", self.tag)
+    }
+
+    /// The `start_run` message of `run` on `url`, for `snapshot`.
+    pub fn message(
+        &self,
+        url: String,
+        run: &str,
+        snapshot: Value,
+        ws: &Path,
+        transcript: &Path,
+    ) -> Value {
+        let mut message = RunSpec::new(run, url, snapshot, ws, transcript).message();
+        message["model"]["api"] = json!(self.api);
+        message
+    }
+
+    /// Starts one run of the researcher on `url`.
+    pub fn run(&self, url: String, run: &str, ws: &Path, transcript: &Path) -> WorkerProc {
+        let mut worker = WorkerProc::spawn();
+        worker.send(&self.message(url, run, researcher(), ws, transcript));
+        worker
+    }
+
+    /// Runs `script` to the end; the settled line, what the server saw, and the worker.
+    pub fn settle(
+        &self,
+        script: Vec<subzero_testkit::Reply>,
+        n: u8,
+    ) -> (Value, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
+        self.settle_limited(script, n, json!({}))
+    }
+
+    /// [`Self::settle`] with the snapshot's `limits` members in `limits` replaced.
+    pub fn settle_limited(
+        &self,
+        script: Vec<subzero_testkit::Reply>,
+        n: u8,
+        limits: Value,
+    ) -> (Value, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
+        let (ws, state) = dirs();
+        std::fs::write(ws.path().join("README.md"), README).expect("readme");
+        let server = subzero_testkit::ScriptedServer::start(script).expect("server");
+        let id = self.run_id(n);
+        let mut snapshot = researcher();
+        if let Some(limits) = limits.as_object() {
+            for (name, value) in limits {
+                snapshot["limits"][name] = value.clone();
+            }
+        }
+        let transcript = state.path().join("t.jsonl");
+        let message = self.message(server.base_url(), &id, snapshot, ws.path(), &transcript);
+        let mut worker = WorkerProc::spawn();
+        worker.send(&message);
+        let settled = worker.settled(&id);
+        // Nothing is retried: give a retry the time it would need to show up.
+        std::thread::sleep(Duration::from_millis(150));
+        (settled, server.requests(), worker)
+    }
+
+    /// Run `n` on an endpoint that streams `steps` and holds the stream open; cancelled
+    /// mid-stream, the run is `stopped`, confirmed, and the endpoint sees its connection
+    /// closed. The request must start with `request_line`. The settled line.
+    pub fn cancel_mid_stream(
+        &self,
+        steps: Vec<subzero_testkit::Step>,
+        n: u8,
+        request_line: &str,
+    ) -> Value {
+        let (ws, state) = dirs();
+        let held = subzero_testkit::held::HeldStream::start(steps).expect("held stream");
+        let id = self.run_id(n);
+        let transcript = state.path().join("t.jsonl");
+        let mut worker = self.run(held.base_url(), &id, ws.path(), &transcript);
+        let request = held.wait_for_request(WAIT).expect("the request arrived");
+        assert!(request.starts_with(request_line), "{request}");
+        // Let the worker read the start of the answer: the cancel lands mid-stream.
+        assert!(
+            !held.wait_closed(Duration::from_millis(300)),
+            "the stream is open while the run waits for more"
+        );
+        worker.send(&json!({"type": "cancel", "runId": id}));
+        assert!(
+            held.wait_closed(Duration::from_secs(5)),
+            "the model server never saw the connection close"
+        );
+        worker.expect_type("cancel_confirmed", &id);
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "stopped", "{settled}");
+        settled
+    }
+}

@@ -18,35 +18,94 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::super::{Call, Conversation, Item, Request, ToolChoice, ToolSpec};
 
-/// The streaming request body for `model`.
-pub fn body(model: &str, request: &Request<'_>) -> Value {
-    let with_tools = !request.tools.is_empty();
-    let mut body = json!({
-        "model": model,
-        "max_tokens": request.max_output_tokens,
-        "stream": true,
-        "messages": messages(request.conversation, with_tools),
-    });
-    if !request.conversation.system.trim().is_empty() {
-        body["system"] = json!(request.conversation.system);
-    }
-    if with_tools {
-        body["tools"] = request.tools.iter().map(declaration).collect();
-        // The declarations stay for the earlier tool turns; no new call is allowed.
-        if request.tool_choice == ToolChoice::None {
-            body["tool_choice"] = json!({ "type": "none" });
-        }
-    }
-    body
+/// The request body (`POST …/v1/messages`).
+#[derive(Debug, Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    messages: Vec<Message>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Declaration<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<NoTool>,
+}
+
+/// `{"type": "none"}`: the declarations stay for the earlier tool turns; no new call.
+#[derive(Debug, Serialize)]
+struct NoTool {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Serialize)]
+struct Message {
+    role: Role,
+    content: Vec<Block>,
+}
+
+/// One content block as sent.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        is_error: bool,
+        /// Optional; an empty string is left out rather than sent empty.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+    },
 }
 
 /// A tool as a Messages tool definition; `input_schema` must be an object schema.
-fn declaration(tool: &ToolSpec) -> Value {
+#[derive(Debug, Serialize)]
+struct Declaration<'a> {
+    name: &'a str,
+    input_schema: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+}
+
+/// The streaming request body for `model`.
+pub fn body<'a>(model: &'a str, request: &Request<'a>) -> Body<'a> {
+    let with_tools = !request.tools.is_empty();
+    let system = request.conversation.system.as_str();
+    Body {
+        model,
+        max_tokens: request.max_output_tokens,
+        stream: true,
+        messages: messages(request.conversation, with_tools),
+        system: (!system.trim().is_empty()).then_some(system),
+        tools: with_tools.then(|| request.tools.iter().map(declaration).collect()),
+        tool_choice: (with_tools && request.tool_choice == ToolChoice::None)
+            .then_some(NoTool { kind: "none" }),
+    }
+}
+
+fn declaration(tool: &ToolSpec) -> Declaration<'_> {
     let mut schema = match &tool.parameters {
         Value::Object(schema) => schema.clone(),
         _ => Map::new(),
@@ -54,15 +113,15 @@ fn declaration(tool: &ToolSpec) -> Value {
     schema
         .entry("type")
         .or_insert_with(|| Value::String("object".to_owned()));
-    let mut out = json!({ "name": tool.name, "input_schema": schema });
-    if !tool.description.is_empty() {
-        out["description"] = json!(tool.description);
+    Declaration {
+        name: &tool.name,
+        input_schema: schema,
+        description: (!tool.description.is_empty()).then_some(tool.description.as_str()),
     }
-    out
 }
 
 /// The conversation as alternating `user` / `assistant` messages.
-fn messages(conversation: &Conversation, with_tools: bool) -> Vec<Value> {
+fn messages(conversation: &Conversation, with_tools: bool) -> Vec<Message> {
     let mut builder = Builder {
         with_tools,
         ..Builder::default()
@@ -96,10 +155,10 @@ struct Open {
 #[derive(Debug, Default)]
 struct Builder {
     with_tools: bool,
-    messages: Vec<Value>,
+    messages: Vec<Message>,
     /// The user-side blocks since the last assistant message.
-    results: Vec<Value>,
-    texts: Vec<Value>,
+    results: Vec<Block>,
+    texts: Vec<Block>,
     open: Vec<Open>,
     /// Every tool id sent so far in this request.
     used: HashSet<String>,
@@ -108,7 +167,9 @@ struct Builder {
 impl Builder {
     fn user_text(&mut self, text: &str) {
         if !text.trim().is_empty() {
-            self.texts.push(json!({ "type": "text", "text": text }));
+            self.texts.push(Block::Text {
+                text: text.to_owned(),
+            });
         }
     }
 
@@ -124,40 +185,41 @@ impl Builder {
             return;
         };
         open.answered = true;
-        let mut block =
-            json!({ "type": "tool_result", "tool_use_id": open.sent, "is_error": is_error });
-        // `content` is optional; an empty string is left out rather than sent empty.
-        if !content.is_empty() {
-            block["content"] = json!(content);
-        }
-        self.results.push(block);
+        self.results.push(Block::ToolResult {
+            tool_use_id: open.sent.clone(),
+            is_error,
+            content: (!content.is_empty()).then(|| content.to_owned()),
+        });
     }
 
     fn assistant(&mut self, text: Option<&str>, calls: &[Call]) {
         let mut blocks = Vec::new();
         if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
-            blocks.push(json!({ "type": "text", "text": text }));
+            blocks.push(Block::Text {
+                text: text.to_owned(),
+            });
         }
         let mut open = Vec::new();
         for call in calls {
             if self.with_tools {
                 let sent = self.unique_id(&call.id);
-                blocks.push(json!({
-                    "type": "tool_use",
-                    "id": sent,
-                    "name": tool_name(&call.name),
-                    "input": call.arguments_object(),
-                }));
+                blocks.push(Block::ToolUse {
+                    id: sent.clone(),
+                    name: tool_name(&call.name),
+                    input: call.arguments_object(),
+                });
                 open.push(Open {
                     recorded: call.id.clone(),
                     sent,
                     answered: false,
                 });
             } else {
-                blocks.push(json!({
-                    "type": "text",
-                    "text": format!("[tool call {} ({})]\n{}", call.name, call.id, call.arguments),
-                }));
+                blocks.push(Block::Text {
+                    text: format!(
+                        "[tool call {} ({})]\n{}",
+                        call.name, call.id, call.arguments
+                    ),
+                });
             }
         }
         if blocks.is_empty() {
@@ -167,14 +229,11 @@ impl Builder {
         match self.messages.last_mut() {
             // Nothing came between this answer and the previous one (which then made no
             // call, or its calls would have been answered): one assistant message.
-            Some(last) if last["role"] == "assistant" => {
-                if let Some(content) = last["content"].as_array_mut() {
-                    content.extend(blocks);
-                }
-            }
-            _ => self
-                .messages
-                .push(json!({ "role": "assistant", "content": blocks })),
+            Some(last) if last.role == Role::Assistant => last.content.extend(blocks),
+            _ => self.messages.push(Message {
+                role: Role::Assistant,
+                content: blocks,
+            }),
         }
         self.open = open;
     }
@@ -183,18 +242,22 @@ impl Builder {
     /// transcript has none), results first, then text.
     fn flush_user(&mut self) {
         for open in self.open.drain(..).filter(|o| !o.answered) {
-            self.results.push(json!({
-                "type": "tool_result",
-                "tool_use_id": open.sent,
-                "content": "no result was recorded for this call (the run ended before it finished)",
-                "is_error": true,
-            }));
+            self.results.push(Block::ToolResult {
+                tool_use_id: open.sent,
+                content: Some(
+                    "no result was recorded for this call (the run ended before it finished)"
+                        .to_owned(),
+                ),
+                is_error: true,
+            });
         }
         let mut content = std::mem::take(&mut self.results);
         content.append(&mut self.texts);
         if !content.is_empty() {
-            self.messages
-                .push(json!({ "role": "user", "content": content }));
+            self.messages.push(Message {
+                role: Role::User,
+                content,
+            });
         }
     }
 
@@ -251,24 +314,9 @@ fn tool_name(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-
-    fn call(id: &str, name: &str, arguments: &str) -> Call {
-        Call {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn result(id: &str, content: &str) -> Item {
-        Item::ToolResult {
-            call_id: id.to_owned(),
-            name: "ls".to_owned(),
-            content: content.to_owned(),
-            is_error: false,
-        }
-    }
 
     fn ls() -> ToolSpec {
         ToolSpec {
@@ -283,7 +331,7 @@ mod tests {
             system: "Be brief.".to_owned(),
             items,
         };
-        body(
+        to_json(body(
             "claude-test",
             &Request {
                 conversation: &conversation,
@@ -292,7 +340,11 @@ mod tests {
                 max_output_tokens: 1024,
                 max_text_bytes: None,
             },
-        )
+        ))
+    }
+
+    fn to_json(body: Body<'_>) -> Value {
+        serde_json::to_value(body).expect("body")
     }
 
     #[test]
@@ -303,13 +355,13 @@ mod tests {
                 Item::Assistant {
                     text: Some("Looking.".into()),
                     calls: vec![
-                        call("toolu_1", "ls", "{\"path\":\".\"}"),
-                        call("toolu_2", "ls", "{}"),
+                        Call::of("toolu_1", "ls", "{\"path\":\".\"}"),
+                        Call::of("toolu_2", "ls", "{}"),
                     ],
                 },
-                result("toolu_1", "a\nb"),
+                Item::result("toolu_1", "ls", "a\nb"),
                 Item::User("also check src".into()),
-                result("toolu_2", ""),
+                Item::result("toolu_2", "ls", ""),
             ],
             &[ls()],
             ToolChoice::Auto,
@@ -339,16 +391,10 @@ mod tests {
     fn foreign_and_repeated_ids_are_mapped_the_same_in_call_and_result() {
         let items = vec![
             Item::User("go".into()),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call:0", "ls", "{}")],
-            },
-            result("call:0", "x"),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("call:0", "ls", "{}")],
-            },
-            result("call:0", "y"),
+            Item::calling(vec![Call::of("call:0", "ls", "{}")]),
+            Item::result("call:0", "ls", "x"),
+            Item::calling(vec![Call::of("call:0", "ls", "{}")]),
+            Item::result("call:0", "ls", "y"),
         ];
         let body = encode(items.clone(), &[ls()], ToolChoice::Auto);
         let m = &body["messages"];
@@ -376,12 +422,9 @@ mod tests {
         let body = encode(
             vec![
                 Item::User("go".into()),
-                Item::Assistant {
-                    text: None,
-                    calls: vec![call("c1", "ls", "not json")],
-                },
+                Item::calling(vec![Call::of("c1", "ls", "not json")]),
                 Item::User("Recovery notice: the run was interrupted.".into()),
-                result("c9", "orphan"),
+                Item::result("c9", "ls", "orphan"),
             ],
             &[ls()],
             ToolChoice::Auto,
@@ -435,11 +478,8 @@ mod tests {
     fn tool_choice_none_keeps_the_declarations_and_forbids_calls() {
         let items = vec![
             Item::User("go".into()),
-            Item::Assistant {
-                text: None,
-                calls: vec![call("c1", "ls", "{}")],
-            },
-            result("c1", "x"),
+            Item::calling(vec![Call::of("c1", "ls", "{}")]),
+            Item::result("c1", "ls", "x"),
         ];
         let body = encode(items.clone(), &[ls()], ToolChoice::None);
         assert_eq!(body["tool_choice"], json!({"type": "none"}));
@@ -462,7 +502,7 @@ mod tests {
             system: String::new(),
             items: vec![Item::User("hi".into())],
         };
-        let body = body(
+        let body = to_json(body(
             "m",
             &Request {
                 conversation: &conversation,
@@ -471,7 +511,7 @@ mod tests {
                 max_output_tokens: 1,
                 max_text_bytes: None,
             },
-        );
+        ));
         assert!(body.get("system").is_none());
     }
 }

@@ -9,98 +9,230 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde::Deserialize;
 
-use super::super::{ModelError, ModelTurn, StreamBounds, ToolCall};
-use crate::redact::redact;
+use super::super::partial::Draft;
+use super::super::protocol::{Assembler, Flow, OnText};
+use super::super::wire::{self, ProviderError, lenient};
+use super::super::{ModelError, ModelTurn, StreamBounds};
+
+/// One stream event as read: the union of the fields the events this reader uses carry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Event {
+    /// The content block an event is about.
+    #[serde(deserialize_with = "lenient")]
+    index: u64,
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Kind,
+    #[serde(deserialize_with = "lenient")]
+    message: StartedMessage,
+    #[serde(deserialize_with = "lenient")]
+    content_block: Option<ContentBlock>,
+    #[serde(deserialize_with = "lenient")]
+    delta: Delta,
+    #[serde(deserialize_with = "lenient")]
+    usage: Option<Usage>,
+}
+
+/// The event types this reader uses; any other is [`Kind::Other`] and skipped.
+#[derive(Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    MessageStart,
+    ContentBlockStart,
+    ContentBlockDelta,
+    MessageDelta,
+    MessageStop,
+    Error,
+    /// `ping`, `content_block_stop`, and types added after this reader.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StartedMessage {
+    #[serde(deserialize_with = "lenient")]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ContentBlock {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    text: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    id: String,
+    #[serde(deserialize_with = "lenient")]
+    name: String,
+    /// A tool's input: any JSON, kept as its text when it is a non-empty object.
+    input: Option<serde_json::Value>,
+}
+
+/// A `content_block_delta`'s or `message_delta`'s `delta`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Delta {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    text: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    partial_json: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    stop_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Usage {
+    #[serde(deserialize_with = "lenient")]
+    input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    output_tokens: Option<u64>,
+}
+
+/// An Anthropic error object: `{"type":"error","error":{"type","message"}}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ErrorEnvelope {
+    error: Option<ProviderError>,
+}
 
 /// One content block of the message, by its `index`.
 #[derive(Debug)]
 enum Block {
     Text,
-    /// A `tool_use` block: the slot of its call in [`Assembler::calls`].
+    /// A `tool_use` block: the slot of its call.
     ToolUse(usize),
     /// Thinking, redacted thinking, or a block type this reader does not know.
     Skipped,
 }
 
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    /// `input` of `content_block_start` when it was not empty, used when no delta follows.
-    initial: Option<String>,
-    arguments: String,
-    /// Bytes of `partial_json` received, kept counting after the cap.
-    argument_bytes: u64,
-}
-
 /// What the stream said so far.
 #[derive(Debug)]
-pub struct Assembler {
-    turn: ModelTurn,
+pub struct MessagesStream {
+    draft: Draft,
     blocks: HashMap<u64, Block>,
-    calls: Vec<PartialCall>,
-    max_argument_bytes: u64,
+    /// Per call slot: `input` of `content_block_start` when it was a non-empty object,
+    /// used when no delta follows.
+    initial: HashMap<usize, String>,
     /// `message_delta` carried a `stop_reason`: the content is whole even without
     /// `message_stop`.
     stopped: bool,
     saw_anything: bool,
 }
 
-impl Default for Assembler {
+impl Default for MessagesStream {
     fn default() -> Self {
         Self::new(StreamBounds::DEFAULT.max_tool_argument_bytes)
     }
 }
 
-impl Assembler {
+impl MessagesStream {
+    /// Input tokens are `input_tokens` plus the cache reads and writes (Anthropic counts
+    /// them apart); `message_delta` carries cumulative counts, so a later value replaces an
+    /// earlier one.
+    fn usage(&mut self, usage: &Usage) {
+        self.draft.turn.usage_reported = true;
+        if let Some(input) = usage.input_tokens {
+            self.draft.turn.input_tokens = input
+                .saturating_add(usage.cache_creation_input_tokens.unwrap_or(0))
+                .saturating_add(usage.cache_read_input_tokens.unwrap_or(0));
+        }
+        if let Some(output) = usage.output_tokens {
+            self.draft.turn.output_tokens = output;
+        }
+    }
+
+    fn start_block(&mut self, index: u64, block: ContentBlock, on_text: &mut OnText<'_>) {
+        let block = match block.kind.as_deref() {
+            Some("text") => {
+                if let Some(text) = &block.text {
+                    self.draft.text(text, on_text);
+                }
+                Block::Text
+            }
+            Some("tool_use") => {
+                let slot = self.draft.calls.open();
+                if let Some(call) = self.draft.calls.get_mut(slot) {
+                    call.id_once(Some(&block.id));
+                    call.name = block.name;
+                }
+                if let Some(input) = block
+                    .input
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                {
+                    self.initial.insert(slot, input.to_string());
+                }
+                Block::ToolUse(slot)
+            }
+            _ => Block::Skipped,
+        };
+        self.blocks.insert(index, block);
+    }
+
+    fn delta(&mut self, index: u64, delta: &Delta, on_text: &mut OnText<'_>) {
+        let block = self.blocks.get(&index);
+        match delta.kind.as_deref() {
+            // A text delta for a block that never started is still text.
+            Some("text_delta") if matches!(block, Some(Block::Text) | None) => {
+                if let Some(text) = &delta.text {
+                    self.draft.text(text, on_text);
+                }
+            }
+            Some("input_json_delta") => {
+                if let (Some(&Block::ToolUse(slot)), Some(piece)) = (block, &delta.partial_json) {
+                    self.draft.calls.append(slot, piece);
+                }
+            }
+            // thinking_delta, signature_delta, citations_delta, unknown ones.
+            _ => {}
+        }
+    }
+}
+
+impl Assembler for MessagesStream {
     /// An assembler that drops a tool call's input once it passes `max_argument_bytes`.
-    pub fn new(max_argument_bytes: u64) -> Self {
+    fn new(max_argument_bytes: u64) -> Self {
         Self {
-            turn: ModelTurn::default(),
+            draft: Draft::new(max_argument_bytes),
             blocks: HashMap::new(),
-            calls: Vec::new(),
-            max_argument_bytes,
+            initial: HashMap::new(),
             stopped: false,
             saw_anything: false,
         }
     }
 
-    /// Handles one SSE payload; returns true at `message_stop`.
-    pub fn event(
-        &mut self,
-        data: &str,
-        on_text: &mut (dyn FnMut(&str) + Send),
-    ) -> Result<bool, ModelError> {
-        let Ok(event) = serde_json::from_str::<Value>(data) else {
-            return Err(ModelError::Stream(format!(
-                "a stream event of {} bytes was not JSON",
-                data.len()
-            )));
-        };
+    fn draft(&self) -> &Draft {
+        &self.draft
+    }
+
+    /// `message_stop` ends the answer.
+    fn feed(&mut self, data: &str, on_text: &mut OnText<'_>) -> Result<Flow, ModelError> {
+        let event: Event = wire::event(data)?;
         self.saw_anything = true;
-        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "message_start" => {
-                if let Some(usage) = event.pointer("/message/usage") {
+        match event.kind {
+            Kind::MessageStart => {
+                if let Some(usage) = &event.message.usage {
                     self.usage(usage);
                 }
             }
-            "content_block_start" => {
-                let block = event.get("content_block").unwrap_or(&Value::Null);
-                self.start_block(index, block, on_text);
+            Kind::ContentBlockStart => {
+                let block = event.content_block.unwrap_or_default();
+                self.start_block(event.index, block, on_text);
             }
-            "content_block_delta" => {
-                let delta = event.get("delta").unwrap_or(&Value::Null);
-                self.delta(index, delta, on_text);
-            }
-            "message_delta" => {
-                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            Kind::ContentBlockDelta => self.delta(event.index, &event.delta, on_text),
+            Kind::MessageDelta => {
+                if let Some(reason) = &event.delta.stop_reason {
                     self.stopped = true;
                     // `max_tokens` is the output-token cap run.rs reports as such.
                     let reason = if reason == "max_tokens" {
@@ -108,202 +240,96 @@ impl Assembler {
                     } else {
                         reason
                     };
-                    self.turn.finish_reason = Some(reason.to_owned());
+                    self.draft.turn.finish_reason = Some(reason.to_owned());
                 }
-                if let Some(usage) = event.get("usage") {
+                if let Some(usage) = &event.usage {
                     self.usage(usage);
                 }
             }
-            "message_stop" => return Ok(true),
-            "error" => return Err(stream_error(&event)),
-            // `ping`, `content_block_stop`, and types added after this reader.
-            _ => {}
-        }
-        Ok(false)
-    }
-
-    /// Input tokens are `input_tokens` plus the cache reads and writes (Anthropic counts
-    /// them apart); `message_delta` carries cumulative counts, so a later value replaces an
-    /// earlier one.
-    fn usage(&mut self, usage: &Value) {
-        let field = |name: &str| usage.get(name).and_then(Value::as_u64);
-        if usage.is_object() {
-            self.turn.usage_reported = true;
-        }
-        if let Some(input) = field("input_tokens") {
-            self.turn.input_tokens = input
-                .saturating_add(field("cache_creation_input_tokens").unwrap_or(0))
-                .saturating_add(field("cache_read_input_tokens").unwrap_or(0));
-        }
-        if let Some(output) = field("output_tokens") {
-            self.turn.output_tokens = output;
-        }
-    }
-
-    fn start_block(&mut self, index: u64, block: &Value, on_text: &mut (dyn FnMut(&str) + Send)) {
-        let block = match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                if let Some(text) = block.get("text").and_then(Value::as_str) {
-                    self.text(text, on_text);
-                }
-                Block::Text
+            Kind::MessageStop => return Ok(Flow::Done),
+            Kind::Error => {
+                return Err(wire::failed(
+                    &error_text(data).unwrap_or_else(|| data.to_owned()),
+                ));
             }
-            Some("tool_use") => {
-                let text = |name: &str| {
-                    block
-                        .get(name)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let initial = block
-                    .get("input")
-                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
-                    .map(Value::to_string);
-                self.calls.push(PartialCall {
-                    id: text("id"),
-                    name: text("name"),
-                    initial,
-                    ..PartialCall::default()
-                });
-                Block::ToolUse(self.calls.len() - 1)
-            }
-            _ => Block::Skipped,
-        };
-        self.blocks.insert(index, block);
-    }
-
-    fn delta(&mut self, index: u64, delta: &Value, on_text: &mut (dyn FnMut(&str) + Send)) {
-        let block = self.blocks.get(&index);
-        match delta.get("type").and_then(Value::as_str) {
-            // A text delta for a block that never started is still text.
-            Some("text_delta") if matches!(block, Some(Block::Text) | None) => {
-                if let Some(text) = delta.get("text").and_then(Value::as_str) {
-                    self.text(text, on_text);
-                }
-            }
-            Some("input_json_delta") => {
-                if let (Some(&Block::ToolUse(slot)), Some(piece)) =
-                    (block, delta.get("partial_json").and_then(Value::as_str))
-                {
-                    self.input_piece(slot, piece);
-                }
-            }
-            // thinking_delta, signature_delta, citations_delta, unknown ones.
-            _ => {}
+            Kind::Other => {}
         }
+        Ok(Flow::More)
     }
 
-    fn text(&mut self, text: &str, on_text: &mut (dyn FnMut(&str) + Send)) {
-        if !text.is_empty() {
-            self.turn.text.push_str(text);
-            on_text(text);
-        }
-    }
-
-    fn input_piece(&mut self, slot: usize, piece: &str) {
-        let max = self.max_argument_bytes;
-        let Some(call) = self.calls.get_mut(slot) else {
-            return;
-        };
-        let bytes = u64::try_from(piece.len()).unwrap_or(u64::MAX);
-        call.argument_bytes = call.argument_bytes.saturating_add(bytes);
-        if call.argument_bytes <= max {
-            call.arguments.push_str(piece);
-        } else {
-            // Over the cap: keep counting, keep nothing (memory stays flat).
-            call.arguments = String::new();
-        }
-    }
-
-    /// Whether the stream said the message is whole: `message_delta` with a `stop_reason`.
-    pub fn stopped(&self) -> bool {
-        self.stopped
-    }
-
-    pub fn saw_anything(&self) -> bool {
-        self.saw_anything
-    }
-
-    /// Bytes of text so far.
-    pub fn text_len(&self) -> usize {
-        self.turn.text.len()
-    }
-
-    pub fn finish(mut self) -> ModelTurn {
-        let max = self.max_argument_bytes;
+    fn finish(mut self) -> ModelTurn {
+        let max = self.draft.calls.max_argument_bytes();
         // A message cut at `max_tokens` may end in a tool_use whose input never began: its
         // arguments stay empty (incomplete), not `{}`, so the call is not run as if whole.
-        let cut = self.turn.finish_reason.as_deref() == Some("length");
-        let last = self.calls.len().checked_sub(1);
-        self.turn.tool_calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .map(|(n, c)| {
-                let oversized = (c.argument_bytes > max).then_some(c.argument_bytes);
-                // Anthropic starts a tool_use with `input: {}` and streams the input;
-                // a block that carries its input whole at the start keeps that.
-                let arguments = if oversized.is_some() {
-                    String::new()
-                } else if !c.arguments.trim().is_empty() {
-                    c.arguments
-                } else if cut && Some(n) == last && c.initial.is_none() {
-                    String::new()
-                } else {
-                    c.initial.unwrap_or_else(|| "{}".to_owned())
-                };
-                ToolCall {
-                    id: if c.id.is_empty() {
-                        format!("toolu_{n}")
-                    } else {
-                        c.id
-                    },
-                    name: c.name,
-                    arguments,
-                    oversized,
-                }
-            })
-            .collect();
-        self.turn
+        let cut = self.draft.turn.finish_reason.as_deref() == Some("length");
+        let last = self.draft.calls.last();
+        for slot in 0..last.map_or(0, |last| last + 1) {
+            let empty = self
+                .draft
+                .calls
+                .get(slot)
+                .is_some_and(|c| c.has_no_arguments(max));
+            if !empty {
+                continue;
+            }
+            // Anthropic starts a tool_use with `input: {}` and streams the input; a block
+            // that carries its input whole at the start keeps that.
+            match self.initial.remove(&slot) {
+                Some(initial) => self.draft.calls.replace(slot, &initial),
+                None if cut && Some(slot) == last => {}
+                None => self.draft.calls.replace(slot, "{}"),
+            }
+        }
+        self.draft.finish("toolu")
     }
-}
 
-/// An `error` event (`{"type":"error","error":{"type","message"}}`) as a failed request.
-fn stream_error(event: &Value) -> ModelError {
-    ModelError::Stream(redact(
-        &error_text(event).unwrap_or_else(|| event.to_string()),
-    ))
+    /// Without `message_stop` only a `stop_reason` says the answer is whole.
+    fn end(self) -> Result<ModelTurn, ModelError> {
+        if !self.saw_anything {
+            return Err(ModelError::Stream(
+                "the stream ended without a single event".to_owned(),
+            ));
+        }
+        if !self.stopped {
+            return Err(ModelError::Stream(
+                "the stream ended before the model finished (no message_stop and no stop_reason)"
+                    .to_owned(),
+            ));
+        }
+        Ok(self.finish())
+    }
 }
 
 /// `type: message` of an Anthropic error object, from an `error` event or an HTTP error
-/// body; `None` when `value` is not one.
-pub fn error_text(value: &Value) -> Option<String> {
-    let error = value.get("error")?;
-    let kind = error.get("type").and_then(Value::as_str);
-    let message = error.get("message").and_then(Value::as_str);
-    match (kind, message) {
+/// body; `None` when `body` is not one.
+pub fn error_text(body: &str) -> Option<String> {
+    let error = serde_json::from_str::<ErrorEnvelope>(body).ok()?.error?;
+    if !error.is_object() {
+        return None;
+    }
+    match (error.kind(), error.message()) {
         (Some(kind), Some(message)) => Some(format!("{kind}: {message}")),
-        (None, Some(message)) => Some(message.to_owned()),
-        (Some(kind), None) => Some(kind.to_owned()),
+        (None, Some(message)) => Some(message),
+        (Some(kind), None) => Some(kind),
         (None, None) => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
     fn feed(events: &[Value]) -> (ModelTurn, String, bool) {
-        let mut a = Assembler::default();
+        let mut a = MessagesStream::default();
         let mut streamed = String::new();
         let mut done = false;
         for e in events {
             done = a
-                .event(&e.to_string(), &mut |t: &str| streamed.push_str(t))
-                .expect("event");
+                .feed(&e.to_string(), &mut |t: &str| streamed.push_str(t))
+                .expect("event")
+                == Flow::Done;
         }
         (a.finish(), streamed, done)
     }
@@ -406,11 +432,11 @@ mod tests {
 
     #[test]
     fn an_error_event_fails_with_its_type_and_message() {
-        let mut a = Assembler::default();
+        let mut a = MessagesStream::default();
         let mut sink = |_: &str| {};
         let event =
             json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
-        let err = a.event(&event.to_string(), &mut sink).expect_err("fails");
+        let err = a.feed(&event.to_string(), &mut sink).expect_err("fails");
         assert_eq!(
             err.to_string(),
             "model stream was unusable: overloaded_error: Overloaded"
@@ -419,20 +445,20 @@ mod tests {
 
     #[test]
     fn non_json_data_fails() {
-        let mut a = Assembler::default();
+        let mut a = MessagesStream::default();
         let mut sink = |_: &str| {};
-        assert!(a.event("not json", &mut sink).is_err());
+        assert!(a.feed("not json", &mut sink).is_err());
     }
 
     #[test]
     fn input_over_the_cap_is_dropped_and_counted() {
-        let mut a = Assembler::new(8);
+        let mut a = MessagesStream::new(8);
         let mut sink = |_: &str| {};
         let start = json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"read","input":{}}});
-        a.event(&start.to_string(), &mut sink).expect("start");
+        a.feed(&start.to_string(), &mut sink).expect("start");
         for piece in ["{\"path\"", ":\"aaaa", "aaaa\"}"] {
             let e = json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":piece}});
-            a.event(&e.to_string(), &mut sink).expect("delta");
+            a.feed(&e.to_string(), &mut sink).expect("delta");
         }
         let turn = a.finish();
         assert_eq!(turn.tool_calls[0].arguments, "");
