@@ -369,4 +369,24 @@ async fn piped_it_prints_the_board_once_as_plain_text() {
     assert!(text.contains("1 child: 0 running"), "{text}");
     assert!(row_of(&text, &child).contains("ready"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(!text.contains("PHASE"), "one STATE column at 80:\n{text}");
+
+    // Wider: STATE, PHASE and MODEL have columns of their own; --all finds the child too.
+    let out = Command::new(env!("CARGO_BIN_EXE_subzero"))
+        .args(["watch", "--all", "--state-dir"])
+        .arg(env.state_dir())
+        .env("COLUMNS", "120")
+        .stdin(Stdio::null())
+        .output()
+        .expect("watch runs");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.contains("· all workspaces ·"), "{text}");
+    for title in ["STATE", "PHASE", "MODEL"] {
+        assert!(text.contains(title), "no {title} at 120 columns:\n{text}");
+    }
+    let row = row_of(&text, &child);
+    assert!(
+        row.contains("ready") && row.contains("idle") && row.contains("scripted"),
+        "{row}"
+    );
 }
