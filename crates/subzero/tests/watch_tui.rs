@@ -69,6 +69,24 @@ fn listed(env: &Env, child: &str) -> Value {
         .unwrap_or_else(|| panic!("{child} is not listed: {doc:#}"))
 }
 
+/// The words on the screen with the dialog's and panes' borders taken out, so a sentence a
+/// dialog wrapped reads as one.
+fn words(screen: &str) -> String {
+    screen
+        .chars()
+        .map(|c| {
+            if "│┌┐└┘─".contains(c) {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Keep the screen for the README's capture (`target/tmp/watch-*.txt`).
 fn keep(name: &str, screen: &str) {
     let _ = std::fs::write(
@@ -268,7 +286,7 @@ async fn a_stop_asks_first_and_then_names_the_live_broker_that_owns_the_run() {
     let answer = term.wait_text("Not stopped", SCREEN);
     keep("stop-refused", &answer);
     let pid = s.pid().expect("broker pid");
-    let flat = answer.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = words(&answer);
     assert!(flat.contains(&format!("pid {pid}")), "{answer}");
     assert!(flat.contains("subzero_stop"), "{answer}");
     assert!(flat.contains("Nothing was changed"), "{answer}");
@@ -325,7 +343,7 @@ async fn a_stop_whose_broker_is_gone_goes_through_a_broker_watch_starts() {
     let after = listed(&env, &child);
     assert_eq!(after["state"], "interrupted", "{after:#}\n{answer}");
     assert_eq!(after["activeRunId"], Value::Null, "{after:#}");
-    let flat = answer.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = words(&answer);
     assert!(
         flat.contains(&format!("{run} had already ended")),
         "{answer}"
