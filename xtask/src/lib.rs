@@ -1,6 +1,7 @@
 //! Subzero's build tasks: `codegen` writes `generated/`, `check` proves it is fresh and
-//! agrees with `schema-src/` and the fixtures. A library so that `subzero-protocol`'s tests
-//! run the very same checks in-process.
+//! agrees with `schema-src/` and the fixtures, `test` runs the whole suite with every outside
+//! client and host installed. A library so that `subzero-protocol`'s tests run the very same
+//! checks in-process.
 
 pub mod bench;
 pub mod bundle;
@@ -10,6 +11,7 @@ pub mod compare;
 pub mod error_table;
 pub mod fixtures;
 pub mod source;
+pub mod test;
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! `cargo xtask codegen | check | bench`.
+//! `cargo xtask codegen | check | bench | test`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,7 +11,7 @@ use xtask::codegen::{GeneratedFile, generate_rust};
 use xtask::source::SourceSet;
 use xtask::workspace_root;
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    build the release binary, measure, write docs/benchmarks.md (--quick: a smoke run)";
+const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick]|test [CARGO TEST ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    build the release binary, measure, write docs/benchmarks.md (--quick: a smoke run)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           cargo test --workspace where a missing prerequisite fails instead of skipping";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -21,6 +21,10 @@ fn main() -> ExitCode {
         "bench" => xtask::bench::bench(
             &workspace_root(),
             std::env::args().skip(2).any(|a| a == "--quick"),
+        ),
+        "test" => xtask::test::test(
+            &workspace_root(),
+            &std::env::args().skip(2).collect::<Vec<_>>(),
         ),
         _ => Err(vec![USAGE.to_string()]),
     };

@@ -6,6 +6,7 @@ mod hosts;
 mod inspect;
 mod logging;
 mod serve;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,8 @@ enum Command {
     Logs(inspect::LogsArgs),
     /// Print an artifact (a run's full result).
     Output(inspect::OutputArgs),
+    /// Watch the workspace's children live: state, phase, turns, tokens, tool, last event.
+    Watch(watch::WatchArgs),
     /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
     #[command(hide = true)]
     Worker {
@@ -102,6 +105,7 @@ fn main() -> std::process::ExitCode {
         Command::Show(args) => inspect::show(args),
         Command::Logs(args) => inspect::logs(args),
         Command::Output(args) => inspect::output(args),
+        Command::Watch(args) => watch::run(args),
         Command::Worker {
             lock_fd,
             scratch_parent,

@@ -10,8 +10,11 @@
 //!   discriminated.
 //!
 //! The tools are pinned: json-schema-to-typescript and typescript in
-//! `tests/clients/ts/package-lock.json`, datamodel-code-generator in `.ci/run`. Without
-//! them a local run says so loudly and skips; under CI (`CI` set) a missing tool fails.
+//! `tests/clients/ts/package-lock.json`, datamodel-code-generator and pydantic in
+//! `cargo xtask test`'s venv. Without them a plain `cargo test` says so loudly and skips; in
+//! strict mode (`cargo xtask test`, CI) a missing tool fails.
+
+mod prereq_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,16 +32,10 @@ fn ts_project() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ts")
 }
 
-/// Skip (outside CI) or fail (in CI) because `what` is missing.
-fn missing(what: &str, install: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must provide {what} for the contract bindings test ({install}; see .ci/run)"
-    );
-    eprintln!(
-        "\n*** SKIPPED contract_bindings: {what} is missing ({install}). CI runs this test. ***\n"
-    );
-}
+/// The group of the TypeScript bindings case.
+const TYPESCRIPT: &str = "contract_bindings:typescript";
+/// The group of the pydantic bindings case.
+const PYDANTIC: &str = "contract_bindings:pydantic";
 
 fn run(command: &mut Command, what: &str) -> Output {
     let output = command
@@ -75,16 +72,14 @@ fn node_modules_fresh(dir: &Path) -> bool {
         && dir.join("node_modules/typescript/bin/tsc").exists()
 }
 
-/// The TS project with its pinned packages installed, or `None` (outside CI) without Node.
+/// The TS project with its pinned packages installed, or `None` without Node (outside strict
+/// mode).
 fn node_ready() -> Option<PathBuf> {
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        missing("Node 20", "install node and npm");
+    if !prereq_support::node_available() {
+        prereq_support::missing(TYPESCRIPT, "Node 20 and npm", "install Node 20");
         return None;
     }
+    prereq_support::present(TYPESCRIPT);
     let dir = ts_project();
     if !node_modules_fresh(&dir) {
         run(
@@ -178,20 +173,19 @@ fn typescript_declarations_of_every_module_type_check_under_strict() {
     );
 }
 
-/// `python3` with datamodel-code-generator and pydantic 2, or `None` (outside CI).
+/// Whether the test Python has datamodel-code-generator and pydantic 2 (else the test is
+/// skipped, or fails in strict mode).
 fn python_ready() -> bool {
-    let probe = Command::new("python3")
-        .args([
-            "-c",
-            "import datamodel_code_generator, pydantic; assert pydantic.VERSION.startswith('2')",
-        ])
-        .output();
-    if probe.is_ok_and(|o| o.status.success()) {
+    if prereq_support::python_runs(
+        "import datamodel_code_generator, pydantic; assert pydantic.VERSION.startswith('2')",
+    ) {
+        prereq_support::present(PYDANTIC);
         return true;
     }
-    missing(
+    prereq_support::missing(
+        PYDANTIC,
         "datamodel-code-generator with pydantic 2",
-        "pip install 'datamodel-code-generator==0.89.0'",
+        "python3 -m pip install 'datamodel-code-generator==0.89.0' 'pydantic==2.13.4'",
     );
     false
 }
@@ -205,7 +199,7 @@ fn pydantic_models_round_trip_every_fixture_in_strict_mode() {
     for stem in ["subzero-v1", "subzero-v1-consumer"] {
         let module = out.path().join(format!("{}.py", stem.replace('-', "_")));
         run(
-            Command::new("python3")
+            Command::new(prereq_support::python())
                 .args(["-m", "datamodel_code_generator"])
                 .arg("--input")
                 .arg(root().join(format!("generated/bundle/{stem}.schema.json")))
@@ -229,7 +223,7 @@ fn pydantic_models_round_trip_every_fixture_in_strict_mode() {
         );
     }
     let checked = run(
-        Command::new("python3")
+        Command::new(prereq_support::python())
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/python_bindings.py"))
             .arg(out.path())
             .arg(root())

@@ -9,11 +9,12 @@
 //! - Claude Code quitting (SIGINT) while a `subzero_get` waits on a child running a `bash`
 //!   tool leaves no broker, worker or tool process, and the run is recorded `stopped`.
 //!
-//! Run alone: `cargo test -p subzero --test host_claude_code` (after
-//! `(cd crates/subzero/tests/hosts/claude-code && npm ci)`).
+//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test host_claude_code`
+//! (after `(cd crates/subzero/tests/hosts/claude-code && npm ci)`).
 
 mod faults_support;
 mod hosts_support;
+mod prereq_support;
 mod real_host_support;
 
 use std::path::PathBuf;

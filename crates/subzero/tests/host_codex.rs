@@ -11,11 +11,12 @@
 //! - Codex quitting (SIGINT) while a `subzero_get` waits on a child running a `bash`
 //!   tool leaves no broker, worker or tool process, and the run is recorded `stopped`.
 //!
-//! Run alone: `cargo test -p subzero --test host_codex` (after
-//! `(cd crates/subzero/tests/hosts/codex && npm ci)`).
+//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test host_codex`
+//! (after `(cd crates/subzero/tests/hosts/codex && npm ci)`).
 
 mod faults_support;
 mod hosts_support;
+mod prereq_support;
 mod real_host_support;
 
 use std::path::PathBuf;

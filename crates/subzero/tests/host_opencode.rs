@@ -3,11 +3,12 @@
 //! run headless (`opencode run`) against the scripted parent on loopback through the bundled
 //! `@ai-sdk/openai-compatible` provider.
 //!
-//! Run it alone with `cargo test -p subzero --test host_opencode` (after `npm ci` in
-//! `crates/subzero/tests/hosts/opencode`; without it the test is skipped, loudly, unless `CI`
-//! is set).
+//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test host_opencode` after
+//! `npm ci` in `crates/subzero/tests/hosts/opencode` (without it the test is skipped, loudly, and
+//! fails in strict mode).
 
 mod chat_hosts_support;
+mod prereq_support;
 mod real_host_support;
 
 use std::time::Duration;

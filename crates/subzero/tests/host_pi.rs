@@ -7,10 +7,12 @@
 //! `--approve` (the one-run trust the install message names) and `pi mcp list`, which has no
 //! such flag, runs after the trust decision is saved the way Pi's own prompt saves it.
 //!
-//! Run it alone with `cargo test -p subzero --test host_pi` (after `npm ci` in
-//! `crates/subzero/tests/hosts/pi`; without it the test is skipped, loudly, unless `CI` is set).
+//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test host_pi` after
+//! `npm ci` in `crates/subzero/tests/hosts/pi` (without it the test is skipped, loudly, and
+//! fails in strict mode).
 
 mod chat_hosts_support;
+mod prereq_support;
 mod real_host_support;
 
 use std::time::Duration;

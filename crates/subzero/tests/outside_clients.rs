@@ -6,6 +6,7 @@
 //! compiles every published schema (`tests/clients/ts/strict_schemas.mjs`).
 
 mod mcp_support;
+mod prereq_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -17,22 +18,28 @@ use mcp_support::*;
 use serde_json::{Map, Value, json};
 use subzero_testkit::{Reply, Step};
 
+/// The group of the Python SDK cases.
+const PYTHON_SDK: &str = "outside_clients:python-sdk";
+/// The group of the TypeScript SDK and Ajv cases.
+const TYPESCRIPT_SDKS: &str = "outside_clients:typescript-sdks";
+
+/// Whether the Python SDK is installed (else the test is skipped, or fails in strict mode).
 fn python_sdk_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import mcp"])
-        .status()
-        .is_ok_and(|s| s.success())
+    if prereq_support::python_runs("import mcp") {
+        prereq_support::present(PYTHON_SDK);
+        return true;
+    }
+    prereq_support::missing(
+        PYTHON_SDK,
+        "the Python MCP SDK (mcp 2.x)",
+        "python3 -m pip install 'mcp==2.3.0'",
+    );
+    false
 }
 
 #[test]
 fn the_python_sdk_client_delegates_and_validates_every_result() {
     if !python_sdk_available() {
-        // .ci/run installs it (`pip install mcp`); a bare checkout without it cannot run this.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install the Python MCP SDK (see .ci/run)"
-        );
-        eprintln!("skipped: the Python `mcp` package is not installed (pip install mcp)");
         return;
     }
     let slow_tool_turn = Reply::Sse(vec![
@@ -44,7 +51,7 @@ fn the_python_sdk_client_delegates_and_validates_every_result() {
     let env = Env::new(vec![slow_tool_turn, Reply::text("It is a demo project.")]);
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/python_sdk_client.py");
-    let output = Command::new("python3")
+    let output = Command::new(prereq_support::python())
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_subzero"))
         .arg(env.workspace())
@@ -53,7 +60,7 @@ fn the_python_sdk_client_delegates_and_validates_every_result() {
         .arg(env.server.base_url())
         .env("SUBZERO_TEST_KEY", KEY)
         .output()
-        .expect("python3 runs");
+        .expect("python runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -265,39 +272,31 @@ async fn rmcp_reads_every_error_code() {
 #[test]
 fn the_python_sdk_reads_every_error_code() {
     if !python_sdk_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install the Python MCP SDK (see .ci/run)"
-        );
-        eprintln!("skipped: the Python `mcp` package is not installed (pip install mcp)");
         return;
     }
     let env = error_case_env();
-    let output = Command::new("python3")
+    let output = Command::new(prereq_support::python())
         .arg(clients_dir().join("python_sdk_error_cases.py"))
         .envs(broker_vars(&env))
         .output()
-        .expect("python3 runs");
+        .expect("python runs");
     let report = report_of("the Python SDK", &output);
     let client = format!("mcp {}", report["version"].as_str().unwrap_or("?"));
     assert_every_case(&client, &report["results"]);
 }
 
 /// `tests/clients/ts/` with its node modules installed (once per test run, from the
-/// lockfile; `.ci/run` installs them before the tests), or `None` without Node outside CI.
+/// lockfile; `cargo xtask test` installs them before the tests), or `None` without Node
+/// (outside strict mode).
 fn node_project() -> Option<PathBuf> {
     static PROJECT: OnceLock<Option<PathBuf>> = OnceLock::new();
     PROJECT
         .get_or_init(|| {
-            let node = Command::new("node").arg("--version").output();
-            if !node.is_ok_and(|o| o.status.success()) {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI must have Node 20 and npm (see .ci/run)"
-                );
-                eprintln!("skipped: node is not installed");
+            if !prereq_support::node_available() {
+                prereq_support::missing(TYPESCRIPT_SDKS, "Node 20 and npm", "install Node 20");
                 return None;
             }
+            prereq_support::present(TYPESCRIPT_SDKS);
             let dir = clients_dir().join("ts");
             if !node_modules_fresh(&dir) {
                 let started = Instant::now();

@@ -14,12 +14,12 @@
 //!   with colors on a terminal and tab-separated lines otherwise.
 //! - A failure prints `error[code]: message` on stderr and exits 1.
 
-mod events;
+pub(crate) mod events;
 mod logs;
 mod ls;
 mod output;
 mod show;
-mod state;
+pub(crate) mod state;
 pub(crate) mod table;
 
 use std::fmt;
@@ -50,7 +50,7 @@ pub struct InspectError {
 }
 
 impl InspectError {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         InspectError {
             code,
             message: message.into(),
@@ -82,7 +82,7 @@ impl From<RuntimeError> for InspectError {
     }
 }
 
-/// How a command ended early.
+/// How a command ended early (also `subzero watch`'s).
 #[derive(Debug)]
 pub enum Failure {
     /// The reader of stdout went away (`| head`, a closed pipe): a clean end.
@@ -104,10 +104,10 @@ impl From<RuntimeError> for Failure {
 }
 
 /// The end of a command.
-type Outcome = Result<(), Failure>;
+pub(crate) type Outcome = Result<(), Failure>;
 
 /// Map a write to stdout: a closed pipe ends the command quietly, anything else fails it.
-fn written(result: std::io::Result<()>) -> Outcome {
+pub(crate) fn written(result: std::io::Result<()>) -> Outcome {
     match result {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::StdoutClosed),
@@ -119,7 +119,7 @@ fn written(result: std::io::Result<()>) -> Outcome {
 }
 
 /// A single-threaded runtime for the store's async reads.
-fn runtime() -> Result<tokio::runtime::Runtime, InspectError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, InspectError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -71,14 +71,18 @@ impl HostSpec {
         host_project(self.name)
     }
 
-    /// The host's executable, or `None` after saying loudly why the test is skipped. Under CI
-    /// a missing host fails the test.
+    /// The host's executable, or `None` after saying loudly why the test is skipped. In strict
+    /// mode (`cargo xtask test`, CI) a missing host fails the test.
     pub fn binary(&self) -> Option<PathBuf> {
         let how = format!(
             "(cd {} && npm ci --prefer-offline --no-audit --no-fund)",
             self.project().display()
         );
-        installed(self.project().join("node_modules").join(self.bin), &how)
+        installed(
+            self.name,
+            self.project().join("node_modules").join(self.bin),
+            &how,
+        )
     }
 
     /// The version the lockfile pins (what `npm ci` installs).
