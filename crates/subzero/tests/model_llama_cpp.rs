@@ -13,6 +13,7 @@
 
 mod llama_cpp_support;
 mod mcp_support;
+mod prereq_support;
 
 use std::time::Duration;
 

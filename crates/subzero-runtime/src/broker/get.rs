@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::{Broker, BrokerError, events, snapshot};
 use crate::scope::WorkspaceScope;
-use crate::store::{ChildRow, EventPage};
+use crate::store::{ChildRow, ChildView, EventPage, RunRow};
 
 /// How much of the child a snapshot shows, and how the wait before it went.
 struct View {
@@ -83,14 +83,14 @@ impl Broker {
         let mut scanned = cursor;
         loop {
             commits.borrow_and_update();
-            let row = self.store.child(&scope, child).await?;
+            let ChildView { row, runs, page } =
+                self.store.child_view(&scope, child, cursor, limit).await?;
             if first {
                 beyond_the_log(&row, cursor)?;
             }
             if first && !until_event {
                 scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
             }
-            let page = self.store.events(&scope, child, cursor, limit).await?;
             let reason = if until_event {
                 let found = page.gap.is_some()
                     || self
@@ -127,7 +127,7 @@ impl Broker {
                     preview: preview_limit.min(2048),
                     waited,
                 };
-                return self.answer(&scope, &row, &page, view).await;
+                return self.answer(&row, &runs, &page, view).await;
             }
             first = false;
             if let Some(sink) = &progress {
@@ -143,19 +143,17 @@ impl Broker {
         }
     }
 
-    /// The snapshot a `get` answers with: the child, its runs, one page of events, and
-    /// the containment of its live worker.
+    /// The snapshot a `get` answers with: the child, its runs and one page of events (all
+    /// from one read), and the containment of its live worker.
     async fn answer(
         &self,
-        scope: &WorkspaceScope,
         row: &ChildRow,
+        runs: &[RunRow],
         page: &EventPage,
         view: View,
     ) -> Result<p::ChildSnapshot, BrokerError> {
         let child = row.child_id;
-        let runs = self.store.runs(scope, child).await?;
-        let mut snap =
-            snapshot::snapshot(row, &runs, page, view.events, view.preview, view.waited)?;
+        let mut snap = snapshot::snapshot(row, runs, page, view.events, view.preview, view.waited)?;
         if let Some(process) = self.live_process(child) {
             snap.containment
                 .get_or_insert_with(Default::default)

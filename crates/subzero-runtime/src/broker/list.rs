@@ -25,13 +25,12 @@ impl Broker {
             // Listing is an access too: a child whose broker is gone is recovered here
             // (startup recovery may have seen that broker's locks a moment before they
             // were released) and shown as it now is.
-            let row = if self.maybe_orphaned(row) {
+            if self.maybe_orphaned(row) {
                 self.recover_if_orphaned(&scope, row).await?;
-                self.store.child(&scope, row.child_id).await?
-            } else {
-                row.clone()
-            };
-            let runs = self.store.runs(&scope, row.child_id).await?;
+            }
+            // The row again with its runs, from one read: the page's row and runs read
+            // apart could show a run settled in between as both active and last.
+            let (row, runs) = self.store.child_and_runs(&scope, row.child_id).await?;
             children.push(snapshot::summary(&row, &runs)?);
         }
         let next_after = if more {

@@ -52,8 +52,9 @@ use crate::error::{RuntimeError, RuntimeResult};
 use file::DatabaseFile;
 
 pub use ops::{
-    Admission, AdmitFollowup, AdmitSpawn, Claim, FollowupDelivery, LockObservation, NewArtifact,
-    NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled, Settlement, StopBegun,
+    Admission, AdmitFollowup, AdmitSpawn, ChildView, Claim, FollowupDelivery, LockObservation,
+    NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,
+    Settlement, StopBegun,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, ErrorDetails, EventGap, EventPage, EventRow, LeafRef, ModelApi,

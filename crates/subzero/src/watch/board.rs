@@ -161,26 +161,27 @@ impl Reader {
         let id = row.child_id.to_string();
         if let Some(line) = self.cache.get(&id)
             && line.next_event_seq == row.next_event_seq.get()
-            && line.updated_at == row.updated_at
+            && line.updated_at == row.updated_at.as_str()
         {
             return Ok(Some(line.clone()));
         }
-        let Ok(runs) = store.runs(&row.scope, row.child_id).await else {
-            return Ok(None);
-        };
-        let summary = child_summary(row, &runs);
         let newest = row.next_event_seq.get().saturating_sub(1);
         let from = newest
             .saturating_sub(TAIL)
             .max(row.oldest_event_seq.get().saturating_sub(1));
-        let tail: Vec<Value> = match store
-            .events(&row.scope, row.child_id, EventSeq::new(from), TAIL as u32)
+        // Row, runs and tail from one read, so the line never shows a run both active
+        // and ended.
+        let Ok(view) = store
+            .child_view(&row.scope, row.child_id, EventSeq::new(from), TAIL as u32)
             .await
-        {
-            Ok(page) => page.events.iter().map(wire_event).collect(),
-            Err(_) => Vec::new(),
+        else {
+            return Ok(None);
         };
-        Ok(Some(ChildLine::build(row, &runs, &summary, &tail)))
+        let summary = child_summary(&view.row, &view.runs);
+        let tail: Vec<Value> = view.page.events.iter().map(wire_event).collect();
+        Ok(Some(ChildLine::build(
+            &view.row, &view.runs, &summary, &tail,
+        )))
     }
 }
 

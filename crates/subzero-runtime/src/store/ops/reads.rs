@@ -53,14 +53,38 @@ impl Store {
         let scope = scope.clone();
         self.read(move |c| {
             load_child_in(c, &scope, child)?;
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {} FROM runs WHERE child_id = ?1 ORDER BY ordinal",
-                RunRow::columns()
-            ))?;
-            let rows = stmt
-                .query_map(params![Sql(child)], RunRow::from_row)?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+            runs_of(c, child)
+        })
+        .await
+    }
+
+    /// A child of `scope` and its runs, read in one snapshot (see [`Store::child_view`]).
+    pub async fn child_and_runs(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+    ) -> RuntimeResult<(ChildRow, Vec<RunRow>)> {
+        let scope = scope.clone();
+        self.read(move |c| Ok((load_child_in(c, &scope, child)?, runs_of(c, child)?)))
+            .await
+    }
+
+    /// A child of `scope`, its runs and one page of its events (after `after`, at most
+    /// `limit`), read in one snapshot. Read apart they can disagree: a run settled between
+    /// the reads shows as both the active run and the last one.
+    pub async fn child_view(
+        &self,
+        scope: &WorkspaceScope,
+        child: ChildId,
+        after: EventSeq,
+        limit: u32,
+    ) -> RuntimeResult<ChildView> {
+        let scope = scope.clone();
+        self.read(move |c| {
+            let row = load_child_in(c, &scope, child)?;
+            let runs = runs_of(c, child)?;
+            let page = events::page(c, &scope, child, after, limit)?;
+            Ok(ChildView { row, runs, page })
         })
         .await
     }
@@ -112,4 +136,27 @@ impl Store {
         let key = scope.key();
         self.read(move |c| existing_receipt(c, &key, &probe)).await
     }
+}
+
+/// A child, its runs and a page of its events from one snapshot ([`Store::child_view`]).
+#[derive(Debug, Clone)]
+pub struct ChildView {
+    /// The child's row.
+    pub row: ChildRow,
+    /// Its runs, oldest first.
+    pub runs: Vec<RunRow>,
+    /// The page of events asked for.
+    pub page: super::super::rows::EventPage,
+}
+
+/// Every run of `child`, oldest first.
+fn runs_of(c: &Connection, child: ChildId) -> RuntimeResult<Vec<RunRow>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {} FROM runs WHERE child_id = ?1 ORDER BY ordinal",
+        RunRow::columns()
+    ))?;
+    let rows = stmt
+        .query_map(params![Sql(child)], RunRow::from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }
