@@ -11,18 +11,6 @@ const MAX_FN_LINES: usize = 100;
 /// The crates the bound holds for.
 const CRATES: [&str; 2] = ["crates/subzero-core", "crates/subzero-runtime"];
 
-/// Functions over the bound in files this bound's change did not own (issue 24), each to
-/// be split by the change that next touches its file. The list only shrinks: a function
-/// under the bound fails the test until it is taken off.
-const KNOWN_LONG: &[(&str, &str)] = &[
-    (
-        "crates/subzero-runtime/src/supervisor/spawn.rs",
-        "spawn_now",
-    ),
-    ("crates/subzero-runtime/src/broker/info.rs", "info"),
-    ("crates/subzero-runtime/src/broker/mod.rs", "open"),
-];
-
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -183,15 +171,9 @@ fn no_file_is_over_600_lines() {
 #[test]
 fn no_function_is_over_100_lines() {
     let mut long = Vec::new();
-    let mut known = Vec::new();
     for (rel, text) in sources() {
         for (name, line, n) in functions(&text) {
-            if n <= MAX_FN_LINES {
-                continue;
-            }
-            if KNOWN_LONG.contains(&(rel.as_str(), name.as_str())) {
-                known.push((rel.clone(), name));
-            } else {
+            if n > MAX_FN_LINES {
                 long.push(format!("{rel}:{line}: fn {name} is {n} lines"));
             }
         }
@@ -201,12 +183,6 @@ fn no_function_is_over_100_lines() {
         "a function that needs more than {MAX_FN_LINES} lines is two functions:\n{}",
         long.join("\n")
     );
-    for (rel, name) in KNOWN_LONG {
-        assert!(
-            known.iter().any(|(r, n)| r == rel && n == name),
-            "{rel}: fn {name} is within the bound now; take it off KNOWN_LONG"
-        );
-    }
 }
 
 #[test]

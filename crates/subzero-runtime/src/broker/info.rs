@@ -8,6 +8,7 @@ use super::wire::{broken, positive, wire};
 use super::{Broker, BrokerError};
 use crate::config::Config;
 use crate::secret_env::SecretEnv;
+use crate::supervisor::Hello;
 
 /// `text` cut to at most `max` bytes at a character boundary.
 fn cut(text: &str, max: usize) -> &str {
@@ -35,8 +36,36 @@ impl Broker {
             .filter_map(|id| self.templates.resolve(&id).ok())
             .map(|(id, t)| template_info(&id, &t, self.templates.tool_limits(&t)))
             .collect::<Result<_, _>>()?;
-        let credentials = self
-            .credential_sources
+        let credentials = self.info_credentials()?;
+        let config_problems = self.info_config_problems()?;
+        Ok(p::Info {
+            config_problems: (!config_problems.is_empty())
+                .then_some(p::InfoConfigProblems(config_problems)),
+            control_protocol_version: Some(positive(
+                hello.control_version,
+                INFO,
+                "controlProtocolVersion",
+            )?),
+            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
+            credential_refs: p::InfoCredentialRefs(credentials),
+            enforcement: Self::info_enforcement(&hello)?,
+            host_adapters: self.info_host_adapters()?,
+            limits: self.info_limits()?,
+            budgets: self.info_budgets(),
+            tool_limits: Some(tool_limits(
+                &self.templates.default_tool_limits(),
+                "toolLimits",
+            )?),
+            protocol_version: wire("1", INFO, "protocolVersion")?,
+            templates: p::InfoTemplates(templates),
+            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
+            worker: info_worker(&hello)?,
+        })
+    }
+
+    /// `credentialRefs`: each configured credential, whether it is available, and its origins.
+    fn info_credentials(&self) -> Result<Vec<p::CredentialInfo>, BrokerError> {
+        self.credential_sources
             .iter()
             .map(|c| {
                 Ok(p::CredentialInfo {
@@ -51,9 +80,12 @@ impl Broker {
                     source: c.source,
                 })
             })
-            .collect::<Result<_, BrokerError>>()?;
-        let config_problems = self
-            .config_problems
+            .collect()
+    }
+
+    /// `configProblems`: the entries the lenient configuration left out, and why.
+    fn info_config_problems(&self) -> Result<Vec<p::ConfigProblem>, BrokerError> {
+        self.config_problems
             .iter()
             .map(|problem| {
                 Ok(p::ConfigProblem {
@@ -66,72 +98,42 @@ impl Broker {
                     reason: wire(cut(&problem.reason, 512), INFO, "configProblems.reason")?,
                 })
             })
-            .collect::<Result<Vec<_>, BrokerError>>()?;
-        Ok(p::Info {
-            config_problems: (!config_problems.is_empty())
-                .then_some(p::InfoConfigProblems(config_problems)),
-            control_protocol_version: Some(positive(
-                hello.control_version,
-                INFO,
-                "controlProtocolVersion",
-            )?),
-            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
-            credential_refs: p::InfoCredentialRefs(credentials),
-            enforcement: {
-                let mut enforcement = enforcement()?;
-                enforcement
-                    .containment
-                    .get_or_insert_with(Default::default)
-                    .process = hello.process.clone();
-                let (filesystem, landlock) = Self::filesystem_support(&hello)?;
-                enforcement.landlock = landlock;
-                let support = enforcement.containment.get_or_insert_with(Default::default);
-                support.filesystem = Some(filesystem);
-                Self::support_receipts(&hello, support);
-                enforcement
-            },
-            host_adapters: p::InfoHostAdapters(
-                self.host_adapters
-                    .iter()
-                    .map(|h| {
-                        Ok(p::HostAdapter {
-                            host: wire(h.host.as_str(), INFO, "hostAdapters.host")?,
-                            tested_version: wire(
-                                h.version.as_str(),
-                                INFO,
-                                "hostAdapters.testedVersion",
-                            )?,
-                        })
+            .collect()
+    }
+
+    /// `enforcement`: what this machine enforces, with the worker's process and
+    /// filesystem support and receipts.
+    fn info_enforcement(hello: &Hello) -> Result<p::Enforcement, BrokerError> {
+        let mut enforcement = enforcement()?;
+        enforcement
+            .containment
+            .get_or_insert_with(Default::default)
+            .process = hello.process.clone();
+        let (filesystem, landlock) = Self::filesystem_support(hello)?;
+        enforcement.landlock = landlock;
+        let support = enforcement.containment.get_or_insert_with(Default::default);
+        support.filesystem = Some(filesystem);
+        Self::support_receipts(hello, support);
+        Ok(enforcement)
+    }
+
+    /// `hostAdapters`: the hosts and the versions they were tested with.
+    fn info_host_adapters(&self) -> Result<p::InfoHostAdapters, BrokerError> {
+        Ok(p::InfoHostAdapters(
+            self.host_adapters
+                .iter()
+                .map(|h| {
+                    Ok(p::HostAdapter {
+                        host: wire(h.host.as_str(), INFO, "hostAdapters.host")?,
+                        tested_version: wire(
+                            h.version.as_str(),
+                            INFO,
+                            "hostAdapters.testedVersion",
+                        )?,
                     })
-                    .collect::<Result<_, BrokerError>>()?,
-            ),
-            limits: self.info_limits()?,
-            budgets: self.info_budgets(),
-            tool_limits: Some(tool_limits(
-                &self.templates.default_tool_limits(),
-                "toolLimits",
-            )?),
-            protocol_version: wire("1", INFO, "protocolVersion")?,
-            templates: p::InfoTemplates(templates),
-            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
-            worker: p::WorkerInfo {
-                name: wire(hello.name.as_str(), INFO, "worker.name")?,
-                protocols: p::WorkerInfoProtocols(
-                    hello
-                        .protocols
-                        .iter()
-                        .map(|api| wire(api.as_str(), INFO, "worker.protocols"))
-                        .collect::<Result<_, _>>()?,
-                ),
-                steering: hello.steering,
-                transcript_version: positive(
-                    hello.transcript_version,
-                    INFO,
-                    "worker.transcriptVersion",
-                )?,
-                version: wire(hello.version.as_str(), INFO, "worker.version")?,
-            },
-        })
+                })
+                .collect::<Result<_, BrokerError>>()?,
+        ))
     }
 
     /// The budgets `subzero_info` reports: the defaults and the maxima of a spawn's `budget`.
@@ -339,6 +341,23 @@ fn run_budget(
     }
 }
 
+/// `worker`: the worker's name, protocols, steering, transcript and version.
+fn info_worker(hello: &Hello) -> Result<p::WorkerInfo, BrokerError> {
+    Ok(p::WorkerInfo {
+        name: wire(hello.name.as_str(), INFO, "worker.name")?,
+        protocols: p::WorkerInfoProtocols(
+            hello
+                .protocols
+                .iter()
+                .map(|api| wire(api.as_str(), INFO, "worker.protocols"))
+                .collect::<Result<_, _>>()?,
+        ),
+        steering: hello.steering,
+        transcript_version: positive(hello.transcript_version, INFO, "worker.transcriptVersion")?,
+        version: wire(hello.version.as_str(), INFO, "worker.version")?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use subzero_protocol::Validate;
@@ -348,7 +367,7 @@ mod tests {
     #[test]
     fn the_token_budget_bound_is_the_protocols() {
         let budget = |tokens: u64| {
-            serde_json::from_value::<p::RunBudget>(serde_json::json!({ "tokenBudget": tokens }))
+            serde_json::from_str::<p::RunBudget>(&format!(r#"{{"tokenBudget": {tokens}}}"#))
                 .map_err(|e| e.to_string())
                 .and_then(|b| b.validate().map_err(|e| e.to_string()))
         };

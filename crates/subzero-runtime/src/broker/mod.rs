@@ -164,43 +164,15 @@ impl Broker {
         let identity = BrokerIdentity::acquire(&paths)?;
         let scope = WorkspaceScope::resolve(&options.workspace)?;
         let limit_cgroups = Arc::new(LimitParents::probe());
-        let report = {
-            let (store, paths, token) = (store.clone(), paths.clone(), identity.token().to_owned());
-            let cgroups = process.cgroups().cloned();
-            let limit_cgroups = limit_cgroups.clone();
-            tokio::task::spawn_blocking(move || {
-                let removed = limit_cgroups.sweep();
-                tracing::info!(removed, "limit cgroups of gone brokers removed");
-                let swept = crate::recovery::reclaim_scratch(&paths);
-                tracing::info!(?swept, "stale scratch directories reclaimed");
-                // Before recovery: ending an orphaned tree frees the locks it held.
-                if let Some(cgroups) = cgroups {
-                    let ended = cgroups.sweep();
-                    tracing::info!(ended, parent = %cgroups.dir().display(), "worker cgroups of gone brokers ended");
-                }
-                crate::recovery::recover_at_startup(&store, &paths, &token)
-            })
-            .await
-            .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??
-        };
-        tracing::info!(?report, "startup recovery finished");
-        let filesystem = match config.containment.filesystem {
-            crate::config::FilesystemContainmentConfig::Auto => FilesystemMode::Landlock,
-            crate::config::FilesystemContainmentConfig::Off => FilesystemMode::Off,
-        };
-        let hide = crate::paths::hidden_from_tools(
-            paths.root(),
-            &options.config_path,
-            credentials.key_files(),
-        );
-        let spawner = Spawner::configured(WorkerSetup {
-            scratch_parent: Some(paths.scratch_dir()),
+        recover_before_serving(&store, &paths, identity.token(), &process, &limit_cgroups).await?;
+        let spawner = spawner_for(
+            &config,
+            &paths,
+            &options,
+            &credentials,
             process,
-            filesystem,
-            hide,
-            limits: limit_cgroups,
-        })
-        .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))?;
+            limit_cgroups,
+        )?;
         let artifacts = ArtifactFiles::new(&paths);
         Ok(Arc::new(Broker {
             paths,
@@ -462,4 +434,64 @@ fn limits_from(config: &Config) -> Limits {
     limits.tool_argument_bytes = narrow(config.limits.tool_argument_bytes);
     limits.model_idle_timeout_ms = narrow(config.limits.model_idle_timeout_ms);
     limits
+}
+
+/// Before serving: remove the limit cgroups and scratch directories of gone brokers, end
+/// their orphaned worker trees (which frees the locks those held), then recover the
+/// children they left behind.
+async fn recover_before_serving(
+    store: &Store,
+    paths: &StatePaths,
+    token: &str,
+    process: &ProcessPlan,
+    limit_cgroups: &Arc<LimitParents>,
+) -> Result<(), BrokerError> {
+    let (store, paths, token) = (store.clone(), paths.clone(), token.to_owned());
+    let cgroups = process.cgroups().cloned();
+    let limit_cgroups = limit_cgroups.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let removed = limit_cgroups.sweep();
+        tracing::info!(removed, "limit cgroups of gone brokers removed");
+        let swept = crate::recovery::reclaim_scratch(&paths);
+        tracing::info!(?swept, "stale scratch directories reclaimed");
+        // Before recovery: ending an orphaned tree frees the locks it held.
+        if let Some(cgroups) = cgroups {
+            let ended = cgroups.sweep();
+            tracing::info!(ended, parent = %cgroups.dir().display(), "worker cgroups of gone brokers ended");
+        }
+        crate::recovery::recover_at_startup(&store, &paths, &token)
+    })
+    .await
+    .map_err(|e| BrokerError::internal(format!("startup recovery panicked: {e}")))??;
+    tracing::info!(?report, "startup recovery finished");
+    Ok(())
+}
+
+/// The worker spawner with this broker's containment: its process plan, Landlock or not,
+/// the paths hidden from tools (state, configuration, key files) and the limit cgroups.
+fn spawner_for(
+    config: &Config,
+    paths: &StatePaths,
+    options: &BrokerOptions,
+    credentials: &CredentialResolver,
+    process: ProcessPlan,
+    limits: Arc<LimitParents>,
+) -> Result<Spawner, BrokerError> {
+    let filesystem = match config.containment.filesystem {
+        crate::config::FilesystemContainmentConfig::Auto => FilesystemMode::Landlock,
+        crate::config::FilesystemContainmentConfig::Off => FilesystemMode::Off,
+    };
+    let hide = crate::paths::hidden_from_tools(
+        paths.root(),
+        &options.config_path,
+        credentials.key_files(),
+    );
+    Spawner::configured(WorkerSetup {
+        scratch_parent: Some(paths.scratch_dir()),
+        process,
+        filesystem,
+        hide,
+        limits,
+    })
+    .map_err(|e| BrokerError::internal(format!("cannot start the worker spawner: {e}")))
 }

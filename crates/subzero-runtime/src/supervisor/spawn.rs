@@ -243,39 +243,89 @@ impl Spawner {
 }
 
 fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWorker> {
-    let process = &setup.process;
-    let scratch_parent = setup.scratch_parent.as_deref();
-    let filesystem = setup.filesystem;
     if launch.inherit.len() > MAX_INHERITED {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
     let mut cmd = Command::new(&launch.exe);
-    let mut cgroup = None;
+    let cgroup = keeper_args(&mut cmd, &setup.process);
+    let limits = containment_args(&mut cmd, &launch, setup);
+    cmd.env_clear()
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(filter) = &launch.log_filter {
+        cmd.env("SUBZERO_LOG", filter);
+    }
+    place_locks(&mut cmd, &launch);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            super::limits::remove(&limits);
+            return Err(err);
+        }
+    };
+    // Our copies go away with `launch`: from now on only the worker tree holds the locks,
+    // so they are free exactly when every process of that tree is gone.
+    drop(launch.inherit);
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| io::Error::other("worker exited before it could be tracked"))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(io::Error::other("worker pipes were not created"));
+    };
+    Ok(SpawnedWorker {
+        child,
+        pid,
+        stdin,
+        stdout,
+        stderr,
+        cgroup,
+        limits,
+    })
+}
+
+/// The first arguments: `worker` under the subreaper fallback, else the keeper
+/// (`worker-ns`) with its cgroup. Returns the worker's cgroup directory, if it gets one.
+fn keeper_args(cmd: &mut Command, process: &ProcessPlan) -> Option<PathBuf> {
     if process.mode == ProcessMode::Subreaper {
         cmd.arg("worker");
-    } else {
-        // The keeper's own options come before the worker's arguments.
-        cmd.arg("worker-ns");
-        match process.cgroups() {
-            Some(parent) => {
-                let dir = parent.worker_dir();
-                cmd.arg("--cgroup").arg(&dir);
-                cgroup = Some(dir);
-            }
-            None => {
-                cmd.arg("--no-cgroup")
-                    .arg(process.no_cgroup().unwrap_or("none was found"));
-            }
-        }
-        if process.mode == ProcessMode::Cgroup {
-            cmd.arg("--no-pid-namespace").arg(FORCED_CGROUP);
-        }
+        return None;
     }
+    // The keeper's own options come before the worker's arguments.
+    cmd.arg("worker-ns");
+    let cgroup = match process.cgroups() {
+        Some(parent) => {
+            let dir = parent.worker_dir();
+            cmd.arg("--cgroup").arg(&dir);
+            Some(dir)
+        }
+        None => {
+            cmd.arg("--no-cgroup")
+                .arg(process.no_cgroup().unwrap_or("none was found"));
+            None
+        }
+    };
+    if process.mode == ProcessMode::Cgroup {
+        cmd.arg("--no-pid-namespace").arg(FORCED_CGROUP);
+    }
+    cgroup
+}
+
+/// The worker's containment arguments: its lock descriptors, scratch parent, the paths
+/// hidden from tools, the tools' limit cgroups (made here; returned so they are removed
+/// with the worker), the subreaper reason and Landlock.
+fn containment_args(cmd: &mut Command, launch: &WorkerLaunch, setup: &WorkerSetup) -> Vec<PathBuf> {
     for i in 0..launch.inherit.len() {
         cmd.arg("--lock-fd")
             .arg((WORKER_LOCK_FD + i as RawFd).to_string());
     }
-    if let Some(dir) = scratch_parent {
+    if let Some(dir) = setup.scratch_parent.as_deref() {
         cmd.arg("--scratch-parent").arg(dir);
     }
     for path in &setup.hide {
@@ -287,24 +337,19 @@ fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWor
         value.push(dir);
         cmd.arg("--limits-cgroup").arg(value);
     }
-    let limits: Vec<PathBuf> = limits.into_iter().map(|(_, dir)| dir).collect();
-    if process.mode == ProcessMode::Subreaper {
+    if setup.process.mode == ProcessMode::Subreaper {
         cmd.arg("--process-containment-reason")
             .arg(FORCED_SUBREAPER);
     }
-    if filesystem == FilesystemMode::Off {
+    if setup.filesystem == FilesystemMode::Off {
         cmd.arg("--landlock").arg("off");
     }
-    cmd.env_clear()
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(filter) = &launch.log_filter {
-        cmd.env("SUBZERO_LOG", filter);
-    }
+    limits.into_iter().map(|(_, dir)| dir).collect()
+}
+
+/// In the forked child: the lock descriptors at `WORKER_LOCK_FD..`, the parent-death
+/// signal, and an exit if the broker is already gone.
+fn place_locks(cmd: &mut Command, launch: &WorkerLaunch) {
     // Source descriptors, padded with -1; copied into the closure so it allocates nothing.
     let mut sources: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
     for (slot, fd) in sources.iter_mut().zip(&launch.inherit) {
@@ -344,32 +389,4 @@ fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWor
             Ok(())
         });
     }
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(err) => {
-            super::limits::remove(&limits);
-            return Err(err);
-        }
-    };
-    // Our copies go away with `launch`: from now on only the worker tree holds the locks,
-    // so they are free exactly when every process of that tree is gone.
-    drop(launch.inherit);
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .ok_or_else(|| io::Error::other("worker exited before it could be tracked"))?;
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err(io::Error::other("worker pipes were not created"));
-    };
-    Ok(SpawnedWorker {
-        child,
-        pid,
-        stdin,
-        stdout,
-        stderr,
-        cgroup,
-        limits,
-    })
 }
