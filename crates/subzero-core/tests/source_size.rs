@@ -1,6 +1,6 @@
-//! Code we can read: in `subzero-core` and `subzero-runtime` (sources and tests), no
-//! hand-written file is over 600 lines and no function over 100. A file over the bound is
-//! split by what it holds; a function over it is two functions.
+//! Code we can read: in `subzero-core`, `subzero-runtime` and `subzero-worker` (sources and
+//! tests) no hand-written file is over 600 lines, and in the first two no function over 100.
+//! A file over the bound is split by what it holds; a function over it is two functions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -8,8 +8,12 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 100;
 
-/// The crates the bound holds for.
-const CRATES: [&str; 2] = ["crates/subzero-core", "crates/subzero-runtime"];
+/// The crates both bounds hold for.
+const CRATES: &[&str] = &["crates/subzero-core", "crates/subzero-runtime"];
+
+/// The crates only the file bound holds for (the worker's long functions are its
+/// containment's pre-exec steps, measured by their own reviews).
+const FILE_BOUND_ONLY: &[&str] = &["crates/subzero-worker"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -34,9 +38,14 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Every Rust file of the bounded crates, relative to the workspace root.
 fn sources() -> Vec<(String, String)> {
+    sources_of(CRATES)
+}
+
+/// Every Rust file of `crates`, relative to the workspace root.
+fn sources_of(crates: &[&str]) -> Vec<(String, String)> {
     let root = root();
     let mut files = Vec::new();
-    for krate in CRATES {
+    for krate in crates {
         for dir in ["src", "tests"] {
             walk(&root.join(krate).join(dir), &mut files);
         }
@@ -155,7 +164,8 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
 
 #[test]
 fn no_file_is_over_600_lines() {
-    let long: Vec<String> = sources()
+    let all: Vec<&str> = CRATES.iter().chain(FILE_BOUND_ONLY).copied().collect();
+    let long: Vec<String> = sources_of(&all)
         .iter()
         .map(|(rel, text)| (rel, text.lines().count()))
         .filter(|(_, n)| *n > MAX_FILE_LINES)
