@@ -10,12 +10,12 @@
 //!
 //! Protocol-level twins (Responses, Messages) are in `worker_protocol_*.rs`.
 
+mod fake_mcp_support;
 mod mcp_support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use fake_mcp_support::fake_server;
 
 use mcp_support::*;
 use serde_json::{Value, json};
@@ -308,33 +308,6 @@ async fn a_bash_call_past_its_timeout_is_a_tool_error_its_tree_killed_and_the_ru
         .collect();
     assert_eq!(failed.len(), 1, "{snap:#}");
     s.close().await.expect("close");
-}
-
-/// The fake MCP server of `subzero-testkit` (as `worker_mcp.rs` finds or builds it).
-fn fake_server() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let subzero = Path::new(env!("CARGO_BIN_EXE_subzero"));
-        let sibling = subzero.with_file_name("fake-mcp-server");
-        if sibling.exists() {
-            return sibling;
-        }
-        let target = subzero
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .join("fake-mcp-server");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "subzero-testkit", "--bin", "fake-mcp-server"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build for the fake MCP server");
-        assert!(status.success(), "building fake-mcp-server failed");
-        target.join("debug").join("fake-mcp-server")
-    })
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,45 +1,17 @@
 //! User-template MCP servers: the worker starts exactly the configured server, declares only
 //! the allowed tools (as `<server>__<tool>`), refuses the rest, and leaves no server behind.
 
+mod fake_mcp_support;
 mod worker_support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+use fake_mcp_support::fake_server;
 
 use serde_json::{Value, json};
 use subzero_testkit::{Reply, ScriptedServer};
 use worker_support::{RunSpec, WorkerProc, researcher, tool_messages};
-
-/// The fake server binary of `subzero-testkit`: next to `subzero` when cargo built it (any
-/// `cargo test` run that includes `-p subzero-testkit`), otherwise built once into a private
-/// target directory (the outer cargo holds the lock of the shared one).
-fn fake_server() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let subzero = Path::new(env!("CARGO_BIN_EXE_subzero"));
-        let sibling = subzero.with_file_name("fake-mcp-server");
-        if sibling.exists() {
-            return sibling;
-        }
-        let target = subzero
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .join("fake-mcp-server");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "subzero-testkit", "--bin", "fake-mcp-server"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build for the fake MCP server");
-        assert!(status.success(), "building fake-mcp-server failed");
-        target.join("debug").join("fake-mcp-server")
-    })
-}
 
 fn with_server(mut snapshot: Value, tools: &str, allowed: &[&str], record: &Path) -> Value {
     // The server records what it saw into `record`: under Landlock a read-only grant would

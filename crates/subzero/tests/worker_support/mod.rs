@@ -365,6 +365,40 @@ impl OnProtocol {
         (settled, server.requests(), worker)
     }
 
+    /// A researcher at `maxTurns: 1` calls a tool (`tool_round`), then its handoff summary
+    /// streams `opening` and 3 MB of `flood` that never ends: the summary is cut at 16 KiB
+    /// and the stream not read further (read to its end, the handoff would wait for its
+    /// timeout). The settled line.
+    pub fn flooded_handoff(
+        &self,
+        tool_round: subzero_testkit::Reply,
+        mut opening: Vec<subzero_testkit::Step>,
+        flood: String,
+        n: u8,
+    ) -> Value {
+        const CUT_MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
+        opening.extend([
+            subzero_testkit::Step::Repeat {
+                raw: flood,
+                times: 2700,
+            },
+            subzero_testkit::Step::Hang,
+        ]);
+        let started = std::time::Instant::now();
+        let (settled, requests, _worker) = self.settle_limited(
+            vec![tool_round, subzero_testkit::Reply::Sse(opening)],
+            n,
+            json!({"maxTurns": 1}),
+        );
+        assert!(started.elapsed() < WAIT, "{:?}", started.elapsed());
+        assert_eq!(settled["status"], "budget_exhausted", "{settled}");
+        let result = settled["result"].as_str().expect("result");
+        assert_eq!(result.len(), 16 * 1024 + CUT_MARKER.len());
+        assert!(result.starts_with("Handoff: xxx") && result.ends_with(CUT_MARKER));
+        assert_eq!(requests.len(), 2);
+        settled
+    }
+
     /// Run `n` on an endpoint that streams `steps` and holds the stream open; cancelled
     /// mid-stream, the run is `stopped`, confirmed, and the endpoint sees its connection
     /// closed. The request must start with `request_line`. The settled line.
