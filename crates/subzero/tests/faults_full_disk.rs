@@ -128,6 +128,22 @@ fn left_running(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<
     }
 }
 
+/// The disk fills now; within `work` (what the run still had to do) plus [`BOUND`] the run
+/// has failed with `code` and the child is no longer running.
+fn fails_once_full(broker: &mut RawBroker, fs: &Tmpfs, child: &str, work: Duration, code: &str) {
+    fs.fill();
+    let filled = Instant::now();
+    let snap = left_running(broker, child, work + BOUND)
+        .unwrap_or_else(|| panic!("the child was still running on a full disk"));
+    eprintln!(
+        "left `running` {:?} after the disk filled: {}",
+        filled.elapsed(),
+        brief(&snap)
+    );
+    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
+    assert_eq!(snap["lastRun"]["error"]["code"], code, "{}", brief(&snap));
+}
+
 /// The child's state, phase and last run, short (a failed run's preview can be 2 KiB of `x`).
 fn brief(snap: &Value) -> String {
     let mut last = snap["lastRun"].clone();
@@ -263,22 +279,13 @@ fn a_tool_result_the_full_disk_refuses_ends_the_run_and_the_followup_never_sends
         "the bash tool started"
     );
     // The disk fills while the tool runs: its result cannot be written to the transcript.
-    fs.fill();
-    let filled = Instant::now();
-    let snap = left_running(&mut broker, &child, Duration::from_secs(2) + BOUND)
-        .unwrap_or_else(|| panic!("the child was still running on a full disk"));
-    eprintln!(
-        "left `running` {:?} after the disk filled: {}",
-        filled.elapsed(),
-        brief(&snap)
-    );
-    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
     // A transcript the disk refused is the state directory's storage, typed so.
-    assert_eq!(
-        snap["lastRun"]["error"]["code"],
+    fails_once_full(
+        &mut broker,
+        &fs,
+        &child,
+        Duration::from_secs(2),
         "storage_unavailable",
-        "{}",
-        brief(&snap)
     );
     transcript_is_whole(&env, &child);
 
@@ -326,21 +333,12 @@ fn a_result_file_that_does_not_fit_fails_the_run_within_the_bound() {
         env.server.wait_for_requests(1, Duration::from_secs(20)),
         "the model got the request"
     );
-    fs.fill();
-    let filled = Instant::now();
-    let snap = left_running(&mut broker, &child, Duration::from_millis(1500) + BOUND)
-        .unwrap_or_else(|| panic!("the child was still running on a full disk"));
-    eprintln!(
-        "left `running` {:?} after the disk filled: {}",
-        filled.elapsed(),
-        brief(&snap)
-    );
-    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
-    assert_eq!(
-        snap["lastRun"]["error"]["code"],
+    fails_once_full(
+        &mut broker,
+        &fs,
+        &child,
+        Duration::from_millis(1500),
         "artifact_unavailable",
-        "{}",
-        brief(&snap)
     );
     fs.grow();
     followup_completes(&mut broker, &child, "after space");
