@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::{Reply, Step};
+use crate::{Reply, Step, model_messages as mm, model_responses as rs};
 
 /// OpenAI Chat Completions: HTTP 400, `code: context_length_exceeded`.
 pub fn openai_chat() -> Reply {
@@ -70,4 +70,31 @@ pub fn llama_cpp() -> Reply {
         }})
         .to_string(),
     )
+}
+
+/// A text answer on `api` (`openai-completions`, `openai-responses`, `anthropic-messages`)
+/// that reports no prompt tokens, so the worker measures the prompt by its own estimate —
+/// what a scripted server that counts ⌈bytes / 4⌉ as its window needs.
+pub fn unmetered_text(api: &str, text: &str) -> Reply {
+    match api {
+        "openai-responses" => rs::text_unmetered(text),
+        "anthropic-messages" => Reply::Sse(vec![
+            mm::message_start(0),
+            mm::text_start(0),
+            mm::text_delta(0, text),
+            mm::block_stop(0),
+            mm::message_delta("end_turn", 0),
+            mm::message_stop(),
+        ]),
+        _ => Reply::Sse(vec![Step::text(text), Step::finish("stop"), Step::done()]),
+    }
+}
+
+/// The refusal a server of `api` sends for a prompt past its window.
+pub fn refusal(api: &str) -> Reply {
+    match api {
+        "openai-responses" => openai_responses(),
+        "anthropic-messages" => anthropic(),
+        _ => openai_chat(),
+    }
 }

@@ -25,9 +25,8 @@ use crate::usage::{BYTES_PER_TOKEN, TurnTokens};
 pub const SUMMARY_MAX_OUTPUT_TOKENS: u32 = 1024;
 /// Bytes of summary kept; the stream is not read past them.
 pub const SUMMARY_MAX_BYTES: usize = 8 * 1024;
-/// Bytes of recent turns a branch keeps when the window is unknown.
-const KEEP_BYTES_UNKNOWN_WINDOW: u64 = 16 * 1024;
-/// The share of a known window (percent) the recent turns kept may take.
+/// The share of the window (percent) the recent turns kept may take; of the refused
+/// prompt's size when the window is unknown.
 const KEEP_PERCENT: u64 = 25;
 
 /// The request that asks for the summary (the last user message of that request; it is
@@ -87,7 +86,7 @@ impl Compactor<'_> {
             .filter(|e| e.kind != EntryType::Header)
             .cloned()
             .collect();
-        let Some(cut) = cut_at(&path, self.keep_bytes()) else {
+        let Some(cut) = cut_at(&path, self.keep_bytes(before)) else {
             return Ok(None);
         };
         tracing::info!(run_id = %self.start.run_id.as_str(), before, summarised = cut, kept = path.len() - cut, "compacting the transcript");
@@ -114,11 +113,11 @@ impl Compactor<'_> {
         Ok(Some(after))
     }
 
-    /// Bytes of the most recent turns a new branch keeps.
-    fn keep_bytes(&self) -> u64 {
-        self.meter.window().map_or(KEEP_BYTES_UNKNOWN_WINDOW, |w| {
-            w.saturating_mul(BYTES_PER_TOKEN) * KEEP_PERCENT / 100
-        })
+    /// Bytes of the most recent turns a new branch keeps: [`KEEP_PERCENT`] of the
+    /// window, or of the `before` prompt tokens when the window is unknown.
+    fn keep_bytes(&self, before: u64) -> u64 {
+        let tokens = self.meter.window().unwrap_or(before);
+        tokens.saturating_mul(BYTES_PER_TOKEN) * KEEP_PERCENT / 100
     }
 
     /// The summary of `earlier`, from one request with no tool allowed, bounded; a
@@ -194,26 +193,45 @@ fn is_turn_start(entry: &Entry) -> bool {
     entry.kind != EntryType::ToolResult && entry.kind != EntryType::Header
 }
 
-/// Where `path` is cut: entries before it are summarised, the rest kept. The earliest
-/// turn start (past the first entry) whose tail fits `keep_bytes`, else the last turn
-/// start; `None` when no entry but the first starts a turn.
+/// Whether `entry` is a message of the user side (a prompt, steer, notice or summary).
+fn is_user_turn(entry: &Entry) -> bool {
+    matches!(
+        entry.kind,
+        EntryType::Prompt
+            | EntryType::Steer
+            | EntryType::RecoveryNotice
+            | EntryType::BudgetNotice
+            | EntryType::Summary
+    )
+}
+
+/// Where `path` is cut: entries before it are summarised, the rest kept on the new
+/// branch. The earliest turn start (past the first entry) whose tail fits `keep_bytes`;
+/// when none fits, the last turn start if it is a user message (the question the child is
+/// answering stays as it was asked), else the end (everything is summarised). `None` for
+/// a path of one entry: nothing earlier to summarise.
 fn cut_at(path: &[Entry], keep_bytes: u64) -> Option<usize> {
+    if path.len() < 2 {
+        return None;
+    }
     let size = |e: &Entry| serde_json::to_vec(e).map_or(0, |b| b.len() as u64);
     let mut tail = 0u64;
-    let mut best = None;
+    let mut fits = None;
     for i in (1..path.len()).rev() {
         tail += size(&path[i]);
-        if !is_turn_start(&path[i]) {
-            continue;
-        }
-        if best.is_none() || tail <= keep_bytes {
-            best = Some(i);
-        }
         if tail > keep_bytes {
             break;
         }
+        if is_turn_start(&path[i]) {
+            fits = Some(i);
+        }
     }
-    best
+    let last_start = (1..path.len()).rev().find(|&i| is_turn_start(&path[i]));
+    Some(match (fits, last_start) {
+        (Some(i), _) => i,
+        (None, Some(i)) if is_user_turn(&path[i]) => i,
+        _ => path.len(),
+    })
 }
 
 #[cfg(test)]
@@ -239,26 +257,24 @@ mod tests {
         assert_eq!(cut, 4, "only the last answer fits");
         let cut = cut_at(&path, 100_000).expect("a cut");
         assert_eq!(cut, 1, "everything but the first entry fits");
-        assert!(!path.iter().skip(1).all(|e| e.kind == EntryType::ToolResult));
+        let cut = cut_at(&path[..4], 10).expect("a cut");
+        assert_eq!(cut, 4, "a call and its results are summarised together");
     }
 
     #[test]
     fn a_transcript_of_one_entry_has_nothing_to_summarise() {
         assert_eq!(cut_at(&[entry(EntryType::Prompt, "task")], 10), None);
-        let only_results = vec![
-            entry(EntryType::Prompt, "task"),
-            entry(EntryType::ToolResult, "r"),
-        ];
-        assert_eq!(cut_at(&only_results, 10), None);
+        assert_eq!(cut_at(&[], 10), None);
     }
 
     #[test]
-    fn when_nothing_fits_the_last_turn_is_kept_alone() {
+    fn when_nothing_fits_the_pending_question_is_kept_alone() {
         let path = vec![
             entry(EntryType::Prompt, &"a".repeat(500)),
-            entry(EntryType::Prompt, &"b".repeat(500)),
+            entry(EntryType::Assistant, &"b".repeat(500)),
             entry(EntryType::Prompt, &"c".repeat(500)),
         ];
         assert_eq!(cut_at(&path, 10), Some(2));
+        assert_eq!(cut_at(&path[..2], 10), Some(2), "an answer is summarised");
     }
 }

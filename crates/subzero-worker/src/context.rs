@@ -67,7 +67,8 @@ impl ContextMeter {
     pub fn project(&self, request_bytes: u64) -> u64 {
         let estimated = estimate(request_bytes);
         match self.sample() {
-            Some(s) if s.reported && s.request_bytes > 0 => {
+            // A reported 0 measures nothing (a server that leaves usage at zero).
+            Some(s) if s.reported && s.request_bytes > 0 && s.prompt_tokens > 0 => {
                 let scaled = u128::from(estimated) * u128::from(s.prompt_tokens)
                     / u128::from(estimate(s.request_bytes).max(1));
                 u64::try_from(scaled).unwrap_or(u64::MAX)
