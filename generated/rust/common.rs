@@ -1637,6 +1637,12 @@ impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
 )]
 #[serde(deny_unknown_fields)]
 pub struct RunUsage {
+    ///Prompt tokens of the run's last model request — after a compaction, of the compacted conversation — as the endpoint reported them, else the `tokenBudget` estimate (request bytes / 4, rounded up): how full the child's context window is. Absent when the run made no request (or was recorded before this existed).
+    #[serde(
+        rename = "contextTokens",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_tokens: ::std::option::Option<u64>,
     ///Input (prompt) tokens, summed over the run's model requests (estimated: the request body's bytes / 4, rounded up).
     #[serde(rename = "inputTokens")]
     pub input_tokens: u64,
@@ -2840,6 +2846,10 @@ impl crate::validate::Validate for RunUsage {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.context_tokens,
+            &crate::validate::join(path, "contextTokens"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.input_tokens,
             &crate::validate::join(path, "inputTokens"),

@@ -100,6 +100,7 @@ impl Compactor<'_> {
             transcript.append(entry.clone()).map_err(transcript_error)?;
         }
         let after = self.projected(transcript);
+        lock_progress(self.progress).usage.context_tokens = Some(after);
         if let Ok(branch_from) = LeafId::try_from(branch_from) {
             emit::event(
                 &self.start.run_id,

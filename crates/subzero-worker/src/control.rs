@@ -215,6 +215,9 @@ pub struct RunUsage {
     pub turns: u32,
     /// A turn's stream reported no usage and its tokens were estimated.
     pub estimated: bool,
+    /// Prompt tokens of the last request (after a compaction: of the compacted
+    /// conversation), `crate::context`.
+    pub context_tokens: Option<u64>,
 }
 
 impl From<RunUsage> for subzero_protocol::RunUsage {
@@ -228,6 +231,7 @@ impl From<RunUsage> for subzero_protocol::RunUsage {
                 subzero_protocol::UsageSource::Reported
             },
             turns: u64::from(u.turns),
+            context_tokens: u.context_tokens,
         }
     }
 }

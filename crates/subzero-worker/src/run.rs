@@ -406,6 +406,7 @@ impl<'a> Run<'a> {
         let answer = match result {
             Ok(answer) => answer,
             Err(err @ ModelError::ContextExhausted { .. }) => {
+                lock_progress(&self.ctx.progress).usage.context_tokens = Some(prompt);
                 return Ok(Asked::Refused(err, prompt));
             }
             Err(err) => {
@@ -421,6 +422,7 @@ impl<'a> Run<'a> {
         self.meter.record(&answer);
         let mut progress = lock_progress(&self.ctx.progress);
         progress.usage.add(TurnTokens::of(&answer));
+        progress.usage.context_tokens = Some(TurnTokens::of(&answer).input);
         progress.text.clone_from(&answer.text);
         Ok(Asked::Answer(Some(answer)))
     }

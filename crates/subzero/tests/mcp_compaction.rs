@@ -81,6 +81,12 @@ async fn an_overflow_ends_the_run_context_exhausted_the_child_stays_ready_and_co
         snap["lastRun"]["error"]["code"], "context_exhausted",
         "{snap:#}"
     );
+    // The context use shown is the refused prompt's; no window was given.
+    assert!(
+        snap["contextTokens"].as_u64().is_some_and(|t| t > WINDOW),
+        "{snap:#}"
+    );
+    assert!(snap.get("contextWindow").is_none(), "{snap:#}");
     assert_eq!(
         env.server.requests().len(),
         2,
@@ -163,6 +169,14 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
         event["runId"].is_string() && event["branchFrom"].is_string(),
         "{event}"
     );
+    // get and list show the compacted context use against the window.
+    assert_eq!(snap["contextWindow"], WINDOW, "{snap:#}");
+    let used = snap["contextTokens"].as_u64().expect("contextTokens");
+    assert!(used > 0 && used < WINDOW * 80 / 100, "{snap:#}");
+    let listed = ok(&s, "subzero_list", json!({})).await;
+    let item = &listed["children"][0];
+    assert_eq!(item["contextWindow"], WINDOW, "{listed:#}");
+    assert_eq!(item["contextTokens"], used, "{listed:#}");
     assert_eq!(
         env.server.requests().len(),
         3,

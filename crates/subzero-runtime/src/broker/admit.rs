@@ -468,6 +468,7 @@ pub(super) fn model_row(model: &ModelKey) -> ModelRow {
         model: model.model.clone(),
         api: model.api,
         credential_ref: model.credential_ref.clone(),
+        context_window: model.context_window,
     }
 }
 

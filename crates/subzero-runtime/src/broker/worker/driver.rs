@@ -467,6 +467,7 @@ fn run_usage(usage: &p::RunUsage, status: RunSettledStatus, cut: Option<&p::RunC
             .map(|cut| match cut.limit {
                 p::RunCutLimit::MaxOutputTokens => cut.value.get(),
             }),
+        context_tokens: usage.context_tokens,
     }
 }
 
