@@ -5,9 +5,9 @@
 //! the new branch's leaf, so the checkpoint, a followup and a resume after a broker restart
 //! all continue from the compacted conversation.
 //!
-//! Bounded like the handoff: at most [`SUMMARY_MAX_OUTPUT_TOKENS`] output tokens,
-//! [`SUMMARY_MAX_BYTES`] of summary text (the stream is not read past it) and
-//! [`HANDOFF_TIMEOUT`]. A summary request that fails, times out or answers no text leaves
+//! Bounded like the handoff: at most [`SUMMARY_MAX_OUTPUT_TOKENS`] output tokens and
+//! [`SUMMARY_MAX_BYTES`] of summary text (the stream is not read past it) — less for a
+//! small window: [`SUMMARY_PERCENT`] of it — and [`HANDOFF_TIMEOUT`]. A summary request that fails, times out or answers no text leaves
 //! the transcript as it was and ends the run `context_exhausted`, saying why.
 
 use crate::context::{ContextMeter, exhausted};
@@ -28,6 +28,9 @@ pub const SUMMARY_MAX_BYTES: usize = 8 * 1024;
 /// The share of the window (percent) the recent turns kept may take; of the refused
 /// prompt's size when the window is unknown.
 const KEEP_PERCENT: u64 = 25;
+/// The share of the window (percent) the summary may take, within [`SUMMARY_MAX_BYTES`]
+/// and [`SUMMARY_MAX_OUTPUT_TOKENS`], so that a small window keeps room for what follows.
+const SUMMARY_PERCENT: u64 = 20;
 
 /// The request that asks for the summary (the last user message of that request; it is
 /// not kept in the transcript).
@@ -91,6 +94,7 @@ impl Compactor<'_> {
         };
         tracing::info!(run_id = %self.start.run_id.as_str(), before, summarised = cut, kept = path.len() - cut, "compacting the transcript");
         let summary = self.summarise(&path[..cut], before).await?;
+        tracing::debug!(run_id = %self.start.run_id.as_str(), bytes = summary.len(), "summary received");
         let branch_from = transcript.branch_from_root();
         let mut opening = Entry::new(EntryType::Summary, "user");
         opening.content = Some(format!("{SUMMARY_HEADER}\n\n{summary}"));
@@ -121,19 +125,36 @@ impl Compactor<'_> {
         tokens.saturating_mul(BYTES_PER_TOKEN) * KEEP_PERCENT / 100
     }
 
+    /// The summary's caps, bytes and output tokens: [`SUMMARY_PERCENT`] of the window (or
+    /// of the `before` prompt tokens when it is unknown), at most [`SUMMARY_MAX_BYTES`] and
+    /// [`SUMMARY_MAX_OUTPUT_TOKENS`] (and the run's `maxOutputTokens`).
+    fn summary_caps(&self, before: u64) -> (usize, u32) {
+        let tokens = self.meter.window().unwrap_or(before);
+        let share = tokens.saturating_mul(BYTES_PER_TOKEN) * SUMMARY_PERCENT / 100;
+        let bytes = usize::try_from(share)
+            .unwrap_or(usize::MAX)
+            .clamp(256, SUMMARY_MAX_BYTES);
+        let out = u32::try_from((bytes as u64).div_ceil(BYTES_PER_TOKEN))
+            .unwrap_or(u32::MAX)
+            .min(SUMMARY_MAX_OUTPUT_TOKENS)
+            .min(
+                u32::try_from(self.start.snapshot.limits.max_output_tokens.get())
+                    .unwrap_or(u32::MAX),
+            );
+        (bytes, out)
+    }
+
     /// The summary of `earlier`, from one request with no tool allowed, bounded; a
     /// failure is `context_exhausted` naming it.
     async fn summarise(&self, earlier: &[Entry], before: u64) -> Result<String, ErrorBody> {
         let conversation = self.summary_conversation(earlier);
-        let max_output_tokens = u32::try_from(self.start.snapshot.limits.max_output_tokens.get())
-            .unwrap_or(u32::MAX)
-            .min(SUMMARY_MAX_OUTPUT_TOKENS);
+        let (max_bytes, max_output_tokens) = self.summary_caps(before);
         let request = Request {
             conversation: &conversation,
             tools: self.declared,
             tool_choice: ToolChoice::None,
             max_output_tokens,
-            max_text_bytes: Some(SUMMARY_MAX_BYTES),
+            max_text_bytes: Some(max_bytes),
         };
         let mut text_events = TextEvents::new(&self.start.run_id, self.progress.clone());
         let answered = tokio::time::timeout(
@@ -163,7 +184,7 @@ impl Compactor<'_> {
                 "compacting failed: the summary request answered no text".to_owned(),
             ));
         }
-        let cut = text.floor_char_boundary(SUMMARY_MAX_BYTES);
+        let cut = text.floor_char_boundary(max_bytes);
         Ok(text[..cut].to_owned())
     }
 

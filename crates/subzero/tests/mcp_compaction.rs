@@ -214,3 +214,44 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
     );
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_configured_window_is_the_default_a_spawn_overrides_it_and_info_documents_both() {
+    let env = Env::new(vec![
+        overflow::unmetered_text(API, "a short answer"),
+        overflow::unmetered_text(API, "another short answer"),
+    ]);
+    let mut config = std::fs::read_to_string(env.config()).expect("config");
+    config.push_str("\n[limits]\ncontext_window = 4096\n");
+    std::fs::write(env.config(), config).expect("config");
+    let s = env.broker("broker").await;
+    let info = ok(&s, "subzero_info", json!({})).await;
+    assert_eq!(info["limits"]["compactAtPercent"], 80, "{info:#}");
+    assert_eq!(info["limits"]["contextWindow"], 4096, "{info:#}");
+
+    let spawned = ok(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "hello", "templateId": "researcher", "model": env.model()}),
+    )
+    .await;
+    let child = spawned["childId"].as_str().expect("childId").to_owned();
+    let snap = settle(&s, &child, LIMIT).await;
+    assert_eq!(snap["contextWindow"], 4096, "{snap:#}");
+    assert!(
+        snap["contextTokens"].as_u64().is_some_and(|t| t > 0),
+        "{snap:#}"
+    );
+
+    let mut model = env.model();
+    model["contextWindow"] = json!(8192);
+    let spawned = ok(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "hello", "templateId": "researcher", "model": model}),
+    )
+    .await;
+    let other = spawned["childId"].as_str().expect("childId").to_owned();
+    assert_eq!(settle(&s, &other, LIMIT).await["contextWindow"], 8192);
+    s.close().await.expect("close");
+}

@@ -341,3 +341,44 @@ fn the_parent_asking_compacts_before_the_first_request_of_the_run() {
     );
     assert!(!requests[2].body.contains("ANSWER-ONE"));
 }
+
+#[test]
+fn the_summary_is_capped_in_bytes_and_asked_for_in_few_tokens() {
+    let on = protocols()[0];
+    let flood = format!("SUMMARY-TOKEN {}", "and more detail ".repeat(2_000));
+    let server = ScriptedServer::start(vec![
+        overflow::unmetered_text(on.api, &long_answer()),
+        overflow::unmetered_text(on.api, &flood),
+        overflow::unmetered_text(on.api, "done after compaction"),
+    ])
+    .expect("server");
+    // Room for the capped summary and the kept prompt, not for the 32 KB flood.
+    server.refuse_past(WINDOW, overflow::refusal(on.api));
+    let mut child = Child::new(on);
+    assert_eq!(
+        child.run(&server, 1, "read the readme", |_| {})["status"],
+        "completed"
+    );
+    let second = child.run(&server, 2, &long_prompt(), |_| {});
+    assert_eq!(second["status"], "completed", "{second}");
+    let requests = server.requests();
+    let summary_request = requests[2].json().expect("json");
+    let cap = summary_request["max_tokens"].as_u64().expect("max_tokens");
+    assert!(cap <= 1024, "{summary_request}");
+    assert!(summary_request.get("tools").is_none(), "no tool is offered");
+    let all = entries(&child.transcript());
+    let summary = all
+        .iter()
+        .find(|e| e["type"] == "summary")
+        .expect("summary");
+    let text = summary["content"].as_str().expect("content");
+    // The window is unknown: at most 20 % of the refused prompt's bytes (the cap, in
+    // tokens, is a quarter of that), plus the line that opens a summary.
+    let before = child.compacted(2)[0]["tokensBefore"]
+        .as_u64()
+        .expect("tokensBefore");
+    let share = (before * 4 / 5) as usize;
+    assert!(text.len() <= share + 400, "{} bytes", text.len());
+    assert!(cap * 4 <= share as u64 + 4, "{cap}");
+    assert!(text.contains("SUMMARY-TOKEN"));
+}
