@@ -9,7 +9,7 @@ mod mcp_support;
 
 use std::time::Duration;
 
-use mcp_support::{Env, ok, settle};
+use mcp_support::{Env, err, ok, settle};
 use serde_json::{Value, json};
 use subzero_testkit::{RecordedRequest, overflow};
 
@@ -253,5 +253,11 @@ async fn the_configured_window_is_the_default_a_spawn_overrides_it_and_info_docu
     .await;
     let other = spawned["childId"].as_str().expect("childId").to_owned();
     assert_eq!(settle(&s, &other, LIMIT).await["contextWindow"], 8192);
+
+    // `compact` belongs to a followup, and to a resume that starts a run.
+    let steer = json!({"childId": other, "mode": "steer", "message": "x", "compact": true});
+    assert_eq!(err(&s, "subzero_send", steer).await, "invalid_request");
+    let resume = json!({"childId": other, "model": model, "compact": true});
+    assert_eq!(err(&s, "subzero_resume", resume).await, "invalid_request");
     s.close().await.expect("close");
 }
