@@ -34,7 +34,7 @@ const SUMMARY_PERCENT: u64 = 20;
 
 /// The request that asks for the summary (the last user message of that request; it is
 /// not kept in the transcript).
-pub const SUMMARY_REQUEST: &str = "Your conversation is about to outgrow your context window and will be compacted. Write a summary of everything above that you will need to continue: the task and its constraints, what you found (files, names, facts), what you did and its results, and what is left to do. Be concise and concrete. Do not call any tool.";
+pub const SUMMARY_REQUEST: &str = "Your conversation is about to outgrow your context window and will be compacted. Write a summary of everything above that you will need to continue: the task and its constraints, anything the user asked you to remember (word for word), what you found (files, names, facts), what you did and its results, and what is left to do. Be concise and concrete. Do not call any tool.";
 
 /// The line that opens a summary entry.
 pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, written by you when it was compacted to fit the context window; the full earlier branch is kept in the transcript.]";
