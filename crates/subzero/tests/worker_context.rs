@@ -171,3 +171,26 @@ fn other_refusals_still_fail_model_request_failed() {
         "{settled}"
     );
 }
+
+#[test]
+fn an_overflow_as_a_stream_error_event_is_context_exhausted_on_chat_and_messages() {
+    // A proxy that answers 200 and then reports the overflow in the stream.
+    let chat_error = Reply::Sse(vec![subzero_testkit::Step::Data(
+        json!({"error": {"message": "This model's maximum context length is 8192 tokens.",
+                         "type": "invalid_request_error", "code": "context_length_exceeded"}})
+        .to_string(),
+    )]);
+    let (settled, refused, next) =
+        overflow_then_next(CHAT, chat_error, Reply::text("fits now"), None);
+    assert_exhausted(&settled, refused, &next, None);
+    let messages_error = Reply::Sse(vec![
+        mm::message_start(0),
+        mm::error_event(
+            "invalid_request_error",
+            "prompt is too long: 9120 tokens > 8192 maximum",
+        ),
+    ]);
+    let (settled, refused, next) =
+        overflow_then_next(MESSAGES, messages_error, mm::text("fits now"), None);
+    assert_exhausted(&settled, refused, &next, None);
+}
