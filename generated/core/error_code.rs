@@ -90,6 +90,11 @@ pub enum ErrorCode {
     /// Next step: Check the URL, model name, key and endpoint as `details` suggest (`subzero doctor --model URL --credential REF` probes it), then send a followup.
     #[serde(rename = "model_request_failed")]
     ModelRequestFailed,
+    /// The child's conversation no longer fits its model's context window: the endpoint refused the request as too long (OpenAI `context_length_exceeded`, Anthropic `prompt is too long`, llama.cpp `exceed_context_size_error`), or the child was spawned with `compaction: "off"`, or compacting it failed; the child is `ready` and its transcript is as it was.
+    ///
+    /// Next step: Send the followup with `compact: true` (or resume with `compact: true`) to summarise the transcript into a new branch, or set a larger `contextWindow` on a model that has one, then send it again.
+    #[serde(rename = "context_exhausted")]
+    ContextExhausted,
     /// The broker is shutting down (stdin closed or a signal) and accepts no new work.
     ///
     /// Next step: Nothing to fix: retry once the host has started a new broker.
@@ -113,7 +118,7 @@ pub enum ErrorCode {
 }
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidRequest,
         ErrorCode::NotFound,
         ErrorCode::CredentialsRequired,
@@ -131,6 +136,7 @@ impl ErrorCode {
         ErrorCode::ArtifactUnavailable,
         ErrorCode::RequestConflict,
         ErrorCode::ModelRequestFailed,
+        ErrorCode::ContextExhausted,
         ErrorCode::RuntimeShuttingDown,
         ErrorCode::Interrupted,
         ErrorCode::StorageUnavailable,
@@ -156,6 +162,7 @@ impl ErrorCode {
             ErrorCode::ArtifactUnavailable => "artifact_unavailable",
             ErrorCode::RequestConflict => "request_conflict",
             ErrorCode::ModelRequestFailed => "model_request_failed",
+            ErrorCode::ContextExhausted => "context_exhausted",
             ErrorCode::RuntimeShuttingDown => "runtime_shutting_down",
             ErrorCode::Interrupted => "interrupted",
             ErrorCode::StorageUnavailable => "storage_unavailable",
@@ -215,6 +222,9 @@ impl ErrorCode {
             }
             ErrorCode::ModelRequestFailed => {
                 "The model endpoint failed the request (non-2xx status, connection failure, unusable stream, cross-origin redirect, idle timeout); nothing was retried."
+            }
+            ErrorCode::ContextExhausted => {
+                "The child's conversation no longer fits its model's context window: the endpoint refused the request as too long (OpenAI `context_length_exceeded`, Anthropic `prompt is too long`, llama.cpp `exceed_context_size_error`), or the child was spawned with `compaction: \"off\"`, or compacting it failed; the child is `ready` and its transcript is as it was."
             }
             ErrorCode::RuntimeShuttingDown => {
                 "The broker is shutting down (stdin closed or a signal) and accepts no new work."
@@ -283,6 +293,9 @@ impl ErrorCode {
             }
             ErrorCode::ModelRequestFailed => {
                 "Check the URL, model name, key and endpoint as `details` suggest (`subzero doctor --model URL --credential REF` probes it), then send a followup."
+            }
+            ErrorCode::ContextExhausted => {
+                "Send the followup with `compact: true` (or resume with `compact: true`) to summarise the transcript into a new branch, or set a larger `contextWindow` on a model that has one, then send it again."
             }
             ErrorCode::RuntimeShuttingDown => {
                 "Nothing to fix: retry once the host has started a new broker."

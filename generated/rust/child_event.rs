@@ -138,6 +138,31 @@ A steering message was not delivered.*/
         #[serde(rename = "steerId")]
         steer_id: super::common::SteerId,
     },
+    /**Compacted
+
+The child's transcript was compacted before its next request (past `compactAtPercent` of a known context window, after the endpoint refused a prompt as too long, or because the parent asked with `compact: true`): a new branch starts with the summary and the most recent turns, and the branch left behind is kept whole.*/
+    #[serde(rename = "compacted")]
+    Compacted {
+        ///When the event was recorded.
+        at: super::common::Timestamp,
+        ///The transcript entry that ends the branch compaction left; it stays in the transcript (`subzero show`).
+        #[serde(rename = "branchFrom")]
+        branch_from: CompactedBranchFrom,
+        ///The child the event belongs to.
+        #[serde(rename = "childId")]
+        child_id: super::common::ChildId,
+        ///The run that compacted.
+        #[serde(rename = "runId")]
+        run_id: super::common::RunId,
+        ///Per-child monotonic sequence number, starting at 1.
+        seq: ::std::num::NonZeroU64,
+        ///Prompt tokens of the compacted conversation, measured the same way.
+        #[serde(rename = "tokensAfter")]
+        tokens_after: u64,
+        ///Prompt tokens of the conversation before compaction (reported usage, else the `tokenBudget` estimate).
+        #[serde(rename = "tokensBefore")]
+        tokens_before: u64,
+    },
     /**StopRequested
 
 A stop was requested for the active run.*/
@@ -284,6 +309,81 @@ Explicit cursor gap: events between `requested` and `oldest` were pruned.*/
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
+}
+///The transcript entry that ends the branch compaction left; it stays in the transcript (`subzero show`).
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(
+    extend("pattern" = "^[A-Za-z0-9_-]{1,64}$", "minLength" = 1, "maxLength" = 64)
+)]
+#[serde(transparent)]
+pub struct CompactedBranchFrom(::std::string::String);
+impl ::std::ops::Deref for CompactedBranchFrom {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<CompactedBranchFrom> for ::std::string::String {
+    fn from(value: CompactedBranchFrom) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for CompactedBranchFrom {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 64usize {
+            return Err("longer than 64 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[A-Za-z0-9_-]{1,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for CompactedBranchFrom {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for CompactedBranchFrom {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for CompactedBranchFrom {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///Coalesced text, at most 4096 UTF-8 bytes.
 #[derive(
@@ -551,6 +651,45 @@ impl crate::validate::Validate for ChildEvent {
                 )?;
                 Ok(())
             }
+            Self::Compacted {
+                at,
+                branch_from,
+                child_id,
+                run_id,
+                seq,
+                tokens_after,
+                tokens_before,
+            } => {
+                crate::validate::Validate::validate_at(
+                    at,
+                    &crate::validate::join(path, "at"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    branch_from,
+                    &crate::validate::join(path, "branchFrom"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    child_id,
+                    &crate::validate::join(path, "childId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    run_id,
+                    &crate::validate::join(path, "runId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    seq,
+                    &crate::validate::join(path, "seq"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    tokens_after,
+                    &crate::validate::join(path, "tokensAfter"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    tokens_before,
+                    &crate::validate::join(path, "tokensBefore"),
+                )?;
+                Ok(())
+            }
             Self::StopRequested { at, child_id, cleared_queued, run_id, seq } => {
                 crate::validate::Validate::validate_at(
                     at,
@@ -754,6 +893,16 @@ impl crate::validate::Validate for ChildEvent {
                 Ok(())
             }
         }
+    }
+}
+impl crate::validate::Validate for CompactedBranchFrom {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
     }
 }
 impl crate::validate::Validate for EventText {

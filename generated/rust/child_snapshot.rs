@@ -35,6 +35,18 @@ pub struct ChildSnapshot {
     ///What the kernel enforces for this child's tool processes on this broker's machine.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub containment: ::std::option::Option<super::info::ChildContainment>,
+    ///How full the child's context window is: `contextTokens` of its last ended run's usage (prompt tokens of its last model request; after a compaction, of the compacted conversation). Absent when no run reported it.
+    #[serde(
+        rename = "contextTokens",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_tokens: ::std::option::Option<u64>,
+    ///The child's context window in tokens, as its last spawn or resume resolved it (`model.contextWindow`, else `[limits] context_window`); absent when unknown.
+    #[serde(
+        rename = "contextWindow",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_window: ::std::option::Option<super::common::ContextWindow>,
     ///When the child was spawned.
     #[serde(rename = "createdAt")]
     pub created_at: super::common::Timestamp,
@@ -342,6 +354,14 @@ impl crate::validate::Validate for ChildSnapshot {
         crate::validate::Validate::validate_at(
             &self.containment,
             &crate::validate::join(path, "containment"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_tokens,
+            &crate::validate::join(path, "contextTokens"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_window,
+            &crate::validate::join(path, "contextWindow"),
         )?;
         crate::validate::Validate::validate_at(
             &self.created_at,

@@ -309,6 +309,115 @@ impl ::std::convert::TryFrom<::std::string::String> for ChildState {
         value.parse()
     }
 }
+///Whether a child compacts its transcript when it outgrows its context window.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum Compaction {
+    ///Compact before a request would pass `compactAtPercent` of a known window, and once when the endpoint refuses a prompt as too long; the previous branch is kept.
+    #[serde(rename = "auto")]
+    Auto,
+    ///Never compact on its own: the run ends `context_exhausted` (the parent may still ask with `compact: true`).
+    #[serde(rename = "off")]
+    Off,
+}
+impl ::std::fmt::Display for Compaction {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Auto => f.write_str("auto"),
+            Self::Off => f.write_str("off"),
+        }
+    }
+}
+impl ::std::str::FromStr for Compaction {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for Compaction {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for Compaction {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///A model's context window in tokens (256..16777216).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 256, "maximum" = 16777216))]
+#[serde(transparent)]
+pub struct ContextWindow(pub i64);
+impl ::std::ops::Deref for ContextWindow {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<ContextWindow> for i64 {
+    fn from(value: ContextWindow) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for ContextWindow {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for ContextWindow {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for ContextWindow {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ContextWindow {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for ContextWindow {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 ///Name of a credential reference configured for this runtime (never a key value).
 #[derive(
     ::serde::Serialize,
@@ -547,6 +656,12 @@ pub struct ModelRef {
     ///Model API protocol; absent means `openai-completions`.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub api: ::std::option::Option<ModelApi>,
+    ///The model's context window in tokens (prompt plus answer). Absent: `[limits] context_window` of the configuration, else unknown. The worker measures every request's prompt (the endpoint's reported input tokens, else the `tokenBudget` estimate of 4 bytes per token) against it; an endpoint's own overflow answer is `context_exhausted` whether a window is known or not.
+    #[serde(
+        rename = "contextWindow",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_window: ::std::option::Option<ContextWindow>,
     ///Configured credential reference whose key authenticates to the endpoint.
     #[serde(rename = "credentialRef")]
     pub credential_ref: CredentialRef,
@@ -1522,6 +1637,12 @@ impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
 )]
 #[serde(deny_unknown_fields)]
 pub struct RunUsage {
+    ///Prompt tokens of the run's last model request — after a compaction, of the compacted conversation — as the endpoint reported them, else the `tokenBudget` estimate (request bytes / 4, rounded up): how full the child's context window is. Absent when the run made no request (or was recorded before this existed).
+    #[serde(
+        rename = "contextTokens",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_tokens: ::std::option::Option<u64>,
     ///Input (prompt) tokens, summed over the run's model requests (estimated: the request body's bytes / 4, rounded up).
     #[serde(rename = "inputTokens")]
     pub input_tokens: u64,
@@ -2400,6 +2521,29 @@ impl crate::validate::Validate for ChildState {
         }
     }
 }
+impl crate::validate::Validate for Compaction {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Auto => Ok(()),
+            Self::Off => Ok(()),
+        }
+    }
+}
+impl crate::validate::Validate for ContextWindow {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 256, 16777216)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for CredentialRef {
     #[allow(unused_variables)]
     fn validate_at(
@@ -2463,6 +2607,10 @@ impl crate::validate::Validate for ModelRef {
         crate::validate::Validate::validate_at(
             &self.api,
             &crate::validate::join(path, "api"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_window,
+            &crate::validate::join(path, "contextWindow"),
         )?;
         crate::validate::Validate::validate_at(
             &self.credential_ref,
@@ -2698,6 +2846,10 @@ impl crate::validate::Validate for RunUsage {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.context_tokens,
+            &crate::validate::join(path, "contextTokens"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.input_tokens,
             &crate::validate::join(path, "inputTokens"),

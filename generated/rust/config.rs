@@ -866,6 +866,9 @@ pub struct LimitsConfig {
     ///Active worker processes per workspace (1..64, default 4).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub active_workers_per_workspace: ::std::option::Option<ActiveWorkers>,
+    ///The context window in tokens of a model whose spawn or resume names no `contextWindow` (256..16777216; absent: unknown, so the worker compacts only when the endpoint refuses a request as too long).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub context_window: ::std::option::Option<super::common::ContextWindow>,
     ///Events retained per child (16..100000, default 1000).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub event_retention: ::std::option::Option<EventRetention>,
@@ -1564,6 +1567,10 @@ impl crate::validate::Validate for LimitsConfig {
         crate::validate::Validate::validate_at(
             &self.active_workers_per_workspace,
             &crate::validate::join(path, "active_workers_per_workspace"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_window,
+            &crate::validate::join(path, "context_window"),
         )?;
         crate::validate::Validate::validate_at(
             &self.event_retention,

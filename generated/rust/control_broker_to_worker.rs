@@ -21,6 +21,9 @@ Start a run. The key appears only here.*/
         ///The child the worker serves.
         #[serde(rename = "childId")]
         child_id: super::common::ChildId,
+        ///The parent asked for compaction (`compact: true` on the followup or resume): before the run's first request the worker summarises the transcript into a new branch (a `compacted` event), as it does on its own past the threshold. Absent: false.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        compact: ::std::option::Option<bool>,
         ///Digest the `fromLeaf` entry must have; a mismatch fails with `checkpoint_incompatible`.
         #[serde(
             rename = "expectedDigest",
@@ -315,6 +318,12 @@ pub struct StreamLimits {
 pub struct WorkerModel {
     ///Model API protocol.
     pub api: super::common::ModelApi,
+    ///The model's context window in tokens as the broker resolved it (spawn or resume `model.contextWindow`, else `[limits] context_window`); absent: unknown.
+    #[serde(
+        rename = "contextWindow",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_window: ::std::option::Option<super::common::ContextWindow>,
     ///The API key, in memory only; never logged, stored or echoed.
     pub key: crate::secret::ApiKey,
     ///Model name.
@@ -369,6 +378,7 @@ impl crate::validate::Validate for BrokerMessage {
         match self {
             Self::StartRun {
                 child_id,
+                compact,
                 expected_digest,
                 from_leaf,
                 mcp_env,
@@ -385,6 +395,10 @@ impl crate::validate::Validate for BrokerMessage {
                 crate::validate::Validate::validate_at(
                     child_id,
                     &crate::validate::join(path, "childId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    compact,
+                    &crate::validate::join(path, "compact"),
                 )?;
                 crate::validate::Validate::validate_at(
                     expected_digest,
@@ -526,6 +540,10 @@ impl crate::validate::Validate for WorkerModel {
         crate::validate::Validate::validate_at(
             &self.api,
             &crate::validate::join(path, "api"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_window,
+            &crate::validate::join(path, "contextWindow"),
         )?;
         crate::validate::Validate::validate_at(
             &self.key,

@@ -234,6 +234,21 @@ A steer was not delivered.*/
         #[serde(rename = "steerId")]
         steer_id: super::common::SteerId,
     },
+    /**WorkerCompacted
+
+The worker compacted the child's transcript: one tools-off summary request, then a new branch from the root whose first entries are the summary and the most recent turns; the branch it left (ending at `branchFrom`) is kept whole.*/
+    #[serde(rename = "compacted")]
+    Compacted {
+        ///The last entry of the branch compaction left; it stays in the transcript, readable by `subzero show`.
+        #[serde(rename = "branchFrom")]
+        branch_from: super::control_broker_to_worker::LeafId,
+        ///Prompt tokens of the compacted conversation, measured the same way.
+        #[serde(rename = "tokensAfter")]
+        tokens_after: u64,
+        ///Prompt tokens of the conversation before compaction (reported usage, else the `tokenBudget` estimate).
+        #[serde(rename = "tokensBefore")]
+        tokens_before: u64,
+    },
 }
 ///One JSON line on the worker's stdout (worker → broker). `hello` is the first line.
 #[derive(
@@ -454,6 +469,21 @@ impl crate::validate::Validate for WorkerEvent {
                 crate::validate::Validate::validate_at(
                     steer_id,
                     &crate::validate::join(path, "steerId"),
+                )?;
+                Ok(())
+            }
+            Self::Compacted { branch_from, tokens_after, tokens_before } => {
+                crate::validate::Validate::validate_at(
+                    branch_from,
+                    &crate::validate::join(path, "branchFrom"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    tokens_after,
+                    &crate::validate::join(path, "tokensAfter"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    tokens_before,
+                    &crate::validate::join(path, "tokensBefore"),
                 )?;
                 Ok(())
             }

@@ -86,6 +86,9 @@ pub enum ErrorCode {
     ///The model endpoint failed the request (non-2xx status, connection failure, unusable stream, cross-origin redirect, idle timeout); nothing was retried. Next step: Check the URL, model name, key and endpoint as `details` suggest (`subzero doctor --model URL --credential REF` probes it), then send a followup.
     #[serde(rename = "model_request_failed")]
     ModelRequestFailed,
+    ///The child's conversation no longer fits its model's context window: the endpoint refused the request as too long (OpenAI `context_length_exceeded`, Anthropic `prompt is too long`, llama.cpp `exceed_context_size_error`), or the child was spawned with `compaction: "off"`, or compacting it failed; the child is `ready` and its transcript is as it was. Next step: Send the followup with `compact: true` (or resume with `compact: true`) to summarise the transcript into a new branch, or set a larger `contextWindow` on a model that has one, then send it again.
+    #[serde(rename = "context_exhausted")]
+    ContextExhausted,
     ///The broker is shutting down (stdin closed or a signal) and accepts no new work. Next step: Nothing to fix: retry once the host has started a new broker.
     #[serde(rename = "runtime_shutting_down")]
     RuntimeShuttingDown,
@@ -119,6 +122,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::ArtifactUnavailable => f.write_str("artifact_unavailable"),
             Self::RequestConflict => f.write_str("request_conflict"),
             Self::ModelRequestFailed => f.write_str("model_request_failed"),
+            Self::ContextExhausted => f.write_str("context_exhausted"),
             Self::RuntimeShuttingDown => f.write_str("runtime_shutting_down"),
             Self::Interrupted => f.write_str("interrupted"),
             Self::StorageUnavailable => f.write_str("storage_unavailable"),
@@ -149,6 +153,7 @@ impl ::std::str::FromStr for ErrorCode {
             "artifact_unavailable" => Ok(Self::ArtifactUnavailable),
             "request_conflict" => Ok(Self::RequestConflict),
             "model_request_failed" => Ok(Self::ModelRequestFailed),
+            "context_exhausted" => Ok(Self::ContextExhausted),
             "runtime_shutting_down" => Ok(Self::RuntimeShuttingDown),
             "interrupted" => Ok(Self::Interrupted),
             "storage_unavailable" => Ok(Self::StorageUnavailable),
@@ -318,6 +323,7 @@ impl crate::validate::Validate for ErrorCode {
             Self::ArtifactUnavailable => Ok(()),
             Self::RequestConflict => Ok(()),
             Self::ModelRequestFailed => Ok(()),
+            Self::ContextExhausted => Ok(()),
             Self::RuntimeShuttingDown => Ok(()),
             Self::Interrupted => Ok(()),
             Self::StorageUnavailable => Ok(()),

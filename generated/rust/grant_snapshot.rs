@@ -139,6 +139,9 @@ for FilesystemGrantWritablePaths {
 )]
 #[serde(deny_unknown_fields)]
 pub struct GrantSnapshot {
+    ///The spawn's `compaction`. Absent (every snapshot frozen before it existed, and every `auto` one, which keeps their digests): `auto`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub compaction: ::std::option::Option<super::common::Compaction>,
     ///Template description.
     pub description: super::template::TemplateDescription,
     ///SHA-256 of the canonical JSON of every other field.
@@ -692,6 +695,10 @@ impl crate::validate::Validate for GrantSnapshot {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.compaction,
+            &crate::validate::join(path, "compaction"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.description,
             &crate::validate::join(path, "description"),

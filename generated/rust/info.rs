@@ -841,6 +841,18 @@ pub struct Limits {
     ///Maximum active worker processes per workspace.
     #[serde(rename = "activeWorkersPerWorkspace")]
     pub active_workers_per_workspace: ::std::num::NonZeroU64,
+    ///The share of a known context window (percent) past which a child's next request is preceded by one tools-off summary request and a new transcript branch (`compacted` event). Always 80 in this version.
+    #[serde(
+        rename = "compactAtPercent",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub compact_at_percent: ::std::option::Option<LimitsCompactAtPercent>,
+    ///`[limits] context_window`: the context window (tokens) of a child whose spawn or resume `model` names no `contextWindow`; absent: none configured, and such a child's window is unknown. The worker measures every request's prompt against the window (the endpoint's reported input tokens, else 4 bytes per token, the `tokenBudget` estimate); a child whose window is known compacts before a request would pass `compactAtPercent` of it; any child compacts when the endpoint refuses a prompt as too long, unless it was spawned with `compaction: "off"`, whose run then ends `context_exhausted`.
+    #[serde(
+        rename = "contextWindow",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub context_window: ::std::option::Option<super::common::ContextWindow>,
     ///Maximum bytes of one event payload; larger output goes to artifacts.
     #[serde(rename = "eventPayloadBytes")]
     pub event_payload_bytes: ::std::num::NonZeroU64,
@@ -892,6 +904,57 @@ pub struct Limits {
     ///Maximum write-capable runs per workspace across brokers.
     #[serde(rename = "writeRunsPerWorkspace")]
     pub write_runs_per_workspace: ::std::num::NonZeroU64,
+}
+///The share of a known context window (percent) past which a child's next request is preceded by one tools-off summary request and a new transcript branch (`compacted` event). Always 80 in this version.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 100))]
+#[serde(transparent)]
+pub struct LimitsCompactAtPercent(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for LimitsCompactAtPercent {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<LimitsCompactAtPercent> for ::std::num::NonZeroU64 {
+    fn from(value: LimitsCompactAtPercent) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for LimitsCompactAtPercent {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for LimitsCompactAtPercent {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for LimitsCompactAtPercent {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for LimitsCompactAtPercent {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for LimitsCompactAtPercent {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
 }
 ///An MCP server granted by a template.
 #[derive(
@@ -2014,6 +2077,14 @@ impl crate::validate::Validate for Limits {
             &crate::validate::join(path, "activeWorkersPerWorkspace"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.compact_at_percent,
+            &crate::validate::join(path, "compactAtPercent"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.context_window,
+            &crate::validate::join(path, "contextWindow"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.event_payload_bytes,
             &crate::validate::join(path, "eventPayloadBytes"),
         )?;
@@ -2061,6 +2132,17 @@ impl crate::validate::Validate for Limits {
             &self.write_runs_per_workspace,
             &crate::validate::join(path, "writeRunsPerWorkspace"),
         )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for LimitsCompactAtPercent {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 100)?;
         Ok(())
     }
 }

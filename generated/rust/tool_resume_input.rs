@@ -15,6 +15,9 @@ pub struct ResumeInput {
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///With `message` only: compact the child's transcript before the new run's first request, as `subzero_send` `compact` does. Without a message it is `invalid_request`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub compact: ::std::option::Option<bool>,
     ///Optional message starting a new run (1..65536 bytes).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub message: ::std::option::Option<super::common::PromptText>,
@@ -68,6 +71,10 @@ impl crate::validate::Validate for ResumeInput {
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.compact,
+            &crate::validate::join(path, "compact"),
         )?;
         crate::validate::Validate::validate_at(
             &self.message,

@@ -15,6 +15,9 @@ pub struct SendInput {
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///`followup` only: compact the child's transcript before the run's first request (one tools-off summary request, a new branch whose first entries are the summary and the most recent turns, the old branch kept; a `compacted` event). A compaction that fails ends the run `context_exhausted` and leaves the child as it was. Absent: false (the child still compacts on its own past `compactAtPercent` of a known window, unless spawned with `compaction: "off"`). With `steer` it is `invalid_request`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub compact: ::std::option::Option<bool>,
     ///The message (1..65536 bytes).
     pub message: super::common::PromptText,
     ///`steer`: deliver to the active run between model turns (never reinterpreted as followup); `followup`: a new run, queued when busy, started when idle.
@@ -125,6 +128,10 @@ impl crate::validate::Validate for SendInput {
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.compact,
+            &crate::validate::join(path, "compact"),
         )?;
         crate::validate::Validate::validate_at(
             &self.message,

@@ -15,6 +15,9 @@ pub struct SpawnInput {
     ///Per-run budgets of this child (each optional, none past the configured maximum: `limit_exceeded`); absent fields take the configured defaults (`subzero_info` shows both).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub budget: ::std::option::Option<super::common::RunBudget>,
+    ///What the child does when its conversation outgrows its model's context window; frozen into the grant snapshot, so it holds for every followup and resume. Absent: `auto`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub compaction: ::std::option::Option<super::common::Compaction>,
     ///Model endpoint, model name and credential reference.
     pub model: super::common::ModelRef,
     ///The first prompt of the child (1..65536 bytes).
@@ -76,6 +79,10 @@ impl crate::validate::Validate for SpawnInput {
         crate::validate::Validate::validate_at(
             &self.budget,
             &crate::validate::join(path, "budget"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.compaction,
+            &crate::validate::join(path, "compaction"),
         )?;
         crate::validate::Validate::validate_at(
             &self.model,

@@ -57,6 +57,8 @@ const MINT_POINTS: &[(&str, usize)] = &[
     // `cancel_confirmed` → StopConfirmed, `leaf_committed` (at the run's completion) →
     // LeafRecorded, from the evidence the driver keeps until the settlement is stored.
     ("crates/subzero-runtime/src/broker/worker/settle.rs", 2),
+    // `compacted` → CompactionReported, as the worker's line is read.
+    ("crates/subzero-runtime/src/broker/worker/driver.rs", 1),
     // the transcript leaf read from disk → ObservedLeaf.
     ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
 ];

@@ -86,6 +86,7 @@ fn the_transition_table_names_every_transition() {
         "complete",
         "fail",
         "lose_worker",
+        "compacted",
         "checkpoint",
         "resume",
         "resume_with",

@@ -176,7 +176,9 @@ impl Replay {
     fn step(&mut self, op: &str, input: &Value) -> StepResult {
         match op {
             "spawn" | "load" | "followup" | "steer" | "stop" => self.request(op, input),
-            "confirm_stop" | "complete" | "fail" | "lose_worker" => self.report(op, input),
+            "confirm_stop" | "complete" | "fail" | "lose_worker" | "compacted" => {
+                self.report(op, input)
+            }
             "checkpoint" | "resume" => self.resumption(op, input),
             "event_append" | "event_read" => self.event(op, input),
             "freeze_template" | "check_limit" => self.contract(op, input),
@@ -275,6 +277,35 @@ impl Replay {
                     .settle(RunReport::Failed { run, failure })
                     .map_err(|e| code(&e))?;
                 Ok(self.settlement(&s))
+            }
+            "compacted" => {
+                let child = self.child_id(input);
+                let run = self.names.run(str_field(input, "run"));
+                let tokens = (
+                    input["tokensBefore"].as_u64().unwrap(),
+                    input["tokensAfter"].as_u64().unwrap(),
+                );
+                let branch = str_field(input, "branchFrom").to_owned();
+                let report = self
+                    .supervisor
+                    .compaction_reported(child, run, tokens, branch);
+                let compaction = self.child_mut().compacted(report).map_err(|e| code(&e))?;
+                let EventBody::Compacted {
+                    run_id,
+                    tokens_before,
+                    tokens_after,
+                    branch_from,
+                } = compaction.event()
+                else {
+                    panic!("a compaction decides a compacted event");
+                };
+                Ok(json!({"event": {
+                    "type": "compacted",
+                    "run": self.names.run_name(*run_id),
+                    "tokensBefore": tokens_before,
+                    "tokensAfter": tokens_after,
+                    "branchFrom": branch_from,
+                }}))
             }
             "lose_worker" => {
                 let reason = str_field(input, "reason").to_owned();
@@ -484,6 +515,7 @@ fn every_scenario_replays_as_recorded() {
         "complete",
         "fail",
         "lose_worker",
+        "compacted",
         "checkpoint",
         "resume",
         "event_append",

@@ -131,6 +131,7 @@ same_enum!(
         ArtifactUnavailable,
         RequestConflict,
         ModelRequestFailed,
+        ContextExhausted,
         RuntimeShuttingDown,
         Interrupted,
         StorageUnavailable,
@@ -425,6 +426,11 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
                 .has_tool_limits()
                 .then(|| grant_snapshot::ToolLimits::try_from(&snapshot.tool_limits()))
                 .transpose()?,
+            // Only `off` is stored (an `auto` snapshot keeps the digest it had).
+            compaction: match snapshot.compaction() {
+                core_template::CompactionMode::Auto => None,
+                core_template::CompactionMode::Off => Some(common::Compaction::Off),
+            },
         })
     }
 }

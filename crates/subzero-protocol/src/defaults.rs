@@ -17,6 +17,9 @@ pub const PREVIEW_LIMIT: i64 = 1024;
 pub const LIST_LIMIT: u64 = 50;
 /// `subzero_output` `length` when omitted (and its maximum).
 pub const OUTPUT_LENGTH: u64 = 65_536;
+/// The share of a known context window (percent) past which the worker compacts a child's
+/// transcript before the next request (`subzero_info` `limits.compactAtPercent`).
+pub const COMPACT_AT_PERCENT: u64 = 80;
 
 impl GetInput {
     /// `waitMs`, default 0.

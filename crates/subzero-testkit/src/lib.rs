@@ -23,6 +23,7 @@ pub mod messages;
 pub mod model_chat_shapes;
 pub mod model_messages;
 pub mod model_responses;
+pub mod overflow;
 pub mod parent;
 pub mod procs;
 pub mod responses;
@@ -262,8 +263,17 @@ impl RecordedRequest {
 #[derive(Debug, Default)]
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
+    /// A context window: a request over it gets the refusal, and the script is not read.
+    window: Mutex<Option<Window>>,
     log: Mutex<Vec<RecordedRequest>>,
     logged: Condvar,
+}
+
+/// A context window the server enforces ([`ScriptedServer::refuse_past`]).
+#[derive(Debug)]
+struct Window {
+    tokens: u64,
+    refusal: Reply,
 }
 
 /// The running server; stops when dropped.
@@ -288,6 +298,13 @@ impl ScriptedServer {
     /// `http://127.0.0.1:PORT/v1`; the worker appends `/chat/completions`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.loopback.addr())
+    }
+
+    /// Refuses with `refusal` (a provider's overflow answer, see [`overflow`]) every
+    /// request whose prompt passes `tokens`, counted as the worker estimates them: ⌈body
+    /// bytes / 4⌉. Such a request takes no reply from the script.
+    pub fn refuse_past(&self, tokens: u64, refusal: Reply) {
+        *lock(&self.shared.window) = Some(Window { tokens, refusal });
     }
 
     /// Appends a reply to the script.
@@ -326,9 +343,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let recorded = http::record(request).await;
+    let refused = lock(&shared.window)
+        .as_ref()
+        .filter(|w| (recorded.body.len() as u64).div_ceil(4) > w.tokens)
+        .map(|w| w.refusal.clone());
     lock(&shared.log).push(recorded);
     shared.logged.notify_all();
-    let reply = lock(&shared.script).pop_front();
+    let reply = refused.or_else(|| lock(&shared.script).pop_front());
     match reply {
         None => http::json(500, "script exhausted"),
         Some(Reply::Status { status, body }) => http::json(status, body),

@@ -203,6 +203,15 @@ pub fn text(text: &str) -> Reply {
     Reply::Sse(steps(events))
 }
 
+/// A streamed text answer completed without usage (`"usage": null`, as some servers send).
+pub fn text_unmetered(text: &str) -> Reply {
+    let mut events = vec![created(), in_progress()];
+    events.extend(message_events(0, "msg_testkit", text));
+    events.push(json!({"type": "response.completed",
+        "response": response("completed", vec![message_item("msg_testkit", text)], None)}));
+    Reply::Sse(steps(events))
+}
+
 /// One function call whose arguments arrive in three deltas.
 pub fn tool_call(call_id: &str, name: &str, arguments: &str) -> Reply {
     tool_calls(&[(call_id, name, arguments)])

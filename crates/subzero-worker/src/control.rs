@@ -12,10 +12,11 @@ use serde_json::Value;
 
 use crate::model::StreamBounds;
 pub use subzero_protocol::{
-    BrokerMessage, BudgetName, BudgetReached, ChildId, Digest, ErrorBody, ErrorCode, ErrorMessage,
-    EventText, GrantSnapshot, InvalidRequest, LeafId, ModelApi, PromptText, RequestId, RunCut,
-    RunCutLimit, RunId, RunSettledStatus as RunStatus, SteerDiscardReason as DiscardReason,
-    SteerId, ToolName, ToolState, Validate, WorkerEvent, WorkerMessage as Outbound, WorkerModel,
+    BrokerMessage, BudgetName, BudgetReached, ChildId, Compaction, Digest, ErrorBody, ErrorCode,
+    ErrorMessage, EventText, GrantSnapshot, InvalidRequest, LeafId, ModelApi, PromptText,
+    RequestId, RunCut, RunCutLimit, RunId, RunSettledStatus as RunStatus,
+    SteerDiscardReason as DiscardReason, SteerId, ToolName, ToolState, Validate, WorkerEvent,
+    WorkerMessage as Outbound, WorkerModel,
 };
 
 /// Version of the control protocol spoken by this worker.
@@ -49,6 +50,8 @@ pub struct StartRun {
     pub mcp_env: std::collections::BTreeMap<String, String>,
     /// What one model response may cost (`streamLimits`, else the defaults).
     pub stream_bounds: StreamBounds,
+    /// The parent asked for compaction before the run's first request.
+    pub compact: Option<bool>,
 }
 
 impl std::fmt::Debug for StartRun {
@@ -105,6 +108,7 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
     Ok(match message {
         BrokerMessage::StartRun {
             child_id,
+            compact,
             expected_digest,
             from_leaf,
             mcp_env,
@@ -138,6 +142,7 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
                 max_tool_argument_bytes: l.max_tool_argument_bytes.get(),
                 idle: std::time::Duration::from_millis(l.idle_timeout_ms.get()),
             }),
+            compact,
         })),
         BrokerMessage::Steer {
             message,
@@ -210,6 +215,9 @@ pub struct RunUsage {
     pub turns: u32,
     /// A turn's stream reported no usage and its tokens were estimated.
     pub estimated: bool,
+    /// Prompt tokens of the last request (after a compaction: of the compacted
+    /// conversation), `crate::context`.
+    pub context_tokens: Option<u64>,
 }
 
 impl From<RunUsage> for subzero_protocol::RunUsage {
@@ -223,6 +231,7 @@ impl From<RunUsage> for subzero_protocol::RunUsage {
                 subzero_protocol::UsageSource::Reported
             },
             turns: u64::from(u.turns),
+            context_tokens: u.context_tokens,
         }
     }
 }

@@ -8,11 +8,15 @@
 pub mod control;
 
 mod calls;
+mod compact;
 mod containment;
+mod context;
 mod control_input;
 mod emit;
+mod failure;
 mod handoff;
 mod model;
+mod prompt;
 mod redact;
 mod run;
 mod scratch;

@@ -4,27 +4,29 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::calls::{self, answer_unrun};
+use crate::compact::Compactor;
+use crate::context::{ContextMeter, exhausted};
 use crate::control::BudgetName;
-use crate::control::{ErrorBody, ErrorBodyExt, ErrorCode, RunUsage, StartRun, WorkerEvent};
+use crate::control::{
+    Compaction, ErrorBody, ErrorBodyExt, ErrorCode, RunUsage, StartRun, WorkerEvent,
+};
 use crate::emit;
+use crate::failure::model_failed;
+pub(crate) use crate::failure::transcript_error;
 use crate::handoff::{
     HANDOFF_MAX_BYTES, HANDOFF_MAX_OUTPUT_TOKENS, HANDOFF_TIMEOUT, Reached, cut_summary,
 };
 use crate::model::{
-    Call, Conversation, Item, Learned, ModelClient, ModelError, ModelTurn, PROTOCOLS, Request,
-    ToolChoice, ToolSpec,
+    Learned, ModelClient, ModelError, ModelTurn, PROTOCOLS, Request, ToolChoice, ToolSpec,
 };
+use crate::prompt::{conversation, system_prompt};
 use crate::redact::redact;
 use crate::steering::SteerQueue;
 use crate::text_events::TextEvents;
 use crate::tools::mcp::{McpTools, ServerSpec};
 use crate::tools::{self, ToolContext};
-use crate::transcript::{
-    Entry, EntryType, EntryUsage, ToolCallRecord, Transcript, TranscriptError,
-};
+use crate::transcript::{Entry, EntryType, EntryUsage, ToolCallRecord, Transcript};
 use crate::usage::TurnTokens;
 
 /// What the run has produced so far; survives the run future being dropped (cancel, deadline).
@@ -126,43 +128,6 @@ pub async fn start_mcp(start: &StartRun, tools: &ToolContext) -> Result<McpTools
         .map_err(|e| ErrorBody::new(ErrorCode::UnsupportedGrant, e.to_string()))
 }
 
-fn limit(name: &str, message: String) -> ErrorBody {
-    ErrorBody::new(ErrorCode::LimitExceeded, message).with_details(json!({ "limit": name }))
-}
-
-fn model_failed(err: &ModelError) -> ErrorBody {
-    if let ModelError::TooLarge { .. } = err {
-        return limit("model_response_bytes", format!("limit_exceeded: {err}"));
-    }
-    let details = match err {
-        ModelError::Http { status, excerpt } => json!({ "status": status, "excerpt": excerpt }),
-        ModelError::Redirect { target, .. } => json!({ "status": null, "redirect": target }),
-        ModelError::Idle { ms, .. } => json!({ "status": null, "idleTimeoutMs": ms }),
-        _ => json!({ "status": null }),
-    };
-    ErrorBody::new(
-        ErrorCode::ModelRequestFailed,
-        redact(&format!("model_request_failed: {err}")),
-    )
-    .with_details(details)
-}
-
-pub(crate) fn transcript_error(err: TranscriptError) -> ErrorBody {
-    match err {
-        TranscriptError::Incompatible(msg) => {
-            ErrorBody::new(ErrorCode::CheckpointIncompatible, msg)
-        }
-        // The disk refused the transcript (full, read-only, gone): the state directory's
-        // storage, not a bug; the run ends and the child takes a followup once it has room.
-        TranscriptError::Io(e) => ErrorBody::new(
-            ErrorCode::StorageUnavailable,
-            format!(
-                "storage_unavailable: the child's transcript could not be written ({e}); free space in the state directory (or make it writable), then send a followup"
-            ),
-        ),
-    }
-}
-
 /// The run's inputs that outlive the future.
 #[derive(Debug, Clone)]
 pub struct RunContext {
@@ -197,6 +162,11 @@ pub fn open_transcript(start: &StartRun) -> Result<Transcript, ErrorBody> {
 /// budget ends the run through [`Run::handoff`].
 pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Completed, ErrorBody> {
     let run = Run::new(&ctx)?;
+    if run.start().compact == Some(true) {
+        // The parent asked: compact what the child has so far, before its new prompt.
+        let projected = run.compactor().projected(&transcript);
+        run.compactor().compact(&mut transcript, projected).await?;
+    }
     run.record_prompt(&mut transcript)?;
     let mut turn: u32 = 0;
     loop {
@@ -206,7 +176,7 @@ pub async fn drive(ctx: RunContext, mut transcript: Transcript) -> Result<Comple
         }
         turn += 1;
         run.turn_started(turn);
-        let Some(answer) = run.ask(&transcript).await? else {
+        let Some(answer) = run.ask(&mut transcript).await? else {
             return run.handoff(transcript, turn, run.past_deadline()).await;
         };
         match run.after_answer(&mut transcript, answer).await? {
@@ -227,6 +197,16 @@ struct Run<'a> {
     system: String,
     /// When the run started (its deadline less `deadlineMs`).
     started: tokio::time::Instant,
+    /// The prompt size of each request against the model's context window.
+    meter: ContextMeter,
+}
+
+/// What one request came to.
+enum Asked {
+    /// The answer, or `None` when the run's deadline came first.
+    Answer(Option<ModelTurn>),
+    /// The endpoint refused the prompt as too long; its projected prompt tokens.
+    Refused(ModelError, u64),
 }
 
 /// Where an answer leads.
@@ -257,6 +237,13 @@ impl<'a> Run<'a> {
             declared,
             system: system_prompt(start),
             started,
+            meter: ContextMeter::new(
+                start
+                    .model
+                    .context_window
+                    .as_ref()
+                    .and_then(|w| u64::try_from(w.0).ok()),
+            ),
         })
     }
 
@@ -329,7 +316,72 @@ impl<'a> Run<'a> {
 
     /// Asks the model for the next answer, its text streamed as events; `None` when the
     /// run's deadline came first. The answer's tokens are counted.
-    async fn ask(&self, transcript: &Transcript) -> Result<Option<ModelTurn>, ErrorBody> {
+    ///
+    /// Before a request that would pass [`crate::context::COMPACT_AT_PERCENT`] of a known
+    /// window, and once after the endpoint refused a prompt as too long, the transcript is
+    /// compacted first ([`Run::fit`]); a refusal after that is `context_exhausted`.
+    async fn ask(&self, transcript: &mut Transcript) -> Result<Option<ModelTurn>, ErrorBody> {
+        let projected = self.compactor().projected(transcript);
+        if self
+            .meter
+            .threshold()
+            .is_some_and(|limit| projected > limit)
+        {
+            self.fit(transcript, projected, None).await?;
+        }
+        match self.request(transcript).await? {
+            Asked::Refused(err, prompt) => {
+                self.fit(transcript, prompt, Some(&err)).await?;
+                match self.request(transcript).await? {
+                    Asked::Refused(err, prompt) => {
+                        Err(exhausted(Some(&err), "", &self.meter, prompt))
+                    }
+                    Asked::Answer(answer) => Ok(answer),
+                }
+            }
+            Asked::Answer(answer) => Ok(answer),
+        }
+    }
+
+    /// The compaction of this run's transcript.
+    fn compactor(&self) -> Compactor<'_> {
+        Compactor {
+            client: &self.client,
+            start: self.start(),
+            system: &self.system,
+            declared: &self.declared,
+            meter: &self.meter,
+            progress: &self.ctx.progress,
+        }
+    }
+
+    /// Compacts the transcript, whose next request takes `prompt` tokens (or was refused
+    /// as too long, `refused`): `context_exhausted` when the child was spawned with
+    /// `compaction: "off"`, or when there is nothing earlier to summarise.
+    async fn fit(
+        &self,
+        transcript: &mut Transcript,
+        prompt: u64,
+        refused: Option<&ModelError>,
+    ) -> Result<(), ErrorBody> {
+        if self.start().snapshot.compaction == Some(Compaction::Off) {
+            let why = format!(
+                "the next request takes about {prompt} prompt tokens, past {}% of the context window, and this child was spawned with compaction: \"off\"",
+                crate::context::COMPACT_AT_PERCENT
+            );
+            return Err(exhausted(refused, &why, &self.meter, prompt));
+        }
+        match self.compactor().compact(transcript, prompt).await? {
+            Some(_) => Ok(()),
+            None if refused.is_none() => Ok(()),
+            None => Err(exhausted(refused, "", &self.meter, prompt)),
+        }
+    }
+
+    /// One request for the next answer, its text streamed as events: the answer (`None`
+    /// when the run's deadline came first), or the endpoint's refusal of the prompt as too
+    /// long with its projected size. The answer's tokens are counted.
+    async fn request(&self, transcript: &Transcript) -> Result<Asked, ErrorBody> {
         let limits = &self.start().snapshot.limits;
         let conversation = conversation(&self.system, transcript);
         let request = Request {
@@ -339,6 +391,7 @@ impl<'a> Run<'a> {
             max_output_tokens: u32::try_from(limits.max_output_tokens.get()).unwrap_or(u32::MAX),
             max_text_bytes: None,
         };
+        let prompt = self.meter.project(self.client.body_bytes(&request));
         let mut text_events = TextEvents::new(&self.start().run_id, self.ctx.progress.clone());
         let result = tokio::time::timeout_at(
             self.ctx.deadline,
@@ -348,21 +401,30 @@ impl<'a> Run<'a> {
         .await;
         text_events.finish();
         let Ok(result) = result else {
-            return Ok(None);
+            return Ok(Asked::Answer(None));
         };
-        let answer = result.map_err(|err| {
-            if let ModelError::TooLarge { max } = &err {
-                // The partial result keeps the text up to the cap and says so.
-                lock_progress(&self.ctx.progress).text.push_str(&format!(
-                    "\n[cut: the model response passed {max} bytes (model_response_bytes)]"
-                ));
+        let answer = match result {
+            Ok(answer) => answer,
+            Err(err @ ModelError::ContextExhausted { .. }) => {
+                lock_progress(&self.ctx.progress).usage.context_tokens = Some(prompt);
+                return Ok(Asked::Refused(err, prompt));
             }
-            model_failed(&err)
-        })?;
+            Err(err) => {
+                if let ModelError::TooLarge { max } = &err {
+                    // The partial result keeps the text up to the cap and says so.
+                    lock_progress(&self.ctx.progress).text.push_str(&format!(
+                        "\n[cut: the model response passed {max} bytes (model_response_bytes)]"
+                    ));
+                }
+                return Err(model_failed(&err));
+            }
+        };
+        self.meter.record(&answer);
         let mut progress = lock_progress(&self.ctx.progress);
         progress.usage.add(TurnTokens::of(&answer));
+        progress.usage.context_tokens = Some(TurnTokens::of(&answer).input);
         progress.text.clone_from(&answer.text);
-        Ok(Some(answer))
+        Ok(Asked::Answer(Some(answer)))
     }
 
     /// Records `answer` and acts on it: the run completes with a final answer (when no
@@ -526,60 +588,5 @@ impl<'a> Run<'a> {
                 .add(TurnTokens::of(answer));
         }
         answered
-    }
-}
-
-/// Snapshot instructions plus explicit skills.
-fn system_prompt(start: &StartRun) -> String {
-    let mut system = start.snapshot.instructions.to_string();
-    for skill in start.snapshot.skills.iter() {
-        if !system.is_empty() {
-            system.push_str("\n\n");
-        }
-        system.push_str(&format!(
-            "## Skill: {}\n\n{}",
-            skill.name.as_str(),
-            skill.content.as_str()
-        ));
-    }
-    system
-}
-
-/// The conversation for the model: the system prompt and the root→leaf path.
-fn conversation(system: &str, transcript: &Transcript) -> Conversation {
-    let mut items = Vec::new();
-    for entry in transcript.path() {
-        let content = entry.content.clone().unwrap_or_default();
-        match entry.kind {
-            EntryType::Header => {}
-            EntryType::Prompt
-            | EntryType::Steer
-            | EntryType::RecoveryNotice
-            | EntryType::BudgetNotice => {
-                items.push(Item::User(content));
-            }
-            EntryType::Assistant => items.push(Item::Assistant {
-                text: entry.content.clone(),
-                calls: entry
-                    .tool_calls
-                    .iter()
-                    .map(|c| Call {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        arguments: c.arguments.clone(),
-                    })
-                    .collect(),
-            }),
-            EntryType::ToolResult => items.push(Item::ToolResult {
-                call_id: entry.tool_call_id.clone().unwrap_or_default(),
-                name: entry.name.clone().unwrap_or_default(),
-                content,
-                is_error: entry.is_error.unwrap_or(false),
-            }),
-        }
-    }
-    Conversation {
-        system: system.to_owned(),
-        items,
     }
 }

@@ -69,7 +69,9 @@ async fn a_turn_budget_ends_with_the_childs_handoff_summary() {
     // Two turns and the handoff, 10 + 5 tokens each as the scripted model reports them.
     assert_eq!(
         last["usage"],
-        json!({"inputTokens": 30, "outputTokens": 15, "turns": 3, "source": "reported"})
+        json!({"inputTokens": 30, "outputTokens": 15, "turns": 3, "source": "reported",
+               // The last turn's prompt (the handoff request is not a turn of the child's).
+               "contextTokens": 10})
     );
     assert!(
         event_types(&snap).contains(&"budget_exhausted".to_owned()),

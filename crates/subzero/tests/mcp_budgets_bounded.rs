@@ -244,7 +244,8 @@ async fn usage_every_request_reported_is_reported() {
     assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
     assert_eq!(
         snap["lastRun"]["usage"],
-        json!({"inputTokens": 20, "outputTokens": 10, "turns": 2, "source": "reported"})
+        json!({"inputTokens": 20, "outputTokens": 10, "turns": 2, "source": "reported",
+               "contextTokens": 10})
     );
     assert!(snap["lastRun"].get("cut").is_none(), "{snap:#}");
     s.close().await.expect("close");

@@ -647,6 +647,8 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
     assert_eq!(
         settled["usage"],
         json!({"inputTokens": (requests[0].body.len() as u64).div_ceil(4),
-               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated"})
+               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated",
+               // The context use is the one request's prompt, estimated the same way.
+               "contextTokens": (requests[0].body.len() as u64).div_ceil(4)})
     );
 }

@@ -112,6 +112,18 @@ pub enum EventBody {
         /// Why.
         reason: SteerDiscardReason,
     },
+    /// The worker compacted the child's transcript into a new branch (the core decided it
+    /// from the worker's report, [`crate::lifecycle::CompactionReported`]).
+    Compacted {
+        /// The run that compacted.
+        run_id: RunId,
+        /// Prompt tokens before.
+        tokens_before: u64,
+        /// Prompt tokens after.
+        tokens_after: u64,
+        /// The last entry of the branch left behind (kept whole).
+        branch_from: String,
+    },
     /// A matching stop was accepted.
     StopRequested {
         /// The stopping run.
@@ -185,6 +197,8 @@ pub enum EventKind {
     SteerApplied,
     /// [`EventBody::SteerDiscarded`].
     SteerDiscarded,
+    /// [`EventBody::Compacted`].
+    Compacted,
     /// [`EventBody::StopRequested`].
     StopRequested,
     /// [`EventBody::StopConfirmed`].
@@ -208,6 +222,7 @@ impl EventKind {
         EventKind::Tool,
         EventKind::SteerApplied,
         EventKind::SteerDiscarded,
+        EventKind::Compacted,
         EventKind::StopRequested,
         EventKind::StopConfirmed,
         EventKind::Completed,
@@ -225,6 +240,7 @@ impl EventKind {
             EventKind::Tool => "tool",
             EventKind::SteerApplied => "steer_applied",
             EventKind::SteerDiscarded => "steer_discarded",
+            EventKind::Compacted => "compacted",
             EventKind::StopRequested => "stop_requested",
             EventKind::StopConfirmed => "stop_confirmed",
             EventKind::Completed => "completed",
@@ -288,6 +304,7 @@ impl EventBody {
             EventBody::Tool { .. } => EventKind::Tool,
             EventBody::SteerApplied { .. } => EventKind::SteerApplied,
             EventBody::SteerDiscarded { .. } => EventKind::SteerDiscarded,
+            EventBody::Compacted { .. } => EventKind::Compacted,
             EventBody::StopRequested { .. } => EventKind::StopRequested,
             EventBody::StopConfirmed { .. } => EventKind::StopConfirmed,
             EventBody::Completed { .. } => EventKind::Completed,
@@ -306,6 +323,7 @@ impl EventBody {
             | EventBody::Tool { run_id, .. }
             | EventBody::SteerApplied { run_id, .. }
             | EventBody::SteerDiscarded { run_id, .. }
+            | EventBody::Compacted { run_id, .. }
             | EventBody::StopRequested { run_id, .. }
             | EventBody::StopConfirmed { run_id, .. }
             | EventBody::Completed { run_id, .. }

@@ -128,6 +128,12 @@ fn every_kind_of_body() -> Vec<EventBody> {
             request_id: None,
             reason: SteerDiscardReason::Stopped,
         },
+        EventBody::Compacted {
+            run_id,
+            tokens_before: 1700,
+            tokens_after: 420,
+            branch_from: "e_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D".into(),
+        },
         EventBody::StopRequested {
             run_id,
             cleared_queued: 3,

@@ -13,10 +13,13 @@
 )]
 
 use super::error::{CheckpointIncompatible, ForeignRun, StaleRun};
-use super::proof::{Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed};
+use super::proof::{
+    Checkpoint, CompactionReported, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed,
+};
 use super::run::{self, ActivePhase, Completed, Failed, Failure, Queued, Run, Stopped};
 use super::sealed::Sealed;
 use crate::budget::BudgetReached;
+use crate::events::EventBody;
 use crate::ids::{ChildId, RunId};
 use crate::limits::LimitExceeded;
 use crate::queue::FollowUpQueue;
@@ -94,6 +97,20 @@ pub struct Settled<O> {
     pub withdrawn: Vec<Stopped>,
     /// The child afterwards.
     pub next: Next,
+}
+
+/// A compaction the core accepted: the `compacted` event to record. Only
+/// [`Child::compacted`] makes one.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Compaction {
+    event: EventBody,
+}
+
+impl Compaction {
+    /// The `compacted` event.
+    pub fn event(&self) -> &EventBody {
+        &self.event
+    }
 }
 
 /// An accepted stop: the stopping child and the queued runs it cleared.
@@ -249,6 +266,29 @@ impl<R: ActivePhase> Child<Running<R>> {
     /// The active run.
     pub fn active_run(&self) -> &Run<R> {
         &self.state.active
+    }
+
+    /// The worker compacted the active run's transcript into a new branch, as `report`
+    /// proves; the child's state does not move (its checkpoint names the new branch's leaf
+    /// once the run completes). A report about another run or child is `stale_run`.
+    pub fn compacted(&self, report: CompactionReported) -> Result<Compaction, StaleRun> {
+        let active = self.state.active.id();
+        if report.run() != active || report.child() != self.id {
+            return Err(StaleRun {
+                child: self.id,
+                expected: report.run(),
+                active: Some(active),
+            });
+        }
+        let (tokens_before, tokens_after) = report.tokens();
+        Ok(Compaction {
+            event: EventBody::Compacted {
+                run_id: active,
+                tokens_before,
+                tokens_after,
+                branch_from: report.branch_from().to_owned(),
+            },
+        })
     }
 
     /// The follow-up queue.

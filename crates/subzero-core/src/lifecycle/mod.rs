@@ -17,15 +17,15 @@ pub use any::{
     ActiveChild, ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord,
     Resumed, RunRecord, RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
 };
-pub use child::{Child, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
+pub use child::{Child, Compaction, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
 pub use custody::{Activity, Custody, CustodyRecord, CustodyRefused, LockObservation, Recovery};
 pub use decided::{
     Admitted, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned,
 };
 pub use error::LifecycleError;
 pub use proof::{
-    Checkpoint, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed, Supervisor,
-    WorkerCapabilities,
+    Checkpoint, CompactionReported, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed,
+    Supervisor, WorkerCapabilities,
 };
 pub use run::{Failure, Run};
 pub use storage::{Loaded, Origin, StorageKey, StoredChild};

@@ -6,6 +6,9 @@
 //!   [`Supervisor`] mints it; the next queued run cannot dispatch without it.
 //! * [`ObservedLeaf`] — a leaf (id and digest) as read from a child's transcript on
 //!   disk. Only a [`Supervisor`] mints it.
+//! * [`CompactionReported`] — the worker of a child compacted its active run's transcript
+//!   into a new branch. Only a [`Supervisor`] mints it, from the worker's `compacted`
+//!   line: nothing outside the worker compacts a running child's transcript.
 //! * [`Checkpoint`] — the recorded last completed leaf was verified against an
 //!   [`ObservedLeaf`] of the same child. Only [`Checkpoint::verify`] (or
 //!   [`Child::checkpoint`](super::Child)) makes one.
@@ -161,6 +164,24 @@ impl Supervisor {
         ObservedLeaf { child, leaf }
     }
 
+    /// The worker reported `compacted` for `run`: it summarised the transcript into a
+    /// new branch, leaving the branch that ends at `branch_from` whole.
+    pub fn compaction_reported(
+        &self,
+        child: ChildId,
+        run: RunId,
+        tokens: (u64, u64),
+        branch_from: String,
+    ) -> CompactionReported {
+        CompactionReported {
+            child,
+            run,
+            tokens_before: tokens.0,
+            tokens_after: tokens.1,
+            branch_from,
+        }
+    }
+
     /// What the worker's parsed `hello` advertised.
     pub fn capabilities(&self, steering: bool) -> WorkerCapabilities {
         WorkerCapabilities { steering }
@@ -187,6 +208,37 @@ impl StopConfirmed {
     /// How many tool processes were killed.
     pub fn reaped(&self) -> u32 {
         self.reaped
+    }
+}
+
+/// Proof that the worker of a child compacted its active run's transcript (it reported
+/// `compacted`): the prompt tokens before and after, and the last entry of the branch it
+/// left, which stays in the transcript.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CompactionReported {
+    child: ChildId,
+    run: RunId,
+    tokens_before: u64,
+    tokens_after: u64,
+    branch_from: String,
+}
+
+impl CompactionReported {
+    /// The child.
+    pub fn child(&self) -> ChildId {
+        self.child
+    }
+    /// The run that compacted.
+    pub fn run(&self) -> RunId {
+        self.run
+    }
+    /// Prompt tokens before and after.
+    pub fn tokens(&self) -> (u64, u64) {
+        (self.tokens_before, self.tokens_after)
+    }
+    /// The last entry of the branch left behind.
+    pub fn branch_from(&self) -> &str {
+        &self.branch_from
     }
 }
 

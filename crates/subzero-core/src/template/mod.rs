@@ -24,7 +24,8 @@ mod snapshot;
 mod tool_limits;
 
 pub use snapshot::{
-    FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits, Skill,
+    CompactionMode, FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits,
+    Skill,
 };
 pub use tool_limits::{ToolLimitKey, ToolLimitOutOfRange, ToolLimits, ToolLimitsConfig};
 

@@ -121,6 +121,21 @@ struct SnapshotBody {
     /// then [`GrantSnapshot::tool_limits`] is [`ToolLimits::SHIPPED`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_limits: Option<ToolLimits>,
+    /// Absent for `auto` (and in every snapshot frozen before compaction existed, which
+    /// keeps their digests); only `off` is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compaction: Option<CompactionMode>,
+}
+
+/// Whether a child compacts its transcript when it outgrows its model's context window
+/// (the spawn's `compaction`, frozen into the snapshot).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionMode {
+    /// Compact past the threshold of a known window and once after an overflow refusal.
+    Auto,
+    /// Never on its own: the run ends `context_exhausted`.
+    Off,
 }
 
 /// The immutable template/grant snapshot of one child.
@@ -254,6 +269,7 @@ impl GrantSnapshot {
             filesystem: Some(filesystem),
             limits: run_limits,
             tool_limits: Some(tool_limits),
+            compaction: None,
         };
         let digest = digest_of(&body)?;
         Ok(Self { body, digest })
@@ -320,6 +336,17 @@ impl GrantSnapshot {
     /// an old snapshot's).
     pub fn has_tool_limits(&self) -> bool {
         self.body.tool_limits.is_some()
+    }
+    /// The child's compaction mode (`auto` unless it was spawned with `off`).
+    pub fn compaction(&self) -> CompactionMode {
+        self.body.compaction.unwrap_or(CompactionMode::Auto)
+    }
+    /// The snapshot with compaction mode `mode`, its digest computed again (`auto` is
+    /// stored as absent, so an `auto` snapshot keeps the digest it had).
+    pub fn with_compaction(mut self, mode: CompactionMode) -> Result<Self, TemplateError> {
+        self.body.compaction = (mode == CompactionMode::Off).then_some(mode);
+        self.digest = digest_of(&self.body)?;
+        Ok(self)
     }
     /// The digest of the canonical JSON of every other field.
     pub fn digest(&self) -> Sha256Digest {

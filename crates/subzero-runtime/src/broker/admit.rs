@@ -50,7 +50,10 @@ impl Broker {
         let run_limits = self
             .budgets
             .resolve(&budget_request(input.budget.as_ref()))?;
-        let snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
+        let mut snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
+        if input.compaction == Some(p::Compaction::Off) {
+            snapshot = snapshot.with_compaction(subzero_core::template::CompactionMode::Off)?;
+        }
         let model = self.credential(&input.model)?;
         self.check_api(&model).await?;
         self.check_filesystem(&snapshot).await?;
@@ -112,6 +115,12 @@ impl Broker {
         self.limits.check_prompt(&message)?;
         let scope = self.child_scope(child).await?;
         if input.mode == p::SendInputMode::Steer {
+            if input.compact == Some(true) {
+                return Err(BrokerError::invalid(
+                    "compact",
+                    "compact applies to a followup (mode \"followup\"); a steer reaches the running run between turns and cannot compact its transcript: send the steer without compact",
+                ));
+            }
             return self
                 .steer(
                     child,
@@ -144,6 +153,9 @@ impl Broker {
             return Err(interrupted(child));
         }
         let run = RunId::generate();
+        if input.compact == Some(true) {
+            self.compact_before(child, run);
+        }
         if row.state != ChildState::Ready {
             let queued = self
                 .store
@@ -456,6 +468,7 @@ pub(super) fn model_row(model: &ModelKey) -> ModelRow {
         model: model.model.clone(),
         api: model.api,
         credential_ref: model.credential_ref.clone(),
+        context_window: model.context_window,
     }
 }
 

@@ -66,7 +66,8 @@ fn wire_discard_reason(reason: SteerDiscardReason) -> p::SteerDiscardReason {
 /// false`). A turn that started records none: it is a phase, not an event.
 pub(super) fn recorded(run_id: RunId, event: &p::WorkerEvent) -> Option<EventBody> {
     Some(match event {
-        p::WorkerEvent::TurnStarted { .. } => return None,
+        // Recorded through the core's decision instead (`Store::record_compaction`).
+        p::WorkerEvent::TurnStarted { .. } | p::WorkerEvent::Compacted { .. } => return None,
         p::WorkerEvent::Text { text } => EventBody::Text {
             run_id,
             text: text.as_str().to_owned(),
@@ -151,6 +152,20 @@ impl TryFrom<&EventRow> for p::ChildEvent {
                 run_id: (*run_id).into(),
                 seq,
                 state: wire_tool_state(*state),
+            },
+            EventBody::Compacted {
+                run_id,
+                tokens_before,
+                tokens_after,
+                branch_from,
+            } => p::ChildEvent::Compacted {
+                at,
+                branch_from: wire(branch_from.as_str(), what, "branchFrom")?,
+                child_id,
+                run_id: (*run_id).into(),
+                seq,
+                tokens_after: *tokens_after,
+                tokens_before: *tokens_before,
             },
             other => settlement_or_steer(other, what, at, child_id, seq)?,
         })

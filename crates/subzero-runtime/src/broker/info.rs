@@ -176,6 +176,11 @@ impl Broker {
                 INFO,
                 "limits.eventRetention",
             )?,
+            compact_at_percent: std::num::NonZeroU64::new(p::defaults::COMPACT_AT_PERCENT)
+                .map(p::LimitsCompactAtPercent::from),
+            context_window: self
+                .context_window
+                .map(|w| p::ContextWindow::from(i64::from(w))),
             event_retention_bytes: Some(positive(
                 self.store.options().event_retention_bytes,
                 INFO,

@@ -15,6 +15,9 @@ pub(super) struct ModelKey {
     pub api: p::ModelApi,
     /// The caller's `outputTokensParam` (Chat Completions only), passed to the worker as is.
     pub output_tokens_param: Option<p::OutputTokensParam>,
+    /// The model's context window in tokens: the caller's `contextWindow`, else
+    /// `[limits] context_window`; `None` when neither names one.
+    pub context_window: Option<u32>,
     pub credential_ref: String,
     pub key: SecretString,
 }
@@ -26,6 +29,7 @@ impl std::fmt::Debug for ModelKey {
             .field("model", &self.model)
             .field("api", &self.api)
             .field("output_tokens_param", &self.output_tokens_param)
+            .field("context_window", &self.context_window)
             .field("credential_ref", &self.credential_ref)
             .finish_non_exhaustive()
     }
@@ -58,6 +62,9 @@ pub(super) struct Live {
     /// The child's frozen grant snapshot, as sent in `start_run`.
     pub snapshot: p::GrantSnapshot,
     pub worker: Option<WorkerLink>,
+    /// Runs the parent asked to start with a compaction (`compact: true`), until their
+    /// `start_run` is built.
+    pub compact: std::collections::HashSet<RunId>,
 }
 
 impl Live {
@@ -66,6 +73,7 @@ impl Live {
             model,
             snapshot,
             worker: None,
+            compact: std::collections::HashSet::new(),
         }
     }
 }
@@ -86,6 +94,7 @@ mod tests {
             model: "m".into(),
             api: p::ModelApi::OpenaiCompletions,
             output_tokens_param: None,
+            context_window: None,
             credential_ref: "example".into(),
             key: SecretString::from("sk-live-do-not-print"),
         };

@@ -107,6 +107,8 @@ pub struct Broker {
     worker_log: Option<String>,
     host_adapters: Vec<TestedHost>,
     limits: Limits,
+    /// `[limits] context_window`: the window of a model whose spawn or resume names none.
+    context_window: Option<u32>,
     /// Per-run budgets of a spawn: defaults and maxima (`[budgets]`).
     budgets: subzero_core::Budgets,
     worker_slots: u32,
@@ -192,6 +194,7 @@ impl Broker {
             worker_log: options.worker_log,
             host_adapters: options.host_adapters,
             limits,
+            context_window: config.limits.context_window,
             budgets: config
                 .budgets
                 .budgets()
@@ -323,6 +326,11 @@ impl Broker {
             model: model.model.to_string(),
             api,
             output_tokens_param: model.output_tokens_param,
+            context_window: model
+                .context_window
+                .as_ref()
+                .and_then(|w| u32::try_from(w.0).ok())
+                .or(self.context_window),
             credential_ref: model.credential_ref.to_string(),
             key,
         })

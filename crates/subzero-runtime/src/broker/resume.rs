@@ -27,6 +27,12 @@ impl Broker {
         if let Some(m) = &message {
             self.limits.check_prompt(m)?;
         }
+        if input.compact == Some(true) && message.is_none() {
+            return Err(BrokerError::invalid(
+                "compact",
+                "compact needs a message: the compaction happens before the new run's first request; resume with a message and compact: true",
+            ));
+        }
         let scope = self.child_scope(child).await?;
         let receipt = Receipt::prepare(
             "subzero_resume",
@@ -81,6 +87,9 @@ impl Broker {
             return replayed("subzero_resume", stored);
         }
         lock(&self.live).insert(child, Live::new(model, snapshot));
+        if let (Some(run), Some(true)) = (run, input.compact) {
+            self.compact_before(child, run);
+        }
         if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
             let notice = (row.state == ChildState::Interrupted)
                 .then(|| recovery_notice(row.interrupt_reason.as_deref()));

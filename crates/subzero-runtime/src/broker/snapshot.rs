@@ -81,7 +81,20 @@ fn usage(run: &RunRow) -> p::RunUsage {
             UsageSource::Estimated => p::UsageSource::Estimated,
         },
         turns: run.usage.turns,
+        context_tokens: run.usage.context_tokens,
     }
+}
+
+/// `contextTokens` of a child: its last ended run's context use.
+fn context_tokens(runs: &[RunRow]) -> Option<u64> {
+    last_terminal(runs).and_then(|run| run.usage.context_tokens)
+}
+
+/// `contextWindow` of a child: the window its model was given, when known.
+fn context_window(row: &ChildRow) -> Option<p::ContextWindow> {
+    row.model
+        .context_window
+        .map(|w| p::ContextWindow::from(i64::from(w)))
 }
 
 /// `lastRun.cut`: the output-token cap that cut a completed run's final answer.
@@ -155,6 +168,8 @@ pub(super) fn snapshot(
         }),
         last_progress_at: row.last_progress_at.clone(),
         last_run: last_run(runs, preview_limit)?,
+        context_tokens: context_tokens(runs),
+        context_window: context_window(row),
         model: p::ModelInfo {
             api: row.model.api,
             model: wire(row.model.model.as_str(), GET, "model.model")?,
@@ -217,6 +232,8 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary
             .map(|run| terminal(run, LIST, "lastRunStatus"))
             .transpose()?,
         last_run_usage: last_terminal(runs).map(usage),
+        context_tokens: context_tokens(runs),
+        context_window: context_window(row),
         phase: phase(row).into(),
         queued_run_count: queued(runs).len() as u64,
         state: row.state.into(),

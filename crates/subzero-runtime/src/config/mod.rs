@@ -177,6 +177,8 @@ pub struct LimitsConfig {
     pub tool_argument_bytes: u64,
     /// Longest silence of a model endpoint in milliseconds.
     pub model_idle_timeout_ms: u64,
+    /// The context window of a model whose spawn or resume names none (tokens).
+    pub context_window: Option<u32>,
 }
 
 impl Default for LimitsConfig {
@@ -191,6 +193,7 @@ impl Default for LimitsConfig {
             model_response_bytes: u64::from(subzero_core::Limits::SEED.model_response_bytes),
             tool_argument_bytes: u64::from(subzero_core::Limits::SEED.tool_argument_bytes),
             model_idle_timeout_ms: u64::from(subzero_core::Limits::SEED.model_idle_timeout_ms),
+            context_window: None,
         }
     }
 }

@@ -83,11 +83,19 @@ pub struct ModelRow {
     pub api: ModelApi,
     /// Name of a `[credentials.NAME]` entry.
     pub credential_ref: String,
+    /// The model's context window in tokens, when known.
+    pub context_window: Option<u32>,
 }
 
 impl Column for ModelRow {
     fn names(_: &'static str) -> Vec<&'static str> {
-        vec!["model_url", "model_name", "model_api", "credential_ref"]
+        vec![
+            "model_url",
+            "model_name",
+            "model_api",
+            "credential_ref",
+            "model_context_window",
+        ]
     }
     fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
         Ok(ModelRow {
@@ -95,6 +103,7 @@ impl Column for ModelRow {
             model: row.col("model_name")?,
             api: row.col("model_api")?,
             credential_ref: row.col("credential_ref")?,
+            context_window: row.col("model_context_window")?,
         })
     }
 }
@@ -248,6 +257,8 @@ pub struct RunUsage {
     pub source: UsageSource,
     /// `maxOutputTokens` of the run when it cut the final answer.
     pub cut_max_output_tokens: Option<u64>,
+    /// Prompt tokens of the run's last model request (its context use), when reported.
+    pub context_tokens: Option<u64>,
 }
 
 impl Column for RunUsage {
@@ -258,6 +269,7 @@ impl Column for RunUsage {
             "turns",
             "usage_source",
             "cut_max_output_tokens",
+            "context_tokens",
         ]
     }
     fn read(row: &Row<'_>, _: &'static str) -> rusqlite::Result<Self> {
@@ -267,6 +279,7 @@ impl Column for RunUsage {
             turns: row.col("turns")?,
             source: row.col("usage_source")?,
             cut_max_output_tokens: row.col("cut_max_output_tokens")?,
+            context_tokens: row.col("context_tokens")?,
         })
     }
 }

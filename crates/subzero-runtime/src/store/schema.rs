@@ -167,6 +167,15 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN error_details TEXT;
     "#,
+    // 6: how full a child's context window is: the prompt tokens of a run's last model
+    // request (NULL: not reported), and the window the child's model was given (NULL:
+    // unknown).
+    r#"
+    ALTER TABLE runs ADD COLUMN context_tokens INTEGER
+        CHECK (context_tokens IS NULL OR context_tokens >= 0);
+    ALTER TABLE children ADD COLUMN model_context_window INTEGER
+        CHECK (model_context_window IS NULL OR model_context_window >= 1);
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -121,7 +121,7 @@ macro_rules! plain_column {
     )+};
 }
 
-plain_column!(String, Option<String>, bool);
+plain_column!(String, Option<String>, bool, Option<u32>);
 
 /// A count, stored as SQLite's signed integer; a negative one is a conversion error.
 fn count(row: &Row<'_>, name: &'static str, value: i64) -> rusqlite::Result<u64> {

@@ -151,8 +151,9 @@ pub(super) fn insert(
     conn.execute(
         "INSERT INTO children (child_id, scope_key, scope_uid, workspace_root, scope_dev, scope_ino, \
          template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
-         state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?20)",
+         state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at, \
+         model_context_window) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?20, ?21)",
         params![
             Sql(new.child_id),
             new.scope.key(),
@@ -174,6 +175,7 @@ pub(super) fn insert(
             int(custody.generation()),
             c.active_run,
             Sql(at),
+            new.model.context_window,
         ],
     )?;
     for moved in decided.moves() {
@@ -229,7 +231,8 @@ fn move_run(
          output_tokens = COALESCE(?14, output_tokens), turns = COALESCE(?15, turns), budget = ?16, \
          usage_source = COALESCE(?17, usage_source), \
          cut_max_output_tokens = CASE WHEN ?17 IS NULL THEN cut_max_output_tokens ELSE ?18 END, \
-         error_details = ?19 WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
+         error_details = ?19, context_tokens = COALESCE(?20, context_tokens) \
+         WHERE run_id = ?1 AND child_id = ?2 AND status = ?3",
         params![
             Sql(moved.run()),
             Sql(child),
@@ -249,7 +252,8 @@ fn move_run(
             budget,
             usage.map(|u| Sql(u.source)),
             usage.and_then(|u| u.cut_max_output_tokens).map(int),
-            error_details
+            error_details,
+            usage.and_then(|u| u.context_tokens).map(int)
         ],
     )?;
     expect_one(

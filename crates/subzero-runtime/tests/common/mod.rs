@@ -126,6 +126,7 @@ pub fn model() -> ModelRow {
         model: "example-model".to_owned(),
         api: subzero_runtime::store::ModelApi::OpenaiCompletions,
         credential_ref: "example".to_owned(),
+        context_window: None,
     }
 }
 

@@ -65,6 +65,12 @@ impl<P: Protocol> Client<P> {
         self.read(&request, response, sent, on_text).await
     }
 
+    /// Bytes of the body `request` would be sent as now.
+    pub fn body_bytes(&self, request: &Request<'_>) -> u64 {
+        serde_json::to_vec(&self.protocol.body(&self.model, request))
+            .map_or(0, |body| u64::try_from(body.len()).unwrap_or(u64::MAX))
+    }
+
     /// POSTs the request as the protocol shapes it now; the body reader and the bytes sent.
     async fn send(&self, request: &Request<'_>) -> Result<(Body, usize), ModelError> {
         let body = serde_json::to_vec(&self.protocol.body(&self.model, request))

@@ -89,9 +89,15 @@ impl OriginBound {
                 continue;
             }
             if !status.is_success() {
-                return Err(ModelError::Http {
-                    status: status.as_u16(),
-                    excerpt: self.excerpt(response).await,
+                let (excerpt, overflow) = self.excerpt(response).await;
+                let status = status.as_u16();
+                return Err(if overflow && status < 500 {
+                    ModelError::ContextExhausted {
+                        status: Some(status),
+                        excerpt,
+                    }
+                } else {
+                    ModelError::Http { status, excerpt }
                 });
             }
             return Ok(Body {
@@ -133,8 +139,9 @@ impl OriginBound {
     }
 
     /// At most [`ERROR_BODY_READ`] bytes of an error body, within the idle timeout,
-    /// redacted and cut to [`EXCERPT_BYTES`].
-    async fn excerpt(&self, response: reqwest::Response) -> String {
+    /// redacted and cut to [`EXCERPT_BYTES`]; and whether the whole body read is a
+    /// provider's context-overflow refusal ([`super::wire::overflows`]).
+    async fn excerpt(&self, response: reqwest::Response) -> (String, bool) {
         let mut stream = response.bytes_stream();
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_READ {
@@ -146,12 +153,14 @@ impl OriginBound {
             }
         }
         body.truncate(ERROR_BODY_READ);
-        let text = redact(&String::from_utf8_lossy(&body));
+        let raw = String::from_utf8_lossy(&body);
+        let overflow = super::wire::overflows(&raw);
+        let text = redact(&raw);
         let mut cut = text.len().min(EXCERPT_BYTES);
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        text[..cut].to_owned()
+        (text[..cut].to_owned(), overflow)
     }
 }
 

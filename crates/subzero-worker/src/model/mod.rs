@@ -65,6 +65,15 @@ impl ModelClient {
         })
     }
 
+    /// Bytes of the body `request` is sent as (what the context meter projects from).
+    pub fn body_bytes(&self, request: &Request<'_>) -> u64 {
+        match self {
+            Self::Chat(client) => client.body_bytes(request),
+            Self::Responses(client) => client.body_bytes(request),
+            Self::Messages(client) => client.body_bytes(request),
+        }
+    }
+
     /// Sends one streaming request; `on_text` sees each text delta as it arrives.
     pub async fn complete(
         &self,
@@ -172,6 +181,13 @@ pub enum ModelError {
         "the model endpoint sent nothing for {ms} ms {what} (model_idle_timeout_ms in [limits])"
     )]
     Idle { what: String, ms: u64 },
+    /// The endpoint refused the request as longer than the model's context window (HTTP
+    /// `status`, or `None` for an error event in the stream); nothing was generated.
+    #[error("the model endpoint refused the prompt as longer than its context window: {excerpt}")]
+    ContextExhausted {
+        status: Option<u16>,
+        excerpt: String,
+    },
     #[error(
         "the model response passed {max} bytes (model_response_bytes in [limits]); it was cut there"
     )]

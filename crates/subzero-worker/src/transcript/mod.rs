@@ -35,6 +35,9 @@ pub enum EntryType {
     BudgetNotice,
     Assistant,
     ToolResult,
+    /// The summary that opens a branch compaction started (role user): the earlier
+    /// conversation, summarised by the child; the branch it replaces stays in the file.
+    Summary,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,6 +258,12 @@ impl Transcript {
         let id = stored.id.clone();
         self.lines.insert(id.clone(), (stored, line));
         Ok(id)
+    }
+
+    /// Moves to the root, so the next entry starts a new branch there; the branch left
+    /// stays in the file, whole. Returns the leaf it ended at.
+    pub fn branch_from_root(&mut self) -> String {
+        std::mem::replace(&mut self.leaf, self.root.clone())
     }
 
     /// Flushes the file to disk and returns `(leafId, digest)`.

@@ -67,6 +67,7 @@ impl BenchStore {
                     model: "scripted".to_owned(),
                     api: ModelApi::OpenaiCompletions,
                     credential_ref: "bench".to_owned(),
+                    context_window: None,
                 },
             },
             run_id,

@@ -47,6 +47,12 @@ fn details(kind: &str, e: &Value) -> String {
         "stop_requested" => format!("cleared {} queued", e["clearedQueued"]),
         "stop_confirmed" => format!("reaped {}", e["reaped"]),
         "steer_applied" => s("steerId"),
+        "compacted" => format!(
+            "{} → {} prompt tokens; the earlier branch is kept, ending at {}",
+            e["tokensBefore"],
+            e["tokensAfter"],
+            s("branchFrom")
+        ),
         "steer_discarded" => format!("{} ({})", s("steerId"), s("reason")),
         "gap" => format!(
             "events after cursor {} were pruned; oldest retained cursor is {}",
@@ -67,5 +73,23 @@ fn shorten(text: &str) -> String {
         format!("{}…", &text[..cut])
     } else {
         text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_compaction_shows_its_tokens_and_the_branch_it_kept() {
+        let event = json!({"seq": 9, "at": "2026-11-29T20:05:36.123Z", "type": "compacted",
+            "runId": "run_1", "tokensBefore": 1712, "tokensAfter": 418, "branchFrom": "e_9"});
+        let line = super::line(&event, false);
+        assert!(
+            line.ends_with(
+                "run_1  1712 → 418 prompt tokens; the earlier branch is kept, ending at e_9"
+            ),
+            "{line}"
+        );
     }
 }

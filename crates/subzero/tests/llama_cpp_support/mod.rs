@@ -30,6 +30,11 @@ impl Tier {
     /// skip (`prereq_support::missing`, a failure in strict mode), where they cannot be
     /// installed.
     pub fn start() -> Option<Tier> {
+        Self::start_with_context(CTX_SIZE)
+    }
+
+    /// [`Tier::start`] with a slot of `ctx_size` tokens.
+    pub fn start_with_context(ctx_size: u32) -> Option<Tier> {
         let installed = match llama_cpp::install() {
             Ok(installed) => {
                 crate::prereq_support::present("real_model");
@@ -54,7 +59,7 @@ impl Tier {
         let workspace = dir.path().join("workspace");
         std::fs::create_dir_all(&workspace).expect("workspace");
         let workspace = workspace.canonicalize().expect("workspace path");
-        let server = LlamaServer::start(&installed, &dir.path().join("llama-server.log"), CTX_SIZE)
+        let server = LlamaServer::start(&installed, &dir.path().join("llama-server.log"), ctx_size)
             .unwrap_or_else(|e| panic!("llama-server did not start: {e}"));
         eprintln!(
             "llama-server ({}, {}) loaded in {:.1} s at {}",

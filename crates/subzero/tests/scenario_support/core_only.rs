@@ -42,6 +42,10 @@ pub(crate) const CORE_ONLY: &[(&str, usize, &str)] = &[
     ("032", 4, FOREIGN_REPORT),
     ("032", 5, UNASKED_CONFIRMATION),
     ("032", 6, NO_WORKER),
+    ("033", 2, COMPACTION),
+    ("033", 3, COMPACTION),
+    ("033", 4, COMPACTION),
+    ("033", 6, COMPACTION),
 ];
 
 pub(crate) const STEERLESS: &str = "the real worker always advertises steering";
@@ -56,6 +60,7 @@ pub(crate) const NO_WORKER: &str =
 pub(crate) const STORAGE: &str = "an inconsistent stored record cannot be produced over MCP";
 pub(crate) const EVENT_LOG: &str = "the whole trace: events are appended by the broker, never by a caller, and their numbers depend on what the worker emitted; `an_event_log_past_its_retention_reports_the_gap_in_band` replays its rules live";
 pub(crate) const MCP_GRANTS: &str = "64 distinct tools take MCP servers; the bound is checked when such a child is frozen (worker_mcp tests)";
+pub(crate) const COMPACTION: &str = "a compaction is the worker's report, made when a model's context window fills, about its own active run; mcp_compaction and worker_compaction drive it live";
 pub(crate) const WORKER_EVENTS: &str = "event payloads are written by the broker from worker events; the worker cuts text at 4,096 bytes before that";
 
 /// Outcome keys MCP does not show, per op.

@@ -116,6 +116,10 @@ impl Live {
                 let reply = if op == "complete" {
                     self.leaf = input["leaf"].clone();
                     Reply::text("The run's answer.")
+                } else if input["code"] == "context_exhausted" {
+                    // The endpoint refuses the prompt as too long, the summary request
+                    // of the compaction that follows too.
+                    subzero_testkit::overflow::openai_chat()
                 } else {
                     assert_eq!(
                         input["code"], "model_request_failed",
@@ -184,6 +188,7 @@ impl Live {
                 })
             }
             "event_append" | "event_read" => Driven::CoreOnly(EVENT_LOG),
+            "compacted" => Driven::CoreOnly(COMPACTION),
             "freeze_template" => Driven::Live(self.freeze(input).await),
             "check_limit" => self.check_limit(input).await,
             other => panic!("unknown op {other}"),

@@ -7,13 +7,14 @@ use serde::{Deserialize, Serialize};
 use super::{ActiveChild, AnyChild, AnyRun};
 use crate::budget::BudgetReached;
 use crate::ids::RunId;
+use crate::lifecycle::child::Compaction;
 use crate::lifecycle::child::{self, Child, Interrupted, Ready, Settled};
 use crate::lifecycle::error::{
     ChildBusy, ChildInterrupted, LifecycleError, NotRunning, StaleRun, StopNotRequested,
     UnsupportedSteer,
 };
 use crate::lifecycle::proof::{
-    Checkpoint, LeafRecorded, ObservedLeaf, StopConfirmed, WorkerCapabilities,
+    Checkpoint, CompactionReported, LeafRecorded, ObservedLeaf, StopConfirmed, WorkerCapabilities,
 };
 use crate::lifecycle::run::{Failure, Stopped};
 use crate::state::ChildState;
@@ -173,6 +174,23 @@ impl AnyChild {
                 Err(self.not_running("steer", "send mode \"followup\" to start a new run"))
             }
             AnyChild::Interrupted(c) => Err(interrupted(c, "steer")),
+        }
+    }
+
+    /// The worker reported compacting the active run's transcript: a running or stopping
+    /// child accepts it (its state does not move); a report about a run that is not
+    /// active is `stale_run`, and an interrupted child takes none.
+    pub fn compacted(&self, report: CompactionReported) -> Result<Compaction, LifecycleError> {
+        match self {
+            AnyChild::Active(ActiveChild::Running(c)) => Ok(c.compacted(report)?),
+            AnyChild::Active(ActiveChild::Stopping(c)) => Ok(c.compacted(report)?),
+            AnyChild::Ready(c) => Err(StaleRun {
+                child: c.id(),
+                expected: report.run(),
+                active: None,
+            }
+            .into()),
+            AnyChild::Interrupted(c) => Err(interrupted(c, "a compaction report")),
         }
     }
 

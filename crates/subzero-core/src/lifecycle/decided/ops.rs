@@ -9,9 +9,10 @@ use crate::ids::{ChildId, RunId};
 use crate::lifecycle::any::{
     AnyChild, AnyRun, Delivery, Resumed, RunReport, Settlement, StopReceipt, WorkerLost,
 };
+use crate::lifecycle::child::Compaction;
 use crate::lifecycle::custody::{Activity, Custody, LockObservation, Recovery};
 use crate::lifecycle::error::{LifecycleError, LoadError, StaleRun};
-use crate::lifecycle::proof::{LeafRecorded, ObservedLeaf, StopConfirmed};
+use crate::lifecycle::proof::{CompactionReported, LeafRecorded, ObservedLeaf, StopConfirmed};
 use crate::lifecycle::run::Failure;
 use crate::lifecycle::storage::Loaded;
 use crate::state::{Phase, RunStatus};
@@ -343,6 +344,20 @@ impl Loaded {
 
     fn decide<T>(self, custody: Custody, phase: Phase, outcome: T) -> Decided<T> {
         decision(Some(self.origin), self.child, custody, phase, outcome)
+    }
+
+    /// The worker of the child held by `owner` compacted the active run's transcript
+    /// (`report`): the core accepts it for the active run and decides the `compacted` event;
+    /// nothing else moves.
+    pub fn record_compaction(
+        self,
+        report: CompactionReported,
+        owner: &str,
+    ) -> Result<Decided<Compaction>, LifecycleError> {
+        self.custody.check_owner(owner)?;
+        let compaction = self.child.compacted(report)?;
+        let (custody, phase) = (self.custody.clone(), self.phase);
+        Ok(self.decide(custody, phase, compaction).unchanged())
     }
 
     /// The worker of the child held by `owner` reports `activity`; the core decides the

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use subzero_core::lifecycle::{Activity, LeafRef};
+use subzero_core::lifecycle::{Activity, LeafRef, Supervisor};
 use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
@@ -225,6 +225,25 @@ impl Driver {
             } => Some(Activity::Tool),
             WorkerEvent::Tool { .. } => Some(Activity::Model),
             WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
+            WorkerEvent::Compacted {
+                branch_from,
+                tokens_after,
+                tokens_before,
+            } => {
+                // SAFETY: this is the worker's parsed `compacted` line for `run`, the run
+                // it works on; the tokens and the branch left behind are from that line.
+                #[allow(unsafe_code, reason = "mint point: the worker's compacted")]
+                let report = unsafe { Supervisor::designate() }.compaction_reported(
+                    self.child,
+                    run,
+                    (*tokens_before, *tokens_after),
+                    branch_from.to_string(),
+                );
+                if let Err(e) = store.record_compaction(self.child, token, report).await {
+                    tracing::warn!(child = %self.child, %run, %e, "could not record a compaction");
+                }
+                return;
+            }
         };
         if let Some(body) = events::recorded(run, &event)
             && let Err(e) = store.append_event(self.child, token, body).await
@@ -448,6 +467,7 @@ fn run_usage(usage: &p::RunUsage, status: RunSettledStatus, cut: Option<&p::RunC
             .map(|cut| match cut.limit {
                 p::RunCutLimit::MaxOutputTokens => cut.value.get(),
             }),
+        context_tokens: usage.context_tokens,
     }
 }
 

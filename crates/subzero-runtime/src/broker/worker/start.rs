@@ -169,6 +169,14 @@ impl Broker {
             .join(format!("{child}.jsonl"))
     }
 
+    /// Marks `run` of `child` to start with a compaction (the parent's `compact: true`);
+    /// its `start_run` carries it, whenever the run starts.
+    pub(in crate::broker) fn compact_before(&self, child: ChildId, run: RunId) {
+        if let Some(entry) = lock(&self.live).get_mut(&child) {
+            entry.compact.insert(run);
+        }
+    }
+
     pub(super) fn start_run_message(
         &self,
         child: ChildId,
@@ -187,6 +195,9 @@ impl Broker {
             })?;
             (entry.model.clone(), entry.snapshot.clone())
         };
+        let compact = lock(&self.live)
+            .get_mut(&child)
+            .is_some_and(|entry| entry.compact.remove(&run));
         let mcp_env = mcp_env(&snapshot, &self.secrets)?;
         let transcripts = self.paths.root().join("transcripts");
         std::fs::DirBuilder::new()
@@ -206,6 +217,7 @@ impl Broker {
         let limit = |value: u32, field: &str| positive(value, START_RUN, field);
         Ok(BrokerMessage::StartRun {
             child_id: child.into(),
+            compact: compact.then_some(true),
             expected_digest,
             from_leaf,
             mcp_env,
@@ -215,6 +227,9 @@ impl Broker {
                     .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
                 model: wire(model.model.as_str(), START_RUN, "model.model")?,
                 output_tokens_param: model.output_tokens_param,
+                context_window: model
+                    .context_window
+                    .map(|w| p::ContextWindow::from(i64::from(w))),
                 url: wire(model.url.as_str(), START_RUN, "model.url")?,
             },
             prompt: wire(prompt, START_RUN, "prompt")?,

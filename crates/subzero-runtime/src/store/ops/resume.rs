@@ -63,14 +63,15 @@ pub(super) fn resume_tx(
     };
     write::apply(conn, &decided, &details, &at)?;
     conn.execute(
-        "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5 \
-         WHERE child_id = ?1",
+        "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5, \
+         model_context_window = ?6 WHERE child_id = ?1",
         params![
             Sql(child),
             model.url,
             model.model,
             Sql(model.api),
-            model.credential_ref
+            model.credential_ref,
+            model.context_window
         ],
     )?;
     if let Some(admitted) = decided.admitted() {

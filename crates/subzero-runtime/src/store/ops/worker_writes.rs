@@ -2,6 +2,7 @@
 //! identity, artifacts, and the slot mirror.
 
 use subzero_core::events::EventBody;
+use subzero_core::lifecycle::CompactionReported;
 
 use super::*;
 
@@ -38,6 +39,30 @@ impl Store {
                 last = events::append(tx, o, child, event)?;
             }
             Ok(last)
+        })
+        .await
+    }
+
+    /// Record that the worker of an owned child compacted its active run's transcript:
+    /// the core decides the `compacted` event from the worker's report (a report about a
+    /// run that is not active is `stale_run` and nothing is written), and it is appended.
+    pub async fn record_compaction(
+        &self,
+        child: ChildId,
+        owner_token: &str,
+        report: CompactionReported,
+    ) -> RuntimeResult<EventSeq> {
+        let token = owner_token.to_owned();
+        self.transact_durable(move |tx, o| {
+            let row = load_child(tx, child)?;
+            let decided = lifecycle::load(tx, o, &row)?.record_compaction(report, &token)?;
+            let at = now(tx)?;
+            write::apply(tx, &decided, &Details::default(), &at)?;
+            tx.execute(
+                "UPDATE children SET last_progress_at = ?2 WHERE child_id = ?1",
+                params![Sql(child), Sql(&at)],
+            )?;
+            events::append(tx, o, child, decided.outcome().event())
         })
         .await
     }

@@ -73,6 +73,10 @@ impl Protocol for Messages {
                 status,
                 excerpt: stream::error_text(&excerpt).unwrap_or(excerpt),
             },
+            ModelError::ContextExhausted { status, excerpt } => ModelError::ContextExhausted {
+                status,
+                excerpt: stream::error_text(&excerpt).unwrap_or(excerpt),
+            },
             other => other,
         }
     }

@@ -248,9 +248,11 @@ impl Assembler for MessagesStream {
             }
             Kind::MessageStop => return Ok(Flow::Done),
             Kind::Error => {
-                return Err(wire::failed(
-                    &error_text(data).unwrap_or_else(|| data.to_owned()),
-                ));
+                let text = error_text(data).unwrap_or_else(|| data.to_owned());
+                if wire::overflows(data) {
+                    return Err(wire::exhausted(&text));
+                }
+                return Err(wire::failed(&text));
             }
             Kind::Other => {}
         }

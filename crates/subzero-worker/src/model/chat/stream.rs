@@ -163,6 +163,11 @@ impl Assembler for ChatStream {
         // payload that is not JSON is a broken stream, not something to skip over.
         let chunk: Chunk = wire::event(data)?;
         if let Some(error) = chunk.error.filter(ProviderError::is_object) {
+            if error.is_context_overflow() {
+                return Err(wire::exhausted(
+                    &error.message().unwrap_or_else(|| error.raw()),
+                ));
+            }
             return Err(wire::failed(
                 &error.message().unwrap_or_else(|| error.raw()),
             ));

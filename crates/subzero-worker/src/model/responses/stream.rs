@@ -307,6 +307,9 @@ fn provider_error(error: &ProviderError, fallback: &str) -> ModelError {
         (Some(code), None) => format!("{fallback} ({code})"),
         (None, None) => format!("{fallback} (no message given)"),
     };
+    if error.is_context_overflow() {
+        return wire::exhausted(&text);
+    }
     wire::failed(&text)
 }
 
