@@ -137,7 +137,9 @@ async fn a_stop_mid_generation_is_confirmed(tier: &Tier, s: &McpSession) {
         tier,
         s,
         "researcher",
-        "Do not use any tool. Write a long story, at least 2000 words, about a lighthouse keeper and a storm.",
+        // Counting is what a 1.5B model does at length without refusing (asked for a story it
+        // sometimes answered "I can't assist with that"), so the stop lands mid-generation.
+        "Do not use any tool. Count from 1 to 3000, writing each number in words on its own line. Do not stop early and do not skip numbers.",
         json!({}),
     )
     .await;
