@@ -53,6 +53,11 @@ impl OriginBound {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
+            // A fresh connection per request: a kept-alive one the server has since closed
+            // (llama.cpp's server does, between a run's turns) fails the next turn with
+            // "error sending request" before anything reached the model. One connect per
+            // model turn costs nothing next to the turn.
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| ModelError::Transport(redact(&e.to_string())))?;
         Ok(Self {
