@@ -33,6 +33,10 @@ export class RunError extends Error {
 
 /** Refuses what this worker cannot enforce, before anything else happens (Rust: `check_grant`). */
 export function checkGrant(start) {
+  if (process.env.SUBZERO_PI_REFUSE) {
+    // The init could not build this child's jail; Node never runs a tool less confined.
+    throw new RunError("unsupported_grant", process.env.SUBZERO_PI_REFUSE);
+  }
   const api = start.model.api;
   if (!PROTOCOLS.includes(api)) {
     throw new RunError("worker_incompatible", `worker_incompatible: this worker speaks ${JSON.stringify(PROTOCOLS)}, not ${JSON.stringify(api)}; pick a supported api`);

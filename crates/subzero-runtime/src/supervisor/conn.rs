@@ -41,6 +41,9 @@ pub struct Hello {
     pub view: Option<subzero_protocol::ViewReceipt>,
     /// How it bounds its tool tree, without the values (`containment.resources`).
     pub resources: Option<subzero_protocol::ResourceReceipt>,
+    /// What it can run beyond its protocols (`capabilities`); `None`: everything (the
+    /// Rust worker).
+    pub capabilities: Option<subzero_protocol::WorkerCapabilities>,
 }
 
 /// A running worker and its pipes.
@@ -88,6 +91,7 @@ impl WorkerConn {
                 steering,
                 control_version,
                 containment,
+                capabilities,
                 ..
             })) => {
                 let protocols = protocols.0.iter().map(ToString::to_string).collect();
@@ -104,6 +108,7 @@ impl WorkerConn {
                     ownership: containment.ownership,
                     view: containment.view,
                     resources: containment.resources,
+                    capabilities,
                 };
                 Ok((conn, hello))
             }

@@ -155,6 +155,9 @@ pub struct WorkerLaunch {
     pub cwd: PathBuf,
     /// `RUST_LOG`-style filter for the worker's stderr logs; the only variable passed.
     pub log_filter: Option<String>,
+    /// The worker engine's own arguments, after the containment ones (`--engine pi …` for the
+    /// Pi worker; empty for the Rust worker). Nothing secret.
+    pub engine: Vec<std::ffi::OsString>,
 }
 
 /// A started worker with its three pipes.
@@ -344,6 +347,7 @@ fn containment_args(cmd: &mut Command, launch: &WorkerLaunch, setup: &WorkerSetu
     if setup.filesystem == FilesystemMode::Off {
         cmd.arg("--landlock").arg("off");
     }
+    cmd.args(&launch.engine);
     limits.into_iter().map(|(_, dir)| dir).collect()
 }
 

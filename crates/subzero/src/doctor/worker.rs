@@ -31,6 +31,7 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
         inherit: Vec::new(),
         cwd: workspace.to_path_buf(),
         log_filter: None,
+        engine: Vec::new(),
     };
     let (mut conn, hello) = match WorkerConn::start(&spawner, launch, "doctor".into()).await {
         Ok(started) => started,

@@ -89,7 +89,20 @@ impl Broker {
                 .await?;
             inherit.push(slot.into_fd());
         }
-        let launch = self.launch(inherit, scope.root());
+        let snapshot = lock(&self.live)
+            .get(&child)
+            .map(|entry| entry.snapshot.clone())
+            .ok_or_else(|| {
+                BrokerError::internal(format!("child {child} has no grant in memory"))
+            })?;
+        let engine = match self.engine_for(child, &snapshot, scope.root()).await {
+            Ok(engine) => engine,
+            Err(e) => {
+                self.unmirror(scope, &held).await;
+                return Err(e);
+            }
+        };
+        let launch = self.launch(inherit, scope.root(), engine);
         let started = WorkerConn::start(&self.spawner, launch, label(child)).await;
         let (conn, hello) = match started {
             Ok(ok) => ok,
