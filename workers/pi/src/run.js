@@ -232,8 +232,9 @@ function watch(session, start, state, counters, usage) {
           state.text.finish();
           state.lastAssistant = ev.message;
           usageOf(ev.message, counters);
+          // A turn that would go on runs its calls; the budget ends the run after them.
           const goesOn = ev.message.stopReason === "toolUse";
-          if (goesOn && !state.budget) state.budget = reachedAfterTurn(limits, usage.turns, counters);
+          if (goesOn && !state.budget) state.afterTurn = reachedAfterTurn(limits, usage.turns, counters);
         } else if (ev.message.role === "user") {
           state.steers?.applied(textOf(ev.message));
         }
@@ -277,6 +278,7 @@ function guard(session, start, state) {
   };
   const finish = agent.finishTurn;
   agent.finishTurn = async (turn, signal) => {
+    state.budget ??= state.afterTurn;
     if (state.budget) return { action: "end" };
     return finish ? finish(turn, signal) : undefined;
   };

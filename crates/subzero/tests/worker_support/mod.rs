@@ -44,7 +44,7 @@ impl WorkerProc {
         Self::spawn_command(cmd)
     }
 
-    fn spawn_command(mut cmd: Command) -> Self {
+    pub fn spawn_command(mut cmd: Command) -> Self {
         let mut child = cmd
             .env_clear()
             .env("SUBZERO_LOG", "debug")
