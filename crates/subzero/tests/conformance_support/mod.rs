@@ -68,7 +68,13 @@ impl Engine {
 
     /// A worker of this engine for a child with `grant`, its transcript at `transcript`,
     /// working in `workspace`; `hide` is hidden from its tools (the state directory).
-    pub fn start(self, grant: &Value, workspace: &Path, transcript: &Path, hide: &Path) -> WorkerProc {
+    pub fn start(
+        self,
+        grant: &Value,
+        workspace: &Path,
+        transcript: &Path,
+        hide: &Path,
+    ) -> WorkerProc {
         match self {
             Engine::Rust => WorkerProc::spawn_with_args(&["--hide", &hide.to_string_lossy()]),
             Engine::Pi => {
@@ -124,7 +130,10 @@ impl Engine {
                 }
             }
             if let Some(id) = line["id"].as_str() {
-                lines.insert(id.to_owned(), (line["parentId"].as_str().map(str::to_owned), raw));
+                lines.insert(
+                    id.to_owned(),
+                    (line["parentId"].as_str().map(str::to_owned), raw),
+                );
             }
         }
         let mut path = Vec::new();
@@ -171,7 +180,12 @@ impl Place {
     /// A worker of `engine` for `grant` in this place.
     pub fn worker(&self, engine: Engine, grant: &Value) -> WorkerProc {
         std::fs::create_dir_all(self.state.path().join("transcripts")).expect("transcripts");
-        let worker = engine.start(grant, &self.workspace(), &self.transcript(), self.state.path());
+        let worker = engine.start(
+            grant,
+            &self.workspace(),
+            &self.transcript(),
+            self.state.path(),
+        );
         worker
     }
 

@@ -272,6 +272,12 @@ pub fn tool_messages(body: &Value) -> Vec<String> {
 }
 
 impl WorkerProc {
+    /// SIGKILLs the process this test started (the worker, or the Pi worker's keeper).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM (what the parent-death signal delivers).
     pub fn terminate(&self) {
         let _ = Command::new("kill")
