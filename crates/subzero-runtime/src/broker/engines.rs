@@ -109,7 +109,7 @@ impl Broker {
     ) -> Result<Hello, BrokerError> {
         let hello = self.hello_for(kind).await?;
         let api = asked.model.api.to_string();
-        if !hello.protocols.iter().any(|p| *p == api) {
+        if !hello.protocols.contains(&api) {
             return Err(BrokerError::new(
                 ErrorCode::WorkerIncompatible,
                 format!(

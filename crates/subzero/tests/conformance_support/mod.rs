@@ -180,13 +180,12 @@ impl Place {
     /// A worker of `engine` for `grant` in this place.
     pub fn worker(&self, engine: Engine, grant: &Value) -> WorkerProc {
         std::fs::create_dir_all(self.state.path().join("transcripts")).expect("transcripts");
-        let worker = engine.start(
+        engine.start(
             grant,
             &self.workspace(),
             &self.transcript(),
             self.state.path(),
-        );
-        worker
+        )
     }
 
     /// The `start_run` message of run `id` on `url` with `grant`.

@@ -174,7 +174,8 @@ mod tests {
         let expected = Sha256Digest::of(format!("{HEADER}{A}{B}{C}").as_bytes());
         assert_eq!(session.digest_of("c"), Some(expected));
         // Another branch does not change it.
-        let other = Session::parse(&format!("{HEADER}{A}{B}{C}")).expect("parses");
+        let straight = format!("{HEADER}{A}{B}{C}");
+        let other = Session::parse(&straight).expect("parses");
         assert_eq!(other.digest_of("c"), Some(expected));
         assert_eq!(session.digest_of("missing"), None);
     }
