@@ -426,151 +426,12 @@ pub struct ConfigWorkers {
 )]
 #[serde(deny_unknown_fields)]
 pub struct ConfigWorkersPi {
-    ///The Pi worker's folder, after `npm ci` there.
+    ///The Pi worker's folder (an absolute path), after `npm ci` there.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub dir: ::std::option::Option<ConfigWorkersPiDir>,
+    pub dir: ::std::option::Option<::std::string::String>,
     ///The Node that runs it (22.19 or later).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub node: ::std::option::Option<ConfigWorkersPiNode>,
-}
-///The Pi worker's folder, after `npm ci` there.
-#[derive(
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
-    schemars::JsonSchema
-)]
-#[serde(transparent)]
-pub struct ConfigWorkersPiDir(::std::string::String);
-impl ::std::ops::Deref for ConfigWorkersPiDir {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<ConfigWorkersPiDir> for ::std::string::String {
-    fn from(value: ConfigWorkersPiDir) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for ConfigWorkersPiDir {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 4096usize {
-            return Err("longer than 4096 characters".into());
-        }
-        if value.chars().count() < 1usize {
-            return Err("shorter than 1 characters".into());
-        }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^/").unwrap() });
-        if PATTERN.find(value).is_none() {
-            return Err("doesn't match pattern \"^/\"".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for ConfigWorkersPiDir {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for ConfigWorkersPiDir {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for ConfigWorkersPiDir {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
-}
-///The Node that runs it (22.19 or later).
-#[derive(
-    ::serde::Serialize,
-    Clone,
-    Debug,
-    Eq,
-    Hash,
-    Ord,
-    PartialEq,
-    PartialOrd,
-    schemars::JsonSchema
-)]
-#[serde(transparent)]
-pub struct ConfigWorkersPiNode(::std::string::String);
-impl ::std::ops::Deref for ConfigWorkersPiNode {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<ConfigWorkersPiNode> for ::std::string::String {
-    fn from(value: ConfigWorkersPiNode) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for ConfigWorkersPiNode {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 4096usize {
-            return Err("longer than 4096 characters".into());
-        }
-        if value.chars().count() < 1usize {
-            return Err("shorter than 1 characters".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for ConfigWorkersPiNode {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for ConfigWorkersPiNode {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for ConfigWorkersPiNode {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
+    pub node: ::std::option::Option<::std::string::String>,
 }
 ///How workers and their tool processes are contained.
 #[derive(
@@ -1646,26 +1507,6 @@ impl crate::validate::Validate for ConfigWorkersPi {
             &self.node,
             &crate::validate::join(path, "node"),
         )?;
-        Ok(())
-    }
-}
-impl crate::validate::Validate for ConfigWorkersPiDir {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(&self.0, path)?;
-        Ok(())
-    }
-}
-impl crate::validate::Validate for ConfigWorkersPiNode {
-    #[allow(unused_variables)]
-    fn validate_at(
-        &self,
-        path: &str,
-    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
-        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }
