@@ -385,3 +385,26 @@ fn a_response_past_max_response_bytes_fails_the_run_typed() {
         assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
     });
 }
+
+#[test]
+fn a_prompt_refused_as_too_long_ends_the_run_context_exhausted_without_compaction() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let refusal = json!({"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+        let server =
+            ScriptedServer::start(vec![Reply::status(400, &refusal.to_string())]).expect("server");
+        let mut grant = researcher();
+        grant["compaction"] = json!("off");
+        let id = engine.run_id(12);
+        let mut worker = place.worker(engine, &grant);
+        worker.send(&place.start(&id, server.base_url(), grant.clone(), "A long prompt."));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled["error"]["code"], "context_exhausted",
+            "{engine:?}: {settled}"
+        );
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
+    });
+}

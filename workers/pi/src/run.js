@@ -10,6 +10,7 @@ import {
   createExtensionRuntime,
   SettingsManager,
 } from "@earendil-works/pi-coding-agent";
+import { isContextOverflow } from "@earendil-works/pi-ai";
 import * as budgets from "./budget.js";
 import * as net from "./net.js";
 import { connect, PROTOCOLS } from "./provider.js";
@@ -295,7 +296,7 @@ async function conclude(session, runtime, model, start, state, counters, usage, 
     budget = state.budget;
     result = await handoff(session, runtime, model, start, budget, counters, state, control);
   } else if (!last || last.stopReason === "error" || last.stopReason === "aborted") {
-    throw failureOf(last);
+    throw failureOf(last, start, counters);
   } else {
     result = textOf(last);
     if (last.stopReason === "length") cut = start.snapshot.limits.maxOutputTokens;
@@ -305,8 +306,22 @@ async function conclude(session, runtime, model, start, state, counters, usage, 
   return { status: budget ? "budget_exhausted" : "completed", result: redact(result), budget, cut, leaf, digest };
 }
 
-function failureOf(last) {
+function failureOf(last, start, counters) {
   const guarded = net.takeFailure();
+  const window = start.model.contextWindow ?? null;
+  if (last?.stopReason === "error" && isContextOverflow(last, window ?? undefined)) {
+    // Pi's compaction is off and this worker does not compact: the run ends, as a Rust child
+    // with `compaction: "off"` does.
+    return new RunError(
+      "context_exhausted",
+      `context_exhausted: the endpoint refused the prompt as too long for the model's context window, and the Pi worker does not compact; start a new child or use worker = "rust"`,
+      {
+        contextTokens: counters.input,
+        contextWindow: window,
+        ...(guarded?.details?.status ? { status: guarded.details.status, excerpt: guarded.details.excerpt } : {}),
+      },
+    );
+  }
   if (guarded) return new RunError(guarded.code, guarded.message, guarded.details);
   const why = last?.errorMessage ?? "the model's answer ended without a result";
   return new RunError("model_request_failed", `model_request_failed: ${redact(why)}`, { status: null });
