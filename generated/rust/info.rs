@@ -1047,7 +1047,7 @@ for McpServerInfoAllowedTools {
 pub struct OwnershipReceipt {
     ///Who holds them and what that guarantees.
     pub summary: super::common::ShortText,
-    ///True only on the subreaper fallback, where tool processes inherit the lock descriptors (and could release them); false when the keeper and the worker hold them close-on-exec and no tool process has one.
+    ///True only on the subreaper fallback, where tool processes inherit the lock descriptors (and could release them); false when the broker and the worker hold them close-on-exec and no tool process has one.
     #[serde(rename = "toolsHoldLocks")]
     pub tools_hold_locks: bool,
 }
@@ -1086,7 +1086,7 @@ pub enum ProcessContainmentMode {
     ///The worker is init (PID 1) of its own PID namespace: when it dies for any reason the kernel kills every process in it, and its locks are free only once all of them are gone.
     #[serde(rename = "pid-namespace")]
     PidNamespace,
-    ///The worker and its tool processes are in a cgroup v2 of their own: every teardown, and the keeper when the worker dies for any reason, kills all of it with `cgroup.kill`, and its locks are free only once the cgroup is empty; a tree whose keeper, worker and broker all die at once lives until the next broker start.
+    ///The worker and its tool processes are in a cgroup v2 of their own: every teardown, and the broker when the worker dies for any reason, kills all of it with `cgroup.kill`, and its locks are free only once the cgroup is empty; a tree whose worker and broker die at once lives, still in its cgroup, until the next broker start.
     #[serde(rename = "cgroup")]
     Cgroup,
     ///The worker is a child subreaper that kills its tree by walking `/proc`; a process that escapes while worker and broker both die can outlive it.

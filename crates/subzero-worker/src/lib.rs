@@ -69,12 +69,12 @@ pub struct WorkerOptions {
     /// Where to make the private scratch directory (the broker's `<state>/scratch`); the
     /// system temp directory without it.
     pub scratch_parent: Option<PathBuf>,
-    /// Why this worker is not init of a PID namespace (from the keeper or the broker).
+    /// Why this worker is not init of a PID namespace (from the broker).
     pub process_containment_reason: Option<String>,
     /// `--landlock off`: apply no Landlock ruleset, as on a kernel without it (the broker's
     /// `[containment] filesystem = "off"`).
     pub landlock_off: bool,
-    /// The cgroup the keeper started this worker in (`--cgroup DIR`): its tool processes
+    /// The cgroup the broker started this worker in (`--cgroup DIR`): its tool processes
     /// go into `DIR/tools`, which every teardown kills.
     pub cgroup: Option<PathBuf>,
     /// Paths no tool process may see (`--hide PATH`): the broker's state directory, its
@@ -85,22 +85,11 @@ pub struct WorkerOptions {
     pub limits_cgroups: Vec<String>,
 }
 
-pub use containment::pidns::KeeperOptions;
 pub use engine_pi::{PiOptions, run_pi};
 pub use tool_exec::{ToolExecOptions, tool_exec};
 
-/// Runs `subzero worker-ns`: `subzero worker <worker_args>` as init of its own PID
-/// namespace, else in its own cgroup where the broker named one, else in place with the
-/// reason (see `containment::pidns`). Must be called before any thread is started.
-pub fn run_in_pid_namespace(keeper: KeeperOptions, worker_args: Vec<std::ffi::OsString>) -> i32 {
-    containment::pidns::keep(keeper, worker_args)
-}
-
 /// The argument that tells `subzero worker` why it has no PID namespace.
-pub const PROCESS_CONTAINMENT_REASON_ARG: &str = containment::pidns::REASON_ARG;
-
-/// How to get PID namespaces where the kernel refuses them (for `subzero doctor`).
-pub const PID_NAMESPACE_HINT: &str = containment::pidns::ENABLE_HINT;
+pub const PROCESS_CONTAINMENT_REASON_ARG: &str = containment::REASON_ARG;
 
 /// Runs the worker until stdin closes or it is told to terminate; returns the exit code.
 pub fn run(options: WorkerOptions) -> i32 {
@@ -124,8 +113,11 @@ pub fn run(options: WorkerOptions) -> i32 {
             return 2;
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One runtime thread: the worker waits on one model stream at a time, tool work runs on
+    // the blocking pool (started on demand) and stdin on a thread of its own, so a second
+    // runtime thread (and its stack and malloc arena) only cost memory while the child
+    // waits on its model.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -187,7 +179,7 @@ impl Worker {
             tracing::error!("cannot install signal handlers");
             return 2;
         };
-        // A keeper starts the worker with these blocked, so a parent-death signal sent
+        // The broker starts the worker with these blocked, so a parent-death signal sent
         // before the handlers existed is pending, not lost: it arrives now.
         containment::unblock_termination();
         loop {
@@ -410,8 +402,7 @@ impl Worker {
         }
     }
 
-    /// Told to terminate by a signal (the keeper's death, the broker's forwarded by the
-    /// keeper, or anyone else's): nobody asked to stop the run, so it is not reported
+    /// Told to terminate by a signal (the broker's death, or anyone else's): nobody asked to stop the run, so it is not reported
     /// `stopped`. A run that completes within the grace is reported; otherwise the tree
     /// is torn down and the worker exits without a settlement, which the broker records
     /// as interrupted when the pipe closes.

@@ -21,10 +21,10 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
     init_tracing();
     // Installing fails only when a provider is already installed, which is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // Inside a namespace or a cgroup of its own the keeper outlives the tree, so the locks
+    // Inside a namespace or a cgroup of its own the broker outlives the tree, so the locks
     // stay out of the tools; only the subreaper fallback needs the tools to hold them.
     let holders = if containment::is_namespace_init() || options.cgroup.is_some() {
-        containment::fds::LockHolders::KeeperAndWorker
+        containment::fds::LockHolders::BrokerAndWorker
     } else {
         containment::fds::LockHolders::WholeTree
     };

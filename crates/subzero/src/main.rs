@@ -58,7 +58,7 @@ enum Command {
         /// `off`: apply no Landlock ruleset to tool processes, as on a kernel without it.
         #[arg(long, value_parser = ["auto", "off"])]
         landlock: Option<String>,
-        /// The cgroup the keeper started the worker in; tool processes go into its `tools`.
+        /// The cgroup the broker started the worker in; tool processes go into its `tools`.
         #[arg(long, value_name = "DIR")]
         cgroup: Option<std::path::PathBuf>,
         /// A path no tool process may see (the state directory, the configuration, a
@@ -107,23 +107,6 @@ enum Command {
         /// The program and its arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<std::ffi::OsString>,
-    },
-    /// Run `subzero worker ARGS…` as init of its own PID namespace, else in its own cgroup
-    /// (started by the broker).
-    #[command(hide = true)]
-    WorkerNs {
-        /// The cgroup to make and run the worker in where it gets no PID namespace.
-        #[arg(long, value_name = "DIR")]
-        cgroup: Option<std::path::PathBuf>,
-        /// Why there is no cgroup to fall back to (reported by a subreaper worker).
-        #[arg(long, value_name = "REASON")]
-        no_cgroup: Option<String>,
-        /// Do not try PID namespaces, for this reason (the configuration forces the cgroup).
-        #[arg(long, value_name = "REASON")]
-        no_pid_namespace: Option<String>,
-        /// The arguments of `subzero worker`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
     },
 }
 
@@ -197,20 +180,6 @@ fn main() -> std::process::ExitCode {
             command,
         }))
         .unwrap_or(126),
-        // Before anything starts a thread: the keeper clones itself.
-        Command::WorkerNs {
-            cgroup,
-            no_cgroup,
-            no_pid_namespace,
-            args,
-        } => {
-            let keeper = subzero_worker::KeeperOptions {
-                cgroup,
-                no_cgroup,
-                no_pid_namespace,
-            };
-            u8::try_from(subzero_worker::run_in_pid_namespace(keeper, args)).unwrap_or(1)
-        }
     };
     std::process::ExitCode::from(code)
 }

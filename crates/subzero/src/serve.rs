@@ -13,12 +13,11 @@
 //! configuration names and scrubs them from its environment.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
-use subzero_runtime::broker::{Broker, BrokerOptions};
+use subzero_runtime::broker::BrokerOptions;
 use subzero_runtime::config::Config;
-use subzero_runtime::mcp::McpServer;
+use subzero_runtime::mcp::{McpServer, OpeningBroker};
 use subzero_runtime::paths::{PathEnv, resolve_config_path, resolve_state_dir};
 use subzero_runtime::secret_env::SecretEnv;
 use subzero_runtime::supervisor::reap;
@@ -64,7 +63,10 @@ pub fn run(args: McpArgs) -> u8 {
             return 1;
         }
     };
+    // Two runtime threads whatever the machine: the broker's work is waiting (on workers,
+    // the host, SQLite's writer thread), and each thread costs a stack and a malloc arena.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
     {
@@ -144,10 +146,12 @@ async fn serve(options: BrokerOptions) -> Result<(), String> {
     if let Err(e) = reap::become_subreaper() {
         tracing::warn!(%e, "could not become a child subreaper; escaped processes of a crashed worker may survive");
     }
-    let broker = Broker::open(options).await.map_err(|e| e.to_string())?;
-    tracing::info!("subzero mcp ready");
+    // The state is opened, recovered and probed while the host's `initialize` is answered;
+    // every tool call waits for it (`OpeningBroker`).
+    let opening = OpeningBroker::open(options);
+    tokio::spawn(report_a_failed_open(opening.clone()));
     let served = tokio::select! {
-        served = McpServer::serve_stdio(Arc::clone(&broker)) => {
+        served = McpServer::serve_stdio(opening.clone()) => {
             served.map_err(|e| format!("MCP session failed: {e}"))
         }
         name = signals.next() => {
@@ -155,6 +159,7 @@ async fn serve(options: BrokerOptions) -> Result<(), String> {
             Ok(())
         }
     };
+    let broker = opening.get().await.map_err(|e| e.to_string())?;
     let shutdown = broker.shutdown();
     tokio::pin!(shutdown);
     loop {
@@ -167,6 +172,18 @@ async fn serve(options: BrokerOptions) -> Result<(), String> {
     }
     tracing::info!("subzero mcp stopped");
     served
+}
+
+/// Says at once on stderr (a host shows it) when the broker could not open; the session
+/// goes on answering every tool call with the reason, and the process exits 1 at its end.
+async fn report_a_failed_open(opening: OpeningBroker) {
+    match opening.get().await {
+        Ok(_) => tracing::info!("subzero mcp ready"),
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("subzero mcp: {e}");
+        }
+    }
 }
 
 /// The signals a host (or a closing terminal) ends the broker with. Their handlers stay

@@ -3,8 +3,8 @@
 //! escape of `containment_support` × stop, worker SIGKILL, broker SIGKILL, and worker and
 //! broker SIGKILL together leaves nothing within a second, admits no second writer while
 //! any of the tree lives, and leaves no cgroup behind; a broker that starts kills and
-//! removes the cgroups of brokers that are gone (the case where keeper, worker and broker
-//! all died at once) and keeps those of live ones; a forced cgroup that cannot be had
+//! removes the cgroups of brokers that are gone (the case where worker and broker died at
+//! once, whose tools stay in their cgroup until then) and keeps those of live ones; a forced cgroup that cannot be had
 //! refuses the start with the reason.
 //!
 //! These need a cgroup v2 hierarchy with a subtree the test user can write (CI runs as
@@ -58,11 +58,6 @@ async fn cgroup_worker_sigkill_leaves_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn cgroup_keeper_sigkill_leaves_nothing_and_admits_no_second_writer_meanwhile() {
-    cgroup_case("cgroup_keeper_sigkill", Action::KillKeeper).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn cgroup_broker_sigkill_leaves_nothing() {
     cgroup_case("cgroup_broker_sigkill", Action::KillBroker).await;
 }
@@ -77,8 +72,8 @@ async fn cgroup_worker_and_broker_sigkill_together_leave_nothing() {
 }
 
 /// Without Landlock (`filesystem = "off"`) a tool process may move itself out of its
-/// cgroup into the broker's, which the user can write; it is still an orphan of the
-/// keeper's tree, so when the worker dies the keeper SIGKILLs it with the rest.
+/// cgroup into the broker's, which the user can write; when the worker dies it is an
+/// orphan re-parented to the (subreaper) broker, which SIGKILLs it with the rest.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_that_moved_out_of_its_cgroup_still_dies_with_its_worker() {
     let Some(own) = writable_cgroup("a tool that leaves its cgroup") else {

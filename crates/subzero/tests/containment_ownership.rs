@@ -1,4 +1,4 @@
-//! Ownership is held where no tool can touch it: the keeper (outside the PID namespace) and
+//! Ownership is held where no tool can touch it: the broker (outside the PID namespace) and
 //! the worker (its init) hold the child lock and the workspace slots close-on-exec, so no
 //! tool process inherits a Subzero descriptor. A prompt-injected coder whose `bash` runs
 //! `flock(LOCK_UN)` and `close` on every descriptor it has releases nothing: a second

@@ -132,16 +132,3 @@ async fn tools_work_inside_the_pid_namespace() {
 async fn tools_work_inside_an_unprivileged_user_and_pid_namespace() {
     tools_work_inside_the_namespace(Path_::NamespaceUnprivileged).await;
 }
-
-/// The keeper SIGKILLed alone: the worker (init of the namespace) gets its parent-death
-/// signal, tears the tree down while it still holds the locks, and only then exits, so
-/// the locks are never free while a tool lives.
-#[tokio::test(flavor = "multi_thread")]
-async fn pid_namespace_keeper_sigkill_leaves_nothing_and_admits_no_second_writer_meanwhile() {
-    run_case(Path_::Namespace, Action::KillKeeper).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn unprivileged_pid_namespace_keeper_sigkill_leaves_nothing() {
-    run_case(Path_::NamespaceUnprivileged, Action::KillKeeper).await;
-}

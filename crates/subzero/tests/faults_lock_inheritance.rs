@@ -1,7 +1,8 @@
 //! Lock and slot descriptors become inheritable only inside the spawned worker (between
-//! fork and exec), never in the broker: four workers spawned at once each hold exactly
-//! their own child lock and their own worker slot — none holds another child's, so a
-//! settled child never looks `busy` and a free slot never looks taken.
+//! clone and exec), never in the broker, which keeps its own copies close-on-exec: four
+//! workers spawned at once each hold exactly their own child lock and their own worker
+//! slot — none holds another child's, so a settled child never looks `busy` and a free
+//! slot never looks taken.
 
 mod faults_support;
 mod mcp_support;
@@ -28,6 +29,26 @@ fn locks_held_by(pid: u32, locks: &std::path::Path) -> BTreeSet<String> {
                 .map(|rel| rel.to_string_lossy().into_owned())
         })
         .collect()
+}
+
+/// Whether every descriptor `pid` holds on a lock file has close-on-exec set.
+fn lock_fds_close_on_exec(pid: u32, locks: &std::path::Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(locks)))
+        .all(|fd| {
+            let info = std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                fd.file_name().to_string_lossy()
+            ))
+            .unwrap_or_default();
+            info.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                .is_some_and(|flags| flags & 0o2_000_000 != 0)
+        })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -96,13 +117,19 @@ async fn four_workers_spawned_at_once_each_hold_exactly_their_own_locks() {
             .map(|c| format!("children/{c}.lock"))
             .collect();
         assert_eq!(children_seen, expected);
-        // The broker itself keeps none of them open: they are the workers' alone.
-        let broker_locks = locks_held_by(s.pid().expect("pid"), &locks);
+        // The broker holds its own copies of exactly those (it is the process outside each
+        // tree that proves ownership until the tree is gone), every one close-on-exec, so
+        // no worker it starts later gets another child's.
+        let broker = s.pid().expect("pid");
+        let broker_locks: BTreeSet<String> = locks_held_by(broker, &locks)
+            .into_iter()
+            .filter(|p| !p.starts_with("owners/"))
+            .collect();
+        let workers_locks: BTreeSet<String> = children_seen.union(&slots_seen).cloned().collect();
+        assert_eq!(broker_locks, workers_locks, "the broker's lock copies");
         assert!(
-            broker_locks
-                .iter()
-                .all(|p| !p.starts_with("children/") && !p.starts_with("slots/")),
-            "the broker holds {broker_locks:?}"
+            lock_fds_close_on_exec(broker, &locks),
+            "a lock descriptor of the broker is inheritable"
         );
         for child in &children {
             let snap = ok(&s, "subzero_get", json!({"childId": child})).await;

@@ -15,6 +15,8 @@ mod tools;
 
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
@@ -26,7 +28,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::broker::{Broker, BrokerError};
+use crate::broker::{Broker, BrokerError, BrokerOptions};
 
 pub use tools::{TOOL_NAMES, tool_list};
 
@@ -35,23 +37,78 @@ const INSTRUCTIONS: &str = "Subzero delegates work to persistent child agents. S
 with subzero_spawn, then wait for its result with subzero_get (waitMs=30000) instead of polling \
 with short waits. Read the full result with subzero_output only when the preview is truncated.";
 
+/// The broker as it opens. `initialize` and `tools/list` need nothing of it, so the host
+/// is answered while the state is still being opened and recovered; every tool call waits
+/// for [`Broker::open`] to finish, so what it sees is what it would have seen had the
+/// server answered only afterwards. A broker that could not open answers every call with
+/// the reason.
+#[derive(Clone)]
+pub struct OpeningBroker {
+    opened: Shared<BoxFuture<'static, Result<Arc<Broker>, BrokerError>>>,
+}
+
+impl std::fmt::Debug for OpeningBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpeningBroker")
+            .field("opened", &self.opened.peek().map(Result::is_ok))
+            .finish()
+    }
+}
+
+impl OpeningBroker {
+    /// Starts opening a broker on a task of its own, at once. Must be called inside a Tokio
+    /// runtime.
+    pub fn open(options: BrokerOptions) -> OpeningBroker {
+        let task = tokio::spawn(Broker::open(options));
+        let opened = async move {
+            task.await.unwrap_or_else(|e| {
+                Err(BrokerError::internal(format!(
+                    "opening the broker stopped: {e}"
+                )))
+            })
+        };
+        OpeningBroker {
+            opened: opened.boxed().shared(),
+        }
+    }
+
+    /// A broker that is open already.
+    pub fn ready(broker: Arc<Broker>) -> OpeningBroker {
+        OpeningBroker {
+            opened: futures::future::ready(Ok(broker)).boxed().shared(),
+        }
+    }
+
+    /// The broker once it is open, or why it could not be.
+    pub async fn get(&self) -> Result<Arc<Broker>, BrokerError> {
+        self.opened.clone().await
+    }
+}
+
 /// The MCP server: a thin translation layer over [`Broker`].
 #[derive(Clone, Debug)]
 pub struct McpServer {
-    broker: Arc<Broker>,
+    broker: OpeningBroker,
 }
 
 impl McpServer {
     /// Serve one host over this process's stdin/stdout until the host closes stdin.
-    pub async fn serve_stdio(broker: Arc<Broker>) -> anyhow::Result<()> {
+    pub async fn serve_stdio(broker: OpeningBroker) -> anyhow::Result<()> {
         let (stdin, stdout) = rmcp::transport::stdio();
         // Every frame is checked (and a bad one answered) before the server sees it.
         let framed = frames::frame(stdin, stdout);
         // The host closing stdin is the end of the session: tell the broker at once, so
         // waiting `get` calls return now instead of holding the shutdown for their wait.
         let on_eof = {
-            let broker = Arc::clone(&broker);
-            move || broker.begin_shutdown()
+            let broker = broker.clone();
+            move || {
+                let broker = broker.clone();
+                tokio::spawn(async move {
+                    if let Ok(broker) = broker.get().await {
+                        broker.begin_shutdown();
+                    }
+                });
+            }
         };
         let input = eof::WatchEof::new(framed.reader, on_eof);
         let server = McpServer { broker };
@@ -68,7 +125,7 @@ impl McpServer {
         arguments: Value,
         progress: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<(Value, String), BrokerError> {
-        let b = &self.broker;
+        let b = &self.broker.get().await?;
         match name {
             "subzero_info" => {
                 let _: subzero_protocol::InfoInput = args::parse(arguments)?;

@@ -9,13 +9,14 @@
 //!   broker's own cgroup (moving a process down needs it).
 //! - **Naming**: worker `n` of broker `pid` gets `<own cgroup>/subzero-<pid>-<start>-<n>`,
 //!   `<start>` being the broker's start time in clock ticks (`/proc/<pid>/stat`), so a
-//!   reused pid is never mistaken for the broker. The keeper makes it, runs the worker
-//!   in it, and kills and removes it when the worker is gone (`subzero-worker`'s
-//!   `containment::cgroup`).
-//! - **Ending** ([`kill`]): the broker writes `cgroup.kill` itself when it loses a
-//!   worker whose keeper may be gone too, and at start ([`CgroupParent::sweep`]) for every
-//!   `subzero-…` cgroup under its own whose broker is gone — the case where keeper,
-//!   worker and broker were all SIGKILLed at once.
+//!   reused pid is never mistaken for the broker. The spawner makes it with its `tools`
+//!   child ([`create_worker`]) and clones the worker into it; the worker moves each tool
+//!   process into `tools` (`subzero-worker`'s `containment::cgroup`).
+//! - **Ending** ([`kill`]): once the worker is gone the broker writes `cgroup.kill`, waits
+//!   until the cgroup is empty and removes it, and only then lets go of the worker's
+//!   locks (`super::conn`); at start ([`CgroupParent::sweep`]) it ends every `subzero-…`
+//!   cgroup under its own whose broker is gone — the case where worker and broker were
+//!   SIGKILLed at once.
 //!
 //! With `reap`, this is the only module of the broker that ends processes.
 
@@ -89,7 +90,7 @@ impl CgroupParent {
         &self.dir
     }
 
-    /// A fresh cgroup path for the next worker (made by its keeper).
+    /// A fresh cgroup path for the next worker (made by [`create_worker`]).
     pub fn worker_dir(&self) -> PathBuf {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         self.dir.join(format!("{PREFIX}{}-{n}", self.owner))
@@ -125,13 +126,50 @@ impl CgroupParent {
     }
 }
 
+/// Makes the worker cgroup `dir` and its `tools` child and opens its `cgroup.procs`, which
+/// the worker's clone child writes to join it. An existing `dir` is refused: its
+/// processes would not be this worker's. Nothing is left behind on failure.
+pub fn create_worker(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    std::fs::create_dir(dir)?;
+    let made = if dir.join("cgroup.kill").exists() {
+        std::fs::create_dir(dir.join("tools")).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))
+                .map(std::os::fd::OwnedFd::from)
+        })
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel has no cgroup.kill (Linux 5.14 or later has it)",
+        ))
+    };
+    if made.is_err() {
+        let _ = remove(dir);
+    }
+    made
+}
+
 /// Kills every process of the worker cgroup `dir` (and its `tools`), waits up to `limit`
 /// for it to empty, and removes it. `Ok(true)` when it is gone (also when it never
 /// existed, as on the namespace path), `Ok(false)` when processes were still in it.
+///
+/// Its processes whose worker died were re-parented to this broker (a subreaper): their
+/// exit statuses are collected, so none lingers as a zombie under it.
 pub async fn kill(dir: &Path, limit: Duration) -> io::Result<bool> {
     if !dir.exists() {
         return Ok(true);
     }
+    let members = [dir.join("tools"), dir.to_path_buf()]
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_to_string(d.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>();
     write_kill(dir)?;
     let deadline = Instant::now() + limit;
     while populated(dir) {
@@ -139,6 +177,9 @@ pub async fn kill(dir: &Path, limit: Duration) -> io::Result<bool> {
             return Ok(false);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for pid in members {
+        super::reap::collect_exited(pid, Duration::from_millis(100)).await;
     }
     remove(dir)?;
     Ok(true)

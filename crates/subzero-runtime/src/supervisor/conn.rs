@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use subzero_protocol::{BrokerMessage, Validate, WorkerMessage};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 
+use super::process::WorkerProcess;
 use super::spawn::{Spawner, WorkerLaunch};
 
 /// What a worker says about itself before anything else.
@@ -49,13 +50,11 @@ pub struct Hello {
 /// A running worker and its pipes.
 #[derive(Debug)]
 pub struct WorkerConn {
-    pid: i32,
-    cgroup: Option<std::path::PathBuf>,
+    process: WorkerProcess,
     /// The cgroups that bound its tool tree (`supervisor::limits`), removed once it is gone.
     limits: Vec<std::path::PathBuf>,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
+    stdin: Option<pipe::Sender>,
+    lines: Lines<BufReader<pipe::Receiver>>,
 }
 
 /// How long a worker may take to say hello.
@@ -69,13 +68,10 @@ impl WorkerConn {
         label: String,
     ) -> io::Result<(Self, Hello)> {
         let spawned = spawner.spawn(launch).await?;
-        let pid = spawned.pid;
         forward_stderr(spawned.stderr, label);
         let mut conn = WorkerConn {
-            pid,
-            cgroup: spawned.cgroup,
+            process: WorkerProcess::new(spawned.pid, spawned.pidfd, spawned.cgroup, spawned.locks),
             limits: spawned.limits,
-            child: spawned.child,
             stdin: Some(spawned.stdin),
             lines: BufReader::new(spawned.stdout).lines(),
         };
@@ -122,13 +118,12 @@ impl WorkerConn {
 
     /// The worker's process id (also its process-group id).
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.process.pid()
     }
 
-    /// The cgroup the worker runs in where it got no PID namespace (`None`, or a path that
-    /// was never made, otherwise).
+    /// The cgroup the worker runs in where it got no PID namespace, until it was ended.
     pub fn cgroup(&self) -> Option<&std::path::Path> {
-        self.cgroup.as_deref()
+        self.process.cgroup()
     }
 
     /// Send one control message. Its bounds that the types do not carry (integer maxima,
@@ -173,12 +168,11 @@ impl WorkerConn {
         self.stdin = None;
     }
 
-    /// Wait for the worker process to exit, at most `limit`. Returns whether it did.
+    /// Wait for the worker process to exit, at most `limit`. Returns whether it did; once
+    /// it did and its tree is proven gone (its namespace ended with it; its cgroup killed,
+    /// emptied and removed), the broker's copies of its locks are released.
     pub async fn wait_exit(&mut self, limit: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(limit, self.child.wait()).await,
-            Ok(Ok(_))
-        )
+        self.process.wait_exit(limit).await
     }
 
     /// The processes still in the cgroups that bound its tool tree.
@@ -195,7 +189,7 @@ impl Drop for WorkerConn {
     }
 }
 
-fn forward_stderr(stderr: tokio::process::ChildStderr, label: String) {
+fn forward_stderr(stderr: pipe::Receiver, label: String) {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {

@@ -1,18 +1,22 @@
 //! Supervising worker processes: starting them, talking to them, ending them.
 //!
-//! `spawn` is the only module that creates a worker; `reap` (signals) and `cgroup`
+//! `spawn` (through `launch`, its one `clone`) is the only module that creates a worker; `reap` (signals) and `cgroup`
 //! (`cgroup.kill`) are the only ones that end processes; `conn` speaks the JSON-lines
 //! control protocol of `schema-src/v1/control-*`.
 
+mod caps;
 pub mod cgroup;
 pub mod conn;
+mod launch;
 pub mod limits;
+mod process;
 pub mod proof;
 pub mod reap;
 pub mod spawn;
 
 pub use conn::{Hello, WorkerConn};
+pub use process::strays;
 pub use spawn::{
-    FilesystemMode, ProcessMode, ProcessPlan, SpawnedWorker, Spawner, WORKER_LOCK_FD, WorkerLaunch,
-    WorkerSetup,
+    FilesystemMode, PID_NAMESPACE_HINT, ProcessMode, ProcessPlan, SpawnedWorker, Spawner,
+    WORKER_LOCK_FD, WorkerLaunch, WorkerSetup,
 };

@@ -140,6 +140,23 @@ fn reap_orphans(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>) {
     }
 }
 
+/// Collects the exit status of `pid` if it is this process's child (an orphan re-parented
+/// to the subreaper broker), waiting up to `limit` for it to become reapable; nothing for
+/// a process that is not our child.
+pub async fn collect_exited(pid: i32, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(nix::sys::wait::WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+            Ok(_) | Err(_) => return,
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,19 @@
 //! Starting worker processes: the only place in the broker that creates a process.
 //!
-//! A worker is the broker's own executable re-run as
-//! `subzero worker-ns [--cgroup DIR] --lock-fd 3 [--lock-fd 4 …] --scratch-parent
-//! <state>/scratch`, a keeper that starts `subzero worker …` as init of its own PID
-//! namespace, else in the cgroup `DIR` (see [`super::cgroup`]), else becomes it in place,
-//! saying why (`subzero worker …` directly when the config forces the subreaper
-//! fallback; `--no-pid-namespace` when it forces the cgroup):
+//! A worker is the broker's own executable re-run as `subzero worker --lock-fd 3
+//! [--lock-fd 4 …] --scratch-parent <state>/scratch --hide PATH… [--limits-cgroup …]`,
+//! cloned by [`super::launch`] straight into its own PID namespace (the worker is its
+//! init), else into its own cgroup (`--cgroup DIR`, where the broker found a writable
+//! cgroup v2 subtree at start), else as a plain subreaper — each fallback with
+//! `--process-containment-reason` saying why the stronger one is not in force
+//! (`[containment] process = "cgroup"` skips the namespace; `"subreaper"` both):
 //! - in a new process group, so one signal reaches the worker and nothing of the host;
-//! - with a cleared environment (no ambient secret can leak into a child agent);
+//! - with an empty environment (no ambient secret can leak into a child agent) but for
+//!   `SUBZERO_LOG`;
 //! - with the child's flock-held lock file as fd 3 and its workspace slots as fd 4, 5,
-//!   which the worker passes on to every tool process, so the kernel holds the lock and
-//!   the slots while any member of the tree lives;
+//!   which the worker holds close-on-exec (its tools get none, except on the subreaper
+//!   fallback); the broker keeps its own copies until the worker and its whole tree are
+//!   gone ([`SpawnedWorker::locks`]);
 //! - with the state directory's `scratch/` as the parent of the private, flock-held
 //!   directory it makes for raw tool output (a spawner started without one, such as
 //!   doctor's, leaves the worker to make it in the system temp directory);
@@ -18,34 +21,36 @@
 //!   tree down even before it notices EOF on its control pipe.
 //!
 //! The parent-death signal fires when the *thread* that forked the worker exits, so
-//! every worker is forked by one long-lived spawner thread, never by a pool thread.
-#![allow(unsafe_code)]
+//! every worker is cloned by one long-lived spawner thread, never by a pool thread.
 
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, mpsc};
 use std::thread;
 
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::cgroup::CgroupParent;
+use super::launch::{self, Alive, Placement, Program, StartError, Started};
 use super::limits::LimitParents;
 
 /// The descriptor number at which a worker finds the child's lock file; the slot
-/// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`,
-/// and the worker keeps exactly those open for its tool processes.
-pub const WORKER_LOCK_FD: RawFd = 3;
+/// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`.
+pub const WORKER_LOCK_FD: RawFd = launch::FIRST_LOCK_FD;
 
-/// At most this many descriptors are passed (child lock, worker slot, writer slot).
-const MAX_INHERITED: usize = 3;
+/// The argument that tells a worker why it is not init of a PID namespace.
+const REASON_ARG: &str = "--process-containment-reason";
+
+/// How to get PID namespaces where the kernel refused them (also in `subzero doctor`).
+pub const PID_NAMESPACE_HINT: &str = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces>0; on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or run without a seccomp profile that blocks clone";
 
 /// Which process-tree containment the spawner asks its workers for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProcessMode {
-    /// Each worker as init of its own PID namespace (`subzero worker-ns`), else in its own
+    /// Each worker as init of its own PID namespace, else in its own
     /// cgroup where the broker found a writable cgroup v2 subtree, else the subreaper,
     /// each with the reason the stronger one is not in force.
     #[default]
@@ -160,24 +165,26 @@ pub struct WorkerLaunch {
     pub engine: Vec<std::ffi::OsString>,
 }
 
-/// A started worker with its three pipes.
+/// A started worker with its three pipes and what the broker holds for it.
 #[derive(Debug)]
 pub struct SpawnedWorker {
-    /// The process handle (kill-on-drop is off: teardown is explicit, see `reap`).
-    pub child: Child,
-    /// Process id, which is also the worker's process-group id.
+    /// Process id (in the broker's PID namespace), which is also its process-group id.
     pub pid: i32,
+    /// Says when it exited (`None` on a kernel without pidfds: the exit is polled).
+    pub pidfd: Option<OwnedFd>,
     /// Control messages to the worker; dropping it is the worker's cancel-and-exit signal.
-    pub stdin: ChildStdin,
+    pub stdin: pipe::Sender,
     /// Control messages from the worker.
-    pub stdout: ChildStdout,
+    pub stdout: pipe::Receiver,
     /// The worker's logs.
-    pub stderr: ChildStderr,
-    /// The cgroup the keeper runs the worker in where it gets no PID namespace (it may
-    /// never be made: the namespace path makes none).
+    pub stderr: pipe::Receiver,
+    /// The cgroup the worker runs in where it got no PID namespace, made for it.
     pub cgroup: Option<PathBuf>,
     /// The cgroups that bound its tool tree, made for it (`super::limits`).
     pub limits: Vec<PathBuf>,
+    /// The broker's copies of the locks the worker holds, kept until the worker and its
+    /// whole tree are gone (`super::conn`).
+    pub locks: Vec<OwnedFd>,
 }
 
 type Reply = oneshot::Sender<io::Result<SpawnedWorker>>;
@@ -221,13 +228,14 @@ impl Spawner {
     fn start(setup: WorkerSetup) -> io::Result<Self> {
         let handle = tokio::runtime::Handle::current();
         let (requests, inbox) = mpsc::channel::<(WorkerLaunch, Reply)>();
+        let alive = Alive::new()?;
         thread::Builder::new()
             .name("subzero-spawner".into())
             .spawn(move || {
                 let _runtime = handle.enter();
                 for (launch, reply) in inbox {
                     // The receiver may have given up; the worker then sees its stdin close.
-                    let _ = reply.send(spawn_now(launch, &setup));
+                    let _ = reply.send(spawn_now(launch, &setup, &alive));
                 }
             })?;
         Ok(Self { requests })
@@ -245,152 +253,183 @@ impl Spawner {
     }
 }
 
-fn spawn_now(launch: WorkerLaunch, setup: &WorkerSetup) -> io::Result<SpawnedWorker> {
-    if launch.inherit.len() > MAX_INHERITED {
+fn spawn_now(
+    launch: WorkerLaunch,
+    setup: &WorkerSetup,
+    alive: &Alive,
+) -> io::Result<SpawnedWorker> {
+    if launch.inherit.len() > launch::MAX_LOCKS {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
-    let mut cmd = Command::new(&launch.exe);
-    let cgroup = keeper_args(&mut cmd, &setup.process);
-    let limits = containment_args(&mut cmd, &launch, setup);
-    cmd.env_clear()
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(filter) = &launch.log_filter {
-        cmd.env("SUBZERO_LOG", filter);
-    }
-    place_locks(&mut cmd, &launch);
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+    let limit_dirs = setup.limits.make();
+    let args = worker_args(&launch, setup, &limit_dirs);
+    let limits: Vec<PathBuf> = limit_dirs.into_iter().map(|(_, dir)| dir).collect();
+    let placed = match place(&launch, setup, args, alive) {
+        Ok(placed) => placed,
         Err(err) => {
             super::limits::remove(&limits);
             return Err(err);
         }
     };
-    // Our copies go away with `launch`: from now on only the worker tree holds the locks,
-    // so they are free exactly when every process of that tree is gone.
-    drop(launch.inherit);
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .ok_or_else(|| io::Error::other("worker exited before it could be tracked"))?;
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err(io::Error::other("worker pipes were not created"));
-    };
+    let (started, cgroup) = placed;
+    super::process::register(started.pid);
     Ok(SpawnedWorker {
-        child,
-        pid,
-        stdin,
-        stdout,
-        stderr,
+        pid: started.pid,
+        pidfd: started.pidfd,
+        stdin: pipe::Sender::from_owned_fd(started.stdin)?,
+        stdout: pipe::Receiver::from_owned_fd(started.stdout)?,
+        stderr: pipe::Receiver::from_owned_fd(started.stderr)?,
         cgroup,
         limits,
+        locks: launch.inherit,
     })
 }
 
-/// The first arguments: `worker` under the subreaper fallback, else the keeper
-/// (`worker-ns`) with its cgroup. Returns the worker's cgroup directory, if it gets one.
-fn keeper_args(cmd: &mut Command, process: &ProcessPlan) -> Option<PathBuf> {
-    if process.mode == ProcessMode::Subreaper {
-        cmd.arg("worker");
-        return None;
-    }
-    // The keeper's own options come before the worker's arguments.
-    cmd.arg("worker-ns");
-    let cgroup = match process.cgroups() {
-        Some(parent) => {
-            let dir = parent.worker_dir();
-            cmd.arg("--cgroup").arg(&dir);
-            Some(dir)
+/// Starts the worker in the strongest containment the configuration allows and the kernel
+/// gives: its own PID namespace, else its own cgroup, else the subreaper fallback, telling
+/// the worker why it got less. Returns it and the cgroup made for it.
+fn place(
+    launch: &WorkerLaunch,
+    setup: &WorkerSetup,
+    args: Vec<OsString>,
+    alive: &Alive,
+) -> io::Result<(Started, Option<PathBuf>)> {
+    let start =
+        |args: &[OsString], placement: Placement<'_>| start_as(launch, args, placement, alive);
+    let with_reason = |reason: &str| {
+        let mut args = args.clone();
+        args.extend([OsString::from(REASON_ARG), OsString::from(reason)]);
+        args
+    };
+    let no_namespace = match setup.process.mode {
+        ProcessMode::Subreaper => {
+            let started = start(&with_reason(FORCED_SUBREAPER), Placement::Plain)?;
+            return started.map(|s| (s, None)).map_err(StartError::into_io);
         }
-        None => {
-            cmd.arg("--no-cgroup")
-                .arg(process.no_cgroup().unwrap_or("none was found"));
-            None
+        ProcessMode::Cgroup => FORCED_CGROUP.to_owned(),
+        ProcessMode::Auto => {
+            let mut refusals = Vec::new();
+            for &user in namespace_attempts() {
+                match start(&args, Placement::Namespaces { user })? {
+                    Ok(started) => return Ok((started, None)),
+                    Err(StartError::Refused(why)) => refusals.push(why),
+                    Err(StartError::Failed(err)) => return Err(err),
+                }
+            }
+            format!(
+                "the kernel refused a PID namespace ({}); {PID_NAMESPACE_HINT}",
+                refusals.join("; ")
+            )
         }
     };
-    if process.mode == ProcessMode::Cgroup {
-        cmd.arg("--no-pid-namespace").arg(FORCED_CGROUP);
+    let no_cgroup = match setup.process.cgroups() {
+        Some(parent) => {
+            let dir = parent.worker_dir();
+            let mut cgroup_args = with_reason(&no_namespace);
+            cgroup_args.extend([OsString::from("--cgroup"), dir.clone().into_os_string()]);
+            match super::cgroup::create_worker(&dir) {
+                Ok(procs) => match start(&cgroup_args, Placement::Cgroup(&procs))? {
+                    Ok(started) => return Ok((started, Some(dir))),
+                    Err(failed) => {
+                        let _ = std::fs::remove_dir(dir.join("tools"));
+                        let _ = std::fs::remove_dir(&dir);
+                        match failed {
+                            StartError::Refused(why) => why,
+                            StartError::Failed(err) => return Err(err),
+                        }
+                    }
+                },
+                Err(err) => format!("cannot make cgroup {}: {err}", dir.display()),
+            }
+        }
+        None => setup
+            .process
+            .no_cgroup()
+            .unwrap_or("none was found")
+            .to_owned(),
+    };
+    if setup.process.mode == ProcessMode::Cgroup {
+        return Err(io::Error::other(format!(
+            "cannot start the worker in its cgroup: {no_cgroup}"
+        )));
     }
-    cgroup
+    let reason = format!("{no_namespace}; no cgroup v2 fallback: {no_cgroup}");
+    start(&with_reason(&reason), Placement::Plain)?
+        .map(|s| (s, None))
+        .map_err(StartError::into_io)
 }
 
-/// The worker's containment arguments: its lock descriptors, scratch parent, the paths
-/// hidden from tools, the tools' limit cgroups (made here; returned so they are removed
-/// with the worker), the subreaper reason and Landlock.
-fn containment_args(cmd: &mut Command, launch: &WorkerLaunch, setup: &WorkerSetup) -> Vec<PathBuf> {
+/// Starts `launch`'s program with `args` into `placement`; the outer error is a program
+/// that cannot be expressed (a NUL byte), the inner one the start's.
+fn start_as(
+    launch: &WorkerLaunch,
+    args: &[OsString],
+    placement: Placement<'_>,
+    alive: &Alive,
+) -> io::Result<Result<Started, StartError>> {
+    let program = Program::new(&launch.exe, args, &environment(launch), &launch.cwd)?;
+    Ok(launch::start(&program, &launch.inherit, placement, alive))
+}
+
+/// Namespace sets to try, best first: root needs no user namespace (and one would hide
+/// the owners of other uids' files); a root without `CAP_SYS_ADMIN` (a container) may still
+/// get one inside a user namespace.
+fn namespace_attempts() -> &'static [bool] {
+    if nix::unistd::geteuid().is_root() {
+        &[false, true]
+    } else {
+        &[true]
+    }
+}
+
+/// The worker's whole environment: nothing of the broker's but the log filter.
+fn environment(launch: &WorkerLaunch) -> Vec<(String, String)> {
+    launch
+        .log_filter
+        .iter()
+        .map(|filter| ("SUBZERO_LOG".to_owned(), filter.clone()))
+        .collect()
+}
+
+/// `worker` and the worker's containment arguments: its lock descriptors, scratch parent,
+/// the paths hidden from tools, the tools' limit cgroups and Landlock.
+fn worker_args(
+    launch: &WorkerLaunch,
+    setup: &WorkerSetup,
+    limits: &[(super::limits::Controller, PathBuf)],
+) -> Vec<OsString> {
+    let mut args = vec![OsString::from("worker")];
     for i in 0..launch.inherit.len() {
-        cmd.arg("--lock-fd")
-            .arg((WORKER_LOCK_FD + i as RawFd).to_string());
+        args.push("--lock-fd".into());
+        args.push((launch::FIRST_LOCK_FD + i as RawFd).to_string().into());
     }
     if let Some(dir) = setup.scratch_parent.as_deref() {
-        cmd.arg("--scratch-parent").arg(dir);
+        args.push("--scratch-parent".into());
+        args.push(dir.as_os_str().to_owned());
     }
     for path in &setup.hide {
-        cmd.arg("--hide").arg(path);
+        args.push("--hide".into());
+        args.push(path.as_os_str().to_owned());
     }
-    let limits = setup.limits.make();
-    for (controller, dir) in &limits {
-        let mut value = std::ffi::OsString::from(format!("{}=", controller.name()));
+    for (controller, dir) in limits {
+        let mut value = OsString::from(format!("{}=", controller.name()));
         value.push(dir);
-        cmd.arg("--limits-cgroup").arg(value);
-    }
-    if setup.process.mode == ProcessMode::Subreaper {
-        cmd.arg("--process-containment-reason")
-            .arg(FORCED_SUBREAPER);
+        args.push("--limits-cgroup".into());
+        args.push(value);
     }
     if setup.filesystem == FilesystemMode::Off {
-        cmd.arg("--landlock").arg("off");
+        args.push("--landlock".into());
+        args.push("off".into());
     }
-    cmd.args(&launch.engine);
-    limits.into_iter().map(|(_, dir)| dir).collect()
+    args.extend(launch.engine.iter().cloned());
+    args
 }
 
-/// In the forked child: the lock descriptors at `WORKER_LOCK_FD..`, the parent-death
-/// signal, and an exit if the broker is already gone.
-fn place_locks(cmd: &mut Command, launch: &WorkerLaunch) {
-    // Source descriptors, padded with -1; copied into the closure so it allocates nothing.
-    let mut sources: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
-    for (slot, fd) in sources.iter_mut().zip(&launch.inherit) {
-        *slot = fd.as_raw_fd();
-    }
-    let count = launch.inherit.len();
-    let broker_pid = std::process::id() as i32;
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (dup, dup2, fcntl, prctl, getppid, _exit); it
-    // allocates nothing and touches no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            // First move every source out of the target range, so placing one cannot
-            // overwrite another that still has to be placed.
-            let mut moved: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
-            for i in 0..count {
-                let fd = libc::fcntl(sources[i], libc::F_DUPFD_CLOEXEC, 16);
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                moved[i] = fd;
-            }
-            for (i, &fd) in moved.iter().enumerate().take(count) {
-                let target = WORKER_LOCK_FD + i as RawFd;
-                // dup2 clears close-on-exec on the new descriptor.
-                if libc::dup2(fd, target) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The broker may have died between fork and prctl; then nobody would signal us.
-            if libc::getppid() != broker_pid {
-                libc::_exit(70);
-            }
-            Ok(())
-        });
+impl StartError {
+    fn into_io(self) -> io::Error {
+        match self {
+            StartError::Refused(why) => io::Error::other(why),
+            StartError::Failed(err) => err,
+        }
     }
 }

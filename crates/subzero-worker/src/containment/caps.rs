@@ -1,20 +1,17 @@
-//! The one capability a worker keeps inside its own user namespace, and its removal
-//! from every tool process.
+//! The removal from every tool process of the one capability a worker keeps inside its
+//! own user namespace.
 //!
 //! A worker of an unprivileged broker runs as init of a PID namespace inside a user
-//! namespace that maps its uid 1:1, so after `execve` it would hold no capability there.
-//! The keeper's child raises `CAP_SYS_ADMIN` into its ambient set before that `execve`
-//! ([`keep_sys_admin_across_exec`]), so the worker may give each tool process a mount
-//! namespace of its own (`super::view`) — a power over its own namespaces only: the user
-//! namespace owns nothing of the host. Every tool process clears its ambient and
-//! inheritable sets before its own `execve` ([`drop_before_exec`]), so no tool holds any
-//! capability (and none can undo its view).
+//! namespace that maps its uid 1:1; the broker's clone child raises `CAP_SYS_ADMIN` into
+//! its ambient set before the worker's `execve` (`subzero-runtime`'s `supervisor::caps`),
+//! so the worker may give each tool process a mount namespace of its own (`super::view`) —
+//! a power over its own namespaces only: the user namespace owns nothing of the host.
+//! Every tool process clears its ambient and inheritable sets before its own `execve`
+//! ([`drop_before_exec`]), so no tool holds any capability (and none can undo its view).
 #![allow(unsafe_code)]
 
 /// `_LINUX_CAPABILITY_VERSION_3`.
 const VERSION_3: u32 = 0x2008_0522;
-/// `CAP_SYS_ADMIN`.
-const SYS_ADMIN: u32 = 21;
 
 #[repr(C)]
 struct Header {
@@ -63,28 +60,6 @@ fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EPERM)
-}
-
-/// Makes `CAP_SYS_ADMIN` (held now, in a fresh user namespace) survive the coming
-/// `execve`: inheritable, then ambient. Between clone and exec: async-signal-safe.
-pub fn keep_sys_admin_across_exec() -> Result<(), i32> {
-    let mut data = get()?;
-    data[0].inheritable |= 1 << SYS_ADMIN;
-    set(&data)?;
-    // SAFETY: prctl with integer arguments only.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_RAISE,
-            libc::c_ulong::from(SYS_ADMIN),
-            0,
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(errno());
-    }
-    Ok(())
 }
 
 /// Clears the ambient and inheritable sets, so the program about to be exec'd starts with

@@ -2,9 +2,9 @@
 //! lock descriptors (the child's lock and its workspace slots) included — unless the
 //! worker runs on the subreaper fallback.
 //!
-//! - Inside a PID namespace or a cgroup of its own, the keeper outside the tree holds the
+//! - Inside a PID namespace or a cgroup of its own, the broker outside the tree holds the
 //!   locks until the kernel reports the tree gone, and the worker holds its copies until
-//!   it has torn the tree down (also when the keeper dies first). No tool process gets one,
+//!   it has torn the tree down (also when the broker dies first). No tool process gets one,
 //!   so none can `flock(LOCK_UN)` them, close them or keep them past its tree.
 //! - On the subreaper fallback nothing outside the tree can prove it gone, so the tool
 //!   processes inherit the locks: the kernel then releases them only when the last member of
@@ -16,8 +16,8 @@ use std::os::fd::RawFd;
 /// Who holds the lock descriptors while the worker lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockHolders {
-    /// The keeper and the worker, close-on-exec: no tool process gets one.
-    KeeperAndWorker,
+    /// The broker and the worker, close-on-exec: no tool process gets one.
+    BrokerAndWorker,
     /// Every process of the tree, the tools included (the subreaper fallback).
     WholeTree,
 }
@@ -31,8 +31,8 @@ impl LockHolders {
     /// `containment.ownership.summary`.
     pub fn summary(self) -> &'static str {
         match self {
-            LockHolders::KeeperAndWorker => {
-                "the keeper and the worker hold the child lock and the workspace slots close-on-exec; no tool process holds one, and they are released only once the whole tree is gone"
+            LockHolders::BrokerAndWorker => {
+                "the broker and the worker hold the child lock and the workspace slots close-on-exec; no tool process holds one, and they are released only once the whole tree is gone"
             }
             LockHolders::WholeTree => {
                 "subreaper fallback: tool processes inherit the child lock and the workspace slots, so a tool could release them; enable PID namespaces or a cgroup v2 subtree to keep them out of the tools"

@@ -4,7 +4,7 @@
 //! - **Processes** (tasks: processes and threads): a `pids` cgroup the broker made for this
 //!   worker (`--limits-cgroup pids=DIR`, the cgroup v1 hierarchy where the broker may write
 //!   it, normally as root) with `pids.max` — the whole tool tree, exactly; else
-//!   `RLIMIT_NPROC` where it counts only this tree: inside the user namespace the keeper made
+//!   `RLIMIT_NPROC` where it counts only this tree: inside the user namespace the broker made
 //!   for the worker (counted per user namespace and uid since Linux 5.14), the limit set on
 //!   each tool process before it makes its own user namespace, so the tree's namespace is
 //!   bounded; else, in a user namespace per tool process only, each tool call's own tree.
@@ -149,7 +149,7 @@ enum NprocAt {
 pub struct Situation {
     /// Root in the initial user namespace (exempt from `RLIMIT_NPROC`).
     pub initial_root: bool,
-    /// The worker runs in the user namespace the keeper made for it.
+    /// The worker runs in the user namespace the broker made for it.
     pub own_user_namespace: bool,
     /// Each tool process makes a user namespace of its own (`super::view`).
     pub tool_user_namespace: bool,

@@ -14,7 +14,6 @@ pub mod cgroup;
 pub mod fds;
 pub mod landlock;
 pub mod limits;
-pub mod pidns;
 pub mod tool;
 pub mod view;
 
@@ -45,10 +44,10 @@ const SWEEP_POLL: Duration = Duration::from_millis(5);
 /// dumpable again; they never hold the key. The worker still reads its own `/proc/self`
 /// and every process's `stat`, which stay readable.
 ///
-/// As init of its own PID namespace (started by the keeper, [`pidns`]) the worker keeps
-/// the SIGTERM parent-death signal the keeper's child set before `execve`: when the keeper
-/// dies the worker tears its tree down (holding its copies of the locks) and exits, and the
-/// kernel then ends whatever is left of the namespace.
+/// The broker's clone child set a SIGTERM parent-death signal before `execve` (kept across
+/// it): when the broker dies the worker tears its tree down (holding its copies of the
+/// locks) and exits, and as init of its namespace the kernel then ends whatever is left.
+/// A worker outside a namespace sets it again, for one started by hand.
 pub fn init_process() -> nix::Result<()> {
     nix::sys::prctl::set_dumpable(false)?;
     nix::sys::prctl::set_child_subreaper(true)?;
@@ -58,11 +57,19 @@ pub fn init_process() -> nix::Result<()> {
     Ok(())
 }
 
-/// Unblocks the termination signals a keeper started the worker with blocked
-/// ([`pidns::TERMINATION`]); call once the handlers are installed.
+/// The termination signals a worker starts with blocked (the broker's clone child blocks
+/// them before exec), so a parent-death signal sent before its handlers exist is pending,
+/// not lost.
+pub const TERMINATION: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
+
+/// The argument with which the broker tells a worker why it is not init of a PID namespace.
+pub const REASON_ARG: &str = "--process-containment-reason";
+
+/// Unblocks the termination signals the worker started with blocked ([`TERMINATION`]);
+/// call once the handlers are installed.
 pub fn unblock_termination() {
     let mut set = nix::sys::signal::SigSet::empty();
-    for signal in pidns::TERMINATION {
+    for signal in TERMINATION {
         set.add(signal);
     }
     if let Err(err) =
@@ -89,7 +96,7 @@ pub struct ProcessReport {
 impl ProcessReport {
     /// What this process is: init of a PID namespace, in a cgroup of its own
     /// ([`cgroup::enter_tools`] done), or a subreaper; the last two for `reason` (from the
-    /// keeper or the broker; a worker started by hand has none).
+    /// broker; a worker started by hand has none).
     pub fn observe(reason: Option<String>) -> Self {
         if is_namespace_init() {
             return Self {
@@ -108,7 +115,7 @@ impl ProcessReport {
         Self {
             mode: "subreaper",
             reason: Some(reason.unwrap_or_else(|| {
-                "the worker was started without `subzero worker-ns`, so it is not init of a PID namespace".to_owned()
+                "the worker was started by hand, not by a broker, so it is not init of a PID namespace".to_owned()
             })),
         }
     }

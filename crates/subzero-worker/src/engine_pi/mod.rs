@@ -267,10 +267,10 @@ fn node_command(
 }
 
 /// In the forked child, first of all: the tree channel and the transcript at their fixed
-/// descriptors (`dup2` leaves them open across exec).
+/// descriptors (`dup2` leaves them open across exec), and SIGTERM when this process dies.
 fn place(cmd: &mut std::process::Command, tree: i32, transcript: Option<i32>) {
     let transcript = transcript.unwrap_or(-1);
-    // SAFETY: the hook runs between fork and exec and only calls dup2, which is
+    // SAFETY: the hook runs between fork and exec and only calls dup2 and prctl, which are
     // async-signal-safe, on descriptors that are open in the child.
     unsafe {
         cmd.pre_exec(move || {
@@ -278,6 +278,11 @@ fn place(cmd: &mut std::process::Command, tree: i32, transcript: Option<i32>) {
                 return Err(std::io::Error::last_os_error());
             }
             if transcript >= 0 && libc::dup2(transcript, TRANSCRIPT_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Node ends its run and its tools when this process dies (outside a namespace,
+            // nothing else would end it).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

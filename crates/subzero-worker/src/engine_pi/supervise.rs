@@ -81,7 +81,7 @@ async fn watch(node: u32, channel: UnixStream) -> i32 {
     }
 }
 
-/// Told to terminate (the keeper's or the broker's death): Node is told too and tears its
+/// Told to terminate (the broker's death): Node is told too and tears its
 /// run down; whatever is left after the grace is killed.
 async fn terminate(containment: &Containment, node: u32, name: &str) -> i32 {
     tracing::warn!(

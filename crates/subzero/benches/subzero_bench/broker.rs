@@ -2,7 +2,6 @@
 //! model on loopback.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -129,65 +128,69 @@ pub fn worker_idle_rss(exe: &Path, runs: usize) -> Result<Samples, Fail> {
     Ok(rss)
 }
 
-/// Start → hello line of a bare worker, started as the broker starts it: `subzero
-/// worker-ns` (the keeper, which puts the worker in its own PID namespace) or `subzero
-/// worker` (no namespace, the `[containment] process = "subreaper"` path). Also returns
-/// the containment mode the namespaced worker's hello reported.
+/// Start → hello of a bare worker, started exactly as the broker starts it — through the
+/// runtime's spawner thread (`subzero_runtime::supervisor::Spawner`), which clones it into
+/// new PID and mount namespaces (`namespace`) or, as `[containment] process =
+/// "subreaper"`, as a plain child — until its hello line is parsed. Also returns the
+/// containment its hello reported.
 ///
 /// As the broker does, it names a state directory, a configuration directory and a key
 /// file to hide from tool processes (`--hide`), so the worker probes the tools' mount
 /// namespace before its hello.
-pub fn worker_start(exe: &Path, runs: usize, namespace: bool) -> Result<(Samples, String), Fail> {
+pub async fn worker_start(
+    exe: &Path,
+    runs: usize,
+    namespace: bool,
+) -> Result<(Samples, String), Fail> {
+    use subzero_runtime::supervisor::limits::LimitParents;
+    use subzero_runtime::supervisor::{
+        FilesystemMode, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch, WorkerSetup,
+    };
     let hidden = tempfile::tempdir()?;
     let state = hidden.path().join("state");
     let config = hidden.path().join("subzero");
-    std::fs::create_dir_all(&state)?;
+    let scratch = state.join("scratch");
+    std::fs::create_dir_all(&scratch)?;
     std::fs::create_dir_all(&config)?;
     let key = hidden.path().join("key");
     std::fs::write(&key, "k")?;
+    let mode = if namespace {
+        ProcessMode::Auto
+    } else {
+        ProcessMode::Subreaper
+    };
+    let spawner = Spawner::configured(WorkerSetup {
+        scratch_parent: Some(scratch),
+        process: ProcessPlan::detect(mode)?,
+        filesystem: FilesystemMode::Landlock,
+        hide: vec![state, config, key],
+        limits: Arc::new(LimitParents::none()),
+    })?;
     let mut ms = Samples::default();
-    let mut mode = String::new();
+    let mut reported = String::new();
     for _ in 0..runs {
+        let launch = WorkerLaunch {
+            exe: exe.to_path_buf(),
+            inherit: Vec::new(),
+            cwd: hidden.path().to_path_buf(),
+            log_filter: None,
+            engine: Vec::new(),
+        };
         let started = Instant::now();
-        let mut child = Command::new(exe)
-            .arg(if namespace { "worker-ns" } else { "worker" })
-            .arg("--hide")
-            .arg(&state)
-            .arg("--hide")
-            .arg(&config)
-            .arg("--hide")
-            .arg(&key)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut hello = String::new();
-        BufReader::new(stdout).read_line(&mut hello)?;
+        let (mut conn, hello) = WorkerConn::start(&spawner, launch, "bench".into()).await?;
         ms.push(ms_since(started));
-        let parsed: Value = serde_json::from_str(&hello)
-            .map_err(|e| format!("the worker's first line was not JSON ({e}): {hello}"))?;
-        if parsed["type"] != "hello" {
-            return Err(format!("the worker's first line was not a hello: {hello}").into());
-        }
-        mode = format!(
+        reported = format!(
             "{}; view hidden: {}",
-            parsed["containment"]["process"]["mode"]
-                .as_str()
-                .unwrap_or("none reported"),
-            parsed["containment"]["view"]["hidden"]
+            hello
+                .process
+                .as_ref()
+                .map_or_else(|| "none reported".to_owned(), |p| p.mode.to_string()),
+            hello.view.as_ref().is_some_and(|v| v.hidden)
         );
-        drop(child.stdin.take());
-        if !eventually(Duration::from_secs(5), Duration::from_millis(5), || {
-            child.try_wait().ok().flatten().is_some()
-        }) {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
+        conn.close();
+        conn.wait_exit(Duration::from_secs(5)).await;
     }
-    Ok((ms, mode))
+    Ok((ms, reported))
 }
 
 /// spawn → `run_started` and followup on a ready child → `run_started`.

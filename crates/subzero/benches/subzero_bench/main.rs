@@ -217,13 +217,13 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
 
     eprintln!("worker start with and without a PID namespace…");
     for namespace in [true, false] {
-        match broker::worker_start(exe, n, namespace) {
+        match broker::worker_start(exe, n, namespace).await {
             Ok((ms, mode)) => {
                 let (label, how, target) = if namespace {
                     (
                         "worker start → hello, in its own PID namespace",
                         format!(
-                            "`subzero worker-ns` (the keeper clones the worker into new PID + mount namespaces, a user namespace too when not root, mounts its /proc, execs it; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes); the hello reported `{mode}`"
+                            "the broker's spawner (`subzero_runtime::supervisor::Spawner`) clones `subzero worker` straight into new PID + mount namespaces (a user namespace too when not root), mounts its /proc and execs it, with no process in between; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes; spawn request → hello parsed; the hello reported `{mode}`"
                         ),
                         Some(Target::MedianAtMost(6.0)),
                     )
@@ -231,7 +231,7 @@ async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
                     (
                         "worker start → hello, without a namespace",
                         format!(
-                            "`subzero worker` directly (the `[containment] process = \"subreaper\"` path), with the same `--hide` paths; the hello reported `{mode}`"
+                            "the same spawner on the `[containment] process = \"subreaper\"` path (a plain child), with the same `--hide` paths; the hello reported `{mode}`"
                         ),
                         None,
                     )

@@ -1,5 +1,5 @@
 //! Process-tree containment: starts a worker exactly as a broker with this configuration
-//! would (through the keeper — PID namespace, else cgroup — unless the config forces the
+//! would (cloned into a PID namespace, else a cgroup, unless the config forces the
 //! subreaper) and reports what its hello says the kernel gave it, with how to get the rest.
 
 use std::path::Path;
@@ -103,7 +103,7 @@ fn judge_view(view: Option<&subzero_protocol::ViewReceipt>) -> Check {
             view.summary.as_str().to_owned(),
             format!(
                 "allow the worker a mount namespace per tool process: {}",
-                subzero_worker::PID_NAMESPACE_HINT
+                subzero_runtime::supervisor::PID_NAMESPACE_HINT
             ),
         ),
         None => Check::warn(
@@ -162,7 +162,9 @@ fn judge(
         .map_or_else(|| "no reason given".to_owned(), |r| r.as_str().to_owned());
     let switch = format!("[containment] process = \"{}\"", name_of(configured));
     let to_namespaces = match configured {
-        ProcessContainmentConfig::Auto => subzero_worker::PID_NAMESPACE_HINT.to_owned(),
+        ProcessContainmentConfig::Auto => {
+            subzero_runtime::supervisor::PID_NAMESPACE_HINT.to_owned()
+        }
         _ => format!(
             "set process = \"auto\" in [containment] of the config file (now {switch}) to use PID namespaces"
         ),
@@ -177,7 +179,7 @@ fn judge(
         ProcessContainmentMode::Cgroup => Check::warn(
             NAME,
             format!(
-                "cgroup ({switch}; {why}): each worker's tool tree is in its own cgroup v2 and killed with cgroup.kill when the worker ends or is stopped; a tree whose keeper, worker and broker all die at once lives until the next broker start, and tools still see your other processes in /proc"
+                "cgroup ({switch}; {why}): each worker's tool tree is in its own cgroup v2 and killed with cgroup.kill when the worker ends or is stopped; a tree whose worker and broker die at once lives, still in its cgroup, until the next broker start, and tools still see your other processes in /proc"
             ),
             to_namespaces,
         ),

@@ -2,9 +2,12 @@
 //! control protocol (`start_run`, `steer`, `cancel`, EOF; `hello`, events, `leaf_committed`,
 //! `run_settled`, `cancel_confirmed`) against a scripted model on loopback, once per engine:
 //! - `Engine::Rust`: `subzero worker`;
-//! - `Engine::Pi`: `subzero worker-ns … --engine pi …`, the init that confines Node running
+//! - `Engine::Pi`: `subzero worker … --engine pi …`, the init that confines Node running
 //!   `workers/pi` (needs `npm ci` there: `cargo xtask test` does it; a plain `cargo test`
 //!   without it records the group as skipped, see `prereq_support`).
+//!
+//! Both run as the broker runs them on its subreaper fallback (no PID namespace: the broker
+//! makes that one); `mcp_pi_worker.rs` runs the Pi worker in the broker's namespace.
 #![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
@@ -84,7 +87,7 @@ impl Engine {
                     "writeCapable": grant["writeCapable"],
                     "filesystem": grant.get("filesystem").cloned().unwrap_or(Value::Null),
                 });
-                cmd.args(["worker-ns", "--no-cgroup", "conformance test", "--hide"])
+                cmd.args(["worker", "--hide"])
                     .arg(hide)
                     .args(["--engine", "pi", "--pi-dir"])
                     .arg(pi_dir())

@@ -117,8 +117,6 @@ fn writer_slot_holders_among(mark: &str, locks: &Path) -> (usize, usize) {
 pub enum Action {
     Stop,
     KillWorker,
-    /// SIGKILL the keeper (`subzero worker-ns`), leaving its worker and broker alive.
-    KillKeeper,
     KillBroker,
     KillWorkerAndBroker,
 }
@@ -327,15 +325,6 @@ async fn no_second_writer_while_the_tree_lives(
     false
 }
 
-/// The `subzero worker-ns` keepers among `broker`'s descendants.
-pub fn keepers_of(broker: u32) -> Vec<u32> {
-    crate::faults_support::descendants(broker)
-        .into_iter()
-        .filter(|p| p.argv.get(1).is_some_and(|a| a == "worker-ns"))
-        .map(|p| p.pid)
-        .collect()
-}
-
 /// The child's `containment.process` as its snapshot reports it.
 pub async fn process_receipt(s: &McpSession, child: &str) -> Value {
     let snap = ok(s, "subzero_get", json!({"childId": child})).await;
@@ -419,7 +408,7 @@ pub async fn run_case(path: Path_, action: Action) {
     let (holding, not_holding) =
         writer_slot_holders_among(&mark, &locks.canonicalize().unwrap_or(locks));
     // Only on the subreaper fallback do tool processes hold the locks (every escapee but
-    // the one that closed its descriptors); elsewhere the keeper and the worker hold them
+    // the one that closed its descriptors); elsewhere the broker and the worker hold them
     // close-on-exec and no tool process has one.
     let expected = match path {
         Path_::Fallback => (escapees - 1, 1),
@@ -432,7 +421,7 @@ pub async fn run_case(path: Path_, action: Action) {
     );
     check_receipts(&s, &child, path).await;
     let cgroup = (path == Path_::Cgroup).then(|| worker_cgroup_of_the_escapees(&mark, broker));
-    // The worker: the `subzero worker` process (under its keeper).
+    // The worker: the `subzero worker` process (the broker's child).
     let worker = workers_of(broker);
     assert_eq!(worker.len(), 1, "one worker: {worker:?}");
 
@@ -458,12 +447,6 @@ pub async fn run_case(path: Path_, action: Action) {
             sigkill(worker[0]);
             Some(s)
         }
-        Action::KillKeeper => {
-            let keepers = keepers_of(broker);
-            assert_eq!(keepers.len(), 1, "one keeper: {keepers:?}");
-            sigkill(keepers[0]);
-            Some(s)
-        }
         Action::KillBroker => {
             sigkill(broker);
             drop(s);
@@ -476,6 +459,9 @@ pub async fn run_case(path: Path_, action: Action) {
             None
         }
     };
+    if path == Path_::Cgroup && action == Action::KillWorkerAndBroker {
+        return the_next_broker_ends_the_orphaned_cgroup(&case, &mut reaper, &mark, watcher).await;
+    }
     let gone = eventually(GONE_WITHIN, || marked(&mark).is_empty());
     let took = started.elapsed();
     assert!(
@@ -504,19 +490,60 @@ pub async fn run_case(path: Path_, action: Action) {
         no_second_writer_while_the_tree_lives(&s, env, &mark, Duration::from_secs(10)).await,
         "no second writer was admitted once the tree was gone"
     );
-    if action == Action::KillKeeper {
+    if action == Action::KillWorker {
         // Nobody asked for a stop: the run ended without a confirmed result.
         let snap = settle(&s, &child, Duration::from_secs(10)).await;
         assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
     }
     if let Some(cgroup) = cgroup {
-        // Its keeper (or, after a crash, a broker) removes the emptied cgroup.
+        // Its broker (or, after a crash, the next one) removes the emptied cgroup.
         assert!(
             eventually(Duration::from_secs(2), || !cgroup.exists()),
             "the worker cgroup {} was left behind",
             cgroup.display()
         );
     }
+    s.close().await.expect("close");
+}
+
+/// Worker and broker SIGKILLed together on the cgroup path: nothing outside the tree is
+/// left to end it, so the tools stay confined in their worker's cgroup — none escapes it —
+/// until a broker of the user starts, whose start kills the cgroups of brokers that are
+/// gone before it answers anything (docs/decisions.md, "The broker holds the proof").
+async fn the_next_broker_ends_the_orphaned_cgroup(
+    case: &Case,
+    reaper: &mut Reaper,
+    mark: &str,
+    watcher: LockWatcher,
+) {
+    std::thread::sleep(Duration::from_millis(300));
+    let left = marked_sleeps(mark);
+    assert!(
+        !left.is_empty(),
+        "the orphaned tools are gone before any broker started"
+    );
+    for pid in &left {
+        let dir = cgroup_dir_of(*pid).unwrap_or_else(|| panic!("the cgroup of {pid}"));
+        assert_eq!(
+            dir.file_name().and_then(|n| n.to_str()),
+            Some("tools"),
+            "orphan {pid} left its worker's cgroup: {}",
+            dir.display()
+        );
+    }
+    let _ = watcher.stop();
+    let s = case.broker("broker2").await;
+    reaper.broker(s.pid());
+    ok(&s, "subzero_info", json!({})).await;
+    assert!(
+        marked(mark).is_empty(),
+        "the next broker answered while the orphaned tools lived: {:?}",
+        marked(mark)
+    );
+    assert!(
+        no_second_writer_while_the_tree_lives(&s, &case.env, mark, Duration::from_secs(10)).await,
+        "no second writer was admitted once the tree was gone"
+    );
     s.close().await.expect("close");
 }
 

@@ -395,9 +395,9 @@ impl Driver {
     }
 
     /// Kill whatever of the worker's tree is left (the worker itself if it did not exit,
-    /// every process still holding the child lock, and — on the cgroup path — everything
-    /// still in the worker's cgroup, which the keeper normally ends itself but cannot when
-    /// it is gone too). Returns whether the lock is free.
+    /// every process still holding the child lock, orphans of the tree re-parented to the
+    /// broker, and — on the cgroup path — everything still in the worker's cgroup).
+    /// Returns whether the lock is free.
     pub(super) async fn kill_leftovers(&mut self, worker_exited: bool) -> bool {
         let mut pids: BTreeSet<i32> = locks::holders(&self.lock_path)
             .iter()
@@ -405,8 +405,12 @@ impl Driver {
             .collect();
         let table = reap::process_table();
         pids.extend(reap::descendants(&table, self.conn.pid()));
-        // Tool processes that left the worker's subtree are still in its limit cgroups.
+        // Tool processes that left the worker's subtree are still in its limit cgroups, or
+        // (the worker dead) orphans re-parented to this broker.
         pids.extend(self.conn.limit_cgroup_members());
+        if worker_exited {
+            pids.extend(crate::supervisor::strays());
+        }
         let mut not_mine = BTreeSet::new();
         if !worker_exited {
             pids.insert(self.conn.pid());
@@ -435,13 +439,6 @@ impl Driver {
         self.conn.close();
         if !self.conn.wait_exit(Duration::from_secs(3)).await {
             self.kill_leftovers(false).await;
-        } else if let Some(dir) = self.conn.cgroup().filter(|dir| dir.exists()) {
-            // The keeper removes its cgroup before it exits; one still there after it
-            // exited belongs to a keeper that was killed (its worker tore the tree down
-            // and left): nobody else will end and remove it.
-            if let Err(err) = cgroup::kill(dir, Duration::from_secs(1)).await {
-                tracing::warn!(child = %self.child, cgroup = %dir.display(), %err, "cannot remove the cgroup of a lost keeper");
-            }
         }
         self.broker.unmirror(&self.scope, &self.slots).await;
         self.broker

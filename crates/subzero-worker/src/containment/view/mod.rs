@@ -16,7 +16,7 @@
 //!   those inodes) and every path the tools were given keep working.
 //!
 //! A worker with `CAP_SYS_ADMIN` (root, no user namespace) only unshares the mount
-//! namespace; a worker without it (its uid mapped 1:1 in the keeper's user namespace)
+//! namespace; a worker without it (its uid mapped 1:1 in the user namespace the broker made)
 //! makes a user namespace of its own for each tool process first, mapping its uid and gid
 //! 1:1 again, so files keep their owner. Either way the tool cannot undo the covers: its
 //! Landlock domain refuses `umount` and `mount` (root), and an ordinary user's tool has no

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
+use std::os::fd::AsRawFd;
 
 /// Whether this process has `CAP_SYS_ADMIN` in its user namespace (bit 21 of `CapEff`).
 pub(super) fn has_cap_sys_admin() -> bool {
@@ -18,64 +19,13 @@ pub(super) fn has_cap_sys_admin() -> bool {
         .is_some_and(|caps| caps & (1 << 21) != 0)
 }
 
-/// Forks a child that makes the namespaces a tool process would, and reports whether the
-/// kernel allowed it.
+/// Starts a child that makes the namespaces a tool process would, and reports whether the
+/// kernel allowed it — without waiting for the child to exit: tearing a mount namespace
+/// down takes the kernel a while (an RCU grace period), and the worker's hello should not
+/// wait for it. The child is reaped later with every other child of the worker.
 pub(super) fn try_unshare(user_namespace: bool) -> Result<(), String> {
-    let maps = IdMaps::current();
-    let flags = flags(user_namespace);
-    let pid = if user_namespace {
-        // SAFETY: the worker is single-threaded when it probes (before its runtime
-        // starts); the child makes only raw system calls on memory prepared above and
-        // `_exit`s.
-        unsafe { libc::fork() }
-    } else {
-        // The common case, checked on the worker's start path, so as cheap as can be: a
-        // vfork-style clone straight into a new mount namespace (the kernel makes it or
-        // refuses the clone), whose child only exits — on a stack of its own.
-        extern "C" fn exit_at_once(_: *mut libc::c_void) -> libc::c_int {
-            // SAFETY: `_exit` ends the child without touching the memory it shares.
-            unsafe { libc::_exit(0) }
-        }
-        let mut stack = vec![0u8; 16 * 1024];
-        // SAFETY: the child runs `exit_at_once` on `stack` (its top, 16-byte aligned, is
-        // passed), which outlives it: with CLONE_VFORK this thread waits until the child
-        // has exited before `clone` returns.
-        unsafe {
-            let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
-            let top = top.map_addr(|a| a & !15);
-            libc::clone(
-                exit_at_once,
-                top,
-                libc::CLONE_VM | libc::CLONE_VFORK | flags | libc::SIGCHLD,
-                std::ptr::null_mut(),
-            )
-        }
-    };
-    if pid < 0 {
-        return Err(format!(
-            "cannot fork a probe: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    if pid == 0 {
-        // SAFETY: as above; the child never returns.
-        unsafe {
-            let code = match enter_namespaces(flags, user_namespace, &maps) {
-                Ok(()) => 0,
-                Err(errno) => errno.clamp(1, 255),
-            };
-            libc::_exit(code)
-        }
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked; `status` is a live int.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    if waited != pid || !libc::WIFEXITED(status) {
-        return Err("the namespace probe did not exit".to_owned());
-    }
-    match libc::WEXITSTATUS(status) {
-        0 => Ok(()),
-        errno => Err(format!(
+    let refused = |errno: i32| {
+        format!(
             "the kernel refused a {} for tool processes ({})",
             if user_namespace {
                 "user and mount namespace"
@@ -83,7 +33,65 @@ pub(super) fn try_unshare(user_namespace: bool) -> Result<(), String> {
                 "mount namespace"
             },
             io::Error::from_raw_os_error(errno)
-        )),
+        )
+    };
+    if !user_namespace {
+        // The common case, on the worker's start path: a vfork-style clone straight into a
+        // new mount namespace (the kernel makes it or refuses the clone), whose child only
+        // exits — on a stack of its own.
+        extern "C" fn exit_at_once(_: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: `_exit` ends the child without touching the memory it shares.
+            unsafe { libc::_exit(0) }
+        }
+        let mut stack = vec![0u8; 16 * 1024];
+        // SAFETY: the child runs `exit_at_once` on `stack` (its top, 16-byte aligned, is
+        // passed), which outlives it: with CLONE_VFORK this thread waits until the child has
+        // released the shared memory (at its exit) before `clone` returns.
+        let pid = unsafe {
+            let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
+            let top = top.map_addr(|a| a & !15);
+            libc::clone(
+                exit_at_once,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | flags(false) | libc::SIGCHLD,
+                std::ptr::null_mut(),
+            )
+        };
+        return if pid < 0 {
+            Err(refused(errno()))
+        } else {
+            Ok(())
+        };
+    }
+    let maps = IdMaps::current();
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot make a pipe for the namespace probe: {e}"))?;
+    // SAFETY: the worker is single-threaded when it probes (before its runtime starts); the
+    // child makes only raw system calls on memory prepared above and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!(
+            "cannot fork a probe: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        // SAFETY: as above; the child reports one byte (0, or the errno) and never returns.
+        unsafe {
+            let code: u8 = match enter_namespaces(flags(true), true, &maps) {
+                Ok(()) => 0,
+                Err(errno) => u8::try_from(errno.clamp(1, 255)).unwrap_or(u8::MAX),
+            };
+            libc::write(write.as_raw_fd(), (&raw const code).cast(), 1);
+            libc::_exit(0)
+        }
+    }
+    drop(write);
+    let mut code = [0u8; 1];
+    match nix::unistd::read(&read, &mut code) {
+        Ok(1) if code[0] == 0 => Ok(()),
+        Ok(1) => Err(refused(i32::from(code[0]))),
+        _ => Err("the namespace probe did not answer".to_owned()),
     }
 }
 

@@ -1,0 +1,529 @@
+//! The one `clone` of the broker: a worker process started straight into what contains it.
+//!
+//! The spawner thread ([`super::spawn`]) calls [`start`] for every worker. The broker itself
+//! is the process outside the worker's tree that proves ownership — there is no keeper
+//! process in between:
+//!
+//! - [`Placement::Namespaces`]: new PID and mount namespaces (and a user namespace mapping
+//!   the broker's uid and gid 1:1 when it is not root). The worker is init of its PID
+//!   namespace: when it dies for any reason the kernel kills every other process of the
+//!   namespace, and the worker becomes reapable only once all of them are gone. The broker
+//!   keeps its own copies of the lock descriptors until then ([`super::conn`]), so the locks
+//!   are free exactly when nothing of the tree is left — also when the worker was
+//!   SIGKILLed, whose own copies close before the kernel has emptied its namespace.
+//! - [`Placement::Cgroup`]: a fresh cgroup v2 of its own, which the broker kills and removes
+//!   once the worker is gone, before it lets go of the locks.
+//! - [`Placement::Plain`]: nothing (the subreaper fallback).
+//!
+//! Between clone and exec the child runs [`Plan::run`]: async-signal-safe system calls only,
+//! on memory prepared before the clone, allocating nothing. Where it can (no user
+//! namespace to map) the clone shares the broker's memory and suspends the spawner thread
+//! until the child has exec'd (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does): no page
+//! table of the broker is copied. A child that maps its own ids must be dumpable to write
+//! them, which a child sharing the (non-dumpable) broker's memory cannot be, so it gets a
+//! copy instead.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::caps;
+
+/// The termination signals a worker starts with blocked; it unblocks them once its
+/// handlers are installed, so a parent-death signal sent before that is pending, not lost.
+const TERMINATION: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// `CLONE_PIDFD` (Linux 5.2): the parent gets a descriptor that polls readable when the
+/// child has exited.
+const CLONE_PIDFD: libc::c_int = 0x1000;
+
+/// The child's stack until it execs.
+const STACK_BYTES: usize = 64 * 1024;
+
+/// Descriptors at most passed besides stdio: the child lock and two slots.
+pub const MAX_LOCKS: usize = 3;
+
+/// The first descriptor number a lock is placed at (3, 4, 5).
+pub const FIRST_LOCK_FD: RawFd = 3;
+
+/// What the worker is cloned into.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Placement<'a> {
+    /// New PID and mount namespaces, and with `user` a user namespace mapping this
+    /// process's ids 1:1.
+    Namespaces { user: bool },
+    /// The cgroup whose `cgroup.procs` (open for writing) this is.
+    Cgroup(&'a OwnedFd),
+    /// Nothing beyond its own process group (the subreaper fallback).
+    Plain,
+}
+
+/// A program to start, as the C strings the child needs, built before the clone.
+#[derive(Debug)]
+pub(super) struct Program {
+    exe: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: CString,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+impl Program {
+    /// `exe args…` in `cwd`, with exactly `env` as its environment.
+    pub(super) fn new(
+        exe: &Path,
+        args: &[OsString],
+        env: &[(String, String)],
+        cwd: &Path,
+    ) -> io::Result<Program> {
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte")
+            })
+        };
+        let exe = c(exe.as_os_str().as_bytes())?;
+        let mut argv = vec![exe.clone()];
+        for arg in args {
+            argv.push(c(arg.as_bytes())?);
+        }
+        let envp = env
+            .iter()
+            .map(|(k, v)| c(format!("{k}={v}").as_bytes()))
+            .collect::<io::Result<_>>()?;
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        Ok(Program {
+            exe,
+            argv,
+            envp,
+            cwd: c(cwd.as_os_str().as_bytes())?,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        })
+    }
+}
+
+/// A started worker: its pid, the descriptor that says when it exited, and the broker's
+/// ends of its three pipes.
+#[derive(Debug)]
+pub(super) struct Started {
+    pub pid: i32,
+    /// `None` on a kernel without `CLONE_PIDFD`: the exit is then polled.
+    pub pidfd: Option<OwnedFd>,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// Why a start failed.
+#[derive(Debug)]
+pub(super) enum StartError {
+    /// The kernel refused the placement (the text says which step and why); a weaker
+    /// one may still work.
+    Refused(String),
+    /// Anything else: no placement would help.
+    Failed(io::Error),
+}
+
+/// A pipe whose write end only the broker holds: a child polls the read end to learn
+/// whether the broker died before its parent-death signal was set.
+#[derive(Debug)]
+pub(super) struct Alive {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Alive {
+    pub(super) fn new() -> io::Result<Alive> {
+        let (read, write) = pipe()?;
+        Ok(Alive { read, write })
+    }
+}
+
+/// Starts `program` into `placement` with `locks` at descriptors 3, 4, 5. Call only from
+/// the spawner thread, which lives as long as the broker: the child's parent-death signal
+/// is tied to it.
+pub(super) fn start(
+    program: &Program,
+    locks: &[OwnedFd],
+    placement: Placement<'_>,
+    alive: &Alive,
+) -> Result<Started, StartError> {
+    if locks.len() > MAX_LOCKS {
+        return Err(StartError::Failed(io::Error::other(
+            "too many descriptors to pass to a worker",
+        )));
+    }
+    let failed = StartError::Failed;
+    let (stdin_r, stdin_w) = pipe().map_err(failed)?;
+    let (stdout_r, stdout_w) = pipe().map_err(failed)?;
+    let (stderr_r, stderr_w) = pipe().map_err(failed)?;
+    let (err_r, err_w) = pipe().map_err(failed)?;
+    let argv = pointers(&program.argv);
+    let envp = pointers(&program.envp);
+    let mut lock_fds = [-1; MAX_LOCKS];
+    for (slot, fd) in lock_fds.iter_mut().zip(locks) {
+        *slot = fd.as_raw_fd();
+    }
+    let (namespaces, user, join) = match placement {
+        Placement::Namespaces { user } => (true, user, -1),
+        Placement::Cgroup(procs) => (false, false, procs.as_raw_fd()),
+        Placement::Plain => (false, false, -1),
+    };
+    let plan = Plan {
+        mask: worker_mask(),
+        alive_read: alive.read.as_raw_fd(),
+        alive_write: alive.write.as_raw_fd(),
+        report: err_w.as_raw_fd(),
+        stdio: [
+            stdin_r.as_raw_fd(),
+            stdout_w.as_raw_fd(),
+            stderr_w.as_raw_fd(),
+        ],
+        locks: lock_fds,
+        lock_count: locks.len(),
+        namespaces,
+        user,
+        join,
+        uid_map: &program.uid_map,
+        gid_map: &program.gid_map,
+        cwd: &program.cwd,
+        exe: &program.exe,
+        argv: &argv,
+        envp: &envp,
+    };
+    let mut flags = libc::SIGCHLD;
+    if namespaces {
+        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    }
+    if user {
+        flags |= libc::CLONE_NEWUSER;
+    } else {
+        flags |= libc::CLONE_VM | libc::CLONE_VFORK;
+    }
+    let (pid, pidfd) = clone_child(&plan, flags).map_err(|errno| {
+        let err = io::Error::from_raw_os_error(errno);
+        if namespaces {
+            StartError::Refused(format!("clone({}): {err}", describe(namespaces, user)))
+        } else {
+            StartError::Failed(err)
+        }
+    })?;
+    drop((stdin_r, stdout_w, stderr_w, err_w));
+    // Until the child has exec'd, it holds the write end: end of file means it did (the
+    // descriptor is close-on-exec), a line means it failed and exited.
+    let mut report = [0u8; 128];
+    let n = read_all(&err_r, &mut report);
+    if n > 0 {
+        reap(pid);
+        let text = String::from_utf8_lossy(&report[..n]).into_owned();
+        return Err(if namespaces || join >= 0 && text.starts_with("join") {
+            StartError::Refused(format!("{} {text}", describe(namespaces, user)))
+        } else {
+            StartError::Failed(io::Error::other(format!("starting the worker: {text}")))
+        });
+    }
+    Ok(Started {
+        pid,
+        pidfd,
+        stdin: stdin_w,
+        stdout: stdout_r,
+        stderr: stderr_r,
+    })
+}
+
+/// Clones the child running [`Plan::run`]; on a kernel without `CLONE_PIDFD`, again
+/// without it. Returns its pid and pidfd, or the errno of the refusal.
+fn clone_child(plan: &Plan<'_>, flags: libc::c_int) -> Result<(i32, Option<OwnedFd>), i32> {
+    let mut stack = vec![0u8; STACK_BYTES];
+    let mut attempt = |flags: libc::c_int| -> Result<(i32, RawFd), i32> {
+        let mut pidfd: libc::c_int = -1;
+        // SAFETY: the child runs `child_main` on `stack` (its top, 16-byte aligned), with
+        // `plan` as its argument. With CLONE_VM the memory is shared and CLONE_VFORK keeps
+        // this thread (and so `stack` and `plan`) waiting until the child has exec'd or
+        // exited; without CLONE_VM the child has copies of both. `child_main` makes only
+        // async-signal-safe system calls and ends in `execve` or `_exit`.
+        let pid = unsafe {
+            let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
+            let top = top.map_addr(|a| a & !15);
+            libc::clone(
+                child_main,
+                top,
+                flags,
+                std::ptr::from_ref(plan).cast_mut().cast::<libc::c_void>(),
+                &raw mut pidfd,
+            )
+        };
+        if pid < 0 {
+            return Err(errno());
+        }
+        Ok((pid, pidfd))
+    };
+    let (pid, pidfd) = match attempt(flags | CLONE_PIDFD) {
+        Err(libc::EINVAL) => attempt(flags)?,
+        other => other?,
+    };
+    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor of ours in `pidfd`.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    Ok((pid, pidfd))
+}
+
+/// Everything the child needs, borrowed from memory prepared before the clone.
+struct Plan<'a> {
+    mask: libc::sigset_t,
+    alive_read: RawFd,
+    alive_write: RawFd,
+    /// Where a failed step is reported (close-on-exec).
+    report: RawFd,
+    stdio: [RawFd; 3],
+    locks: [RawFd; MAX_LOCKS],
+    lock_count: usize,
+    namespaces: bool,
+    user: bool,
+    /// `cgroup.procs` to join, or -1.
+    join: RawFd,
+    uid_map: &'a [u8],
+    gid_map: &'a [u8],
+    cwd: &'a CStr,
+    exe: &'a CStr,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+}
+
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Plan` the parent passed, alive (shared or copied) until exec.
+    let plan = unsafe { &*arg.cast::<Plan<'_>>() };
+    let failed = plan.run();
+    report_and_exit(plan.report, failed)
+}
+
+impl Plan<'_> {
+    /// The child between clone and exec. Async-signal-safe only: no allocation, no lock,
+    /// no panic. Returns only on failure, naming the step and the errno.
+    fn run(&self) -> (&'static [u8], i32) {
+        // SAFETY (whole function): plain system calls on descriptors and NUL-terminated
+        // strings the parent prepared and keeps alive until the child has exec'd.
+        unsafe {
+            if libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) < 0 {
+                return (b"sigprocmask", errno());
+            }
+            // The broker ignores SIGPIPE; a program it starts must not inherit that.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // SIGTERM, not SIGKILL: a worker that tears its tree down before it exits keeps
+            // its own lock copies until the tree is gone (see the module doc).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
+                return (b"prctl(PR_SET_PDEATHSIG)", errno());
+            }
+            // The broker may have died before the prctl: then no process holds the write
+            // end of the alive pipe once this copy is closed.
+            libc::close(self.alive_write);
+            let mut alive = libc::pollfd {
+                fd: self.alive_read,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut alive, 1, 0) != 0 {
+                libc::_exit(70);
+            }
+            if let Err(failed) = self.place_descriptors() {
+                return failed;
+            }
+            if libc::setpgid(0, 0) < 0 {
+                return (b"setpgid", errno());
+            }
+            if self.join >= 0 && libc::write(self.join, b"0".as_ptr().cast(), 1) != 1 {
+                return (b"join the cgroup", errno());
+            }
+            if self.namespaces
+                && let Err(failed) = self.enter_namespaces()
+            {
+                return failed;
+            }
+            if libc::chdir(self.cwd.as_ptr()) < 0 {
+                return (b"chdir to the workspace", errno());
+            }
+            libc::execve(self.exe.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+            (b"execve", errno())
+        }
+    }
+
+    /// Stdio at 0, 1, 2 and the locks at 3, 4, 5. Every source is first moved above the
+    /// target range, so placing one cannot overwrite another still to be placed; `dup2`
+    /// clears close-on-exec on each target.
+    fn place_descriptors(&self) -> Result<(), (&'static [u8], i32)> {
+        let mut sources = [-1; 3 + MAX_LOCKS];
+        let count = 3 + self.lock_count;
+        for (i, slot) in sources.iter_mut().enumerate().take(count) {
+            let fd = if i < 3 {
+                self.stdio[i]
+            } else {
+                self.locks[i - 3]
+            };
+            // SAFETY: fcntl on a descriptor of this process.
+            let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 16) };
+            if moved < 0 {
+                return Err((b"move a descriptor", errno()));
+            }
+            *slot = moved;
+        }
+        for (target, &fd) in sources.iter().enumerate().take(count) {
+            // SAFETY: dup2 between descriptors of this process.
+            if unsafe { libc::dup2(fd, target as RawFd) } < 0 {
+                return Err((b"dup2", errno()));
+            }
+        }
+        Ok(())
+    }
+
+    /// In the fresh namespaces: the id maps (a user namespace), then every mount made
+    /// private (nothing propagates to the host) and a `/proc` of the new PID namespace.
+    fn enter_namespaces(&self) -> Result<(), (&'static [u8], i32)> {
+        // SAFETY: plain system calls on static NUL-terminated strings and live buffers.
+        unsafe {
+            if self.user {
+                // This child has its own copy of the broker's memory: making it dumpable
+                // (which writing its own maps needs) leaves the broker non-dumpable; the
+                // exec that follows decides again anyway.
+                if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 {
+                    return Err((b"prctl(PR_SET_DUMPABLE)", errno()));
+                }
+                if !write_file(c"/proc/self/setgroups", b"deny") {
+                    return Err((b"write /proc/self/setgroups", errno()));
+                }
+                if !write_file(c"/proc/self/uid_map", self.uid_map) {
+                    return Err((b"write /proc/self/uid_map", errno()));
+                }
+                if !write_file(c"/proc/self/gid_map", self.gid_map) {
+                    return Err((b"write /proc/self/gid_map", errno()));
+                }
+                // The worker keeps CAP_SYS_ADMIN of this namespace (and only that) across
+                // exec, to give each tool process a mount namespace of its own.
+                if let Err(e) = caps::keep_sys_admin_across_exec() {
+                    return Err((b"keep CAP_SYS_ADMIN", e));
+                }
+            }
+            let none = std::ptr::null::<libc::c_char>();
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(none, c"/".as_ptr(), none, private, std::ptr::null()) < 0 {
+                return Err((b"make / private", errno()));
+            }
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            let proc = c"proc".as_ptr();
+            if libc::mount(proc, c"/proc".as_ptr(), proc, flags, std::ptr::null()) < 0 {
+                return Err((b"mount /proc", errno()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The broker's signal mask plus the termination signals.
+fn worker_mask() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/pthread_sigmask/sigaddset fill it.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
+        for signal in TERMINATION {
+            libc::sigaddset(&mut mask, signal);
+        }
+        mask
+    }
+}
+
+/// Writes `step: errno N` to the parent and exits; async-signal-safe.
+fn report_and_exit(fd: RawFd, (step, errno): (&'static [u8], i32)) -> ! {
+    let mut line = [0u8; 96];
+    let mut len = 0;
+    for &b in step.iter().chain(b": errno ").take(80) {
+        line[len] = b;
+        len += 1;
+    }
+    let mut digits = [0u8; 10];
+    let mut n = errno.unsigned_abs();
+    let mut d = 0;
+    loop {
+        digits[d] = b'0' + (n % 10) as u8;
+        d += 1;
+        n /= 10;
+        if n == 0 || d == digits.len() {
+            break;
+        }
+    }
+    while d > 0 && len < line.len() {
+        d -= 1;
+        line[len] = digits[d];
+        len += 1;
+    }
+    // SAFETY: write and _exit are async-signal-safe; `line` lives on this stack.
+    unsafe {
+        libc::write(fd, line.as_ptr().cast(), len);
+        libc::_exit(127)
+    }
+}
+
+/// Opens `path` for writing and writes `data` in one call; async-signal-safe.
+///
+/// # Safety
+/// Only system calls; `path` is NUL-terminated.
+unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let written = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        written == data.len() as isize
+    }
+}
+
+fn describe(namespaces: bool, user: bool) -> &'static str {
+    match (namespaces, user) {
+        (true, true) => "user+pid+mount namespaces:",
+        (true, false) => "pid+mount namespaces:",
+        (false, _) => "into its cgroup:",
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+}
+
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Reads until end of file or `buf` is full; returns how many bytes came.
+fn read_all(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match nix::unistd::read(fd, &mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+/// Collects the exit status of a child that failed before exec.
+fn reap(pid: i32) {
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+}
