@@ -2347,6 +2347,64 @@ impl ::std::convert::TryFrom<String> for WaitMs {
         value.parse()
     }
 }
+///A worker implementation, chosen per template (`worker` in the config) and frozen into the child's snapshot.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum WorkerName {
+    ///The Rust worker (`subzero worker`), the default.
+    #[serde(rename = "rust")]
+    Rust,
+    ///The Pi SDK worker (`subzero worker --engine pi`: Node running `@earendil-works/pi-coding-agent` from the checkout's `workers/pi`).
+    #[serde(rename = "pi")]
+    Pi,
+}
+impl ::std::fmt::Display for WorkerName {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Rust => f.write_str("rust"),
+            Self::Pi => f.write_str("pi"),
+        }
+    }
+}
+impl ::std::str::FromStr for WorkerName {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "rust" => Ok(Self::Rust),
+            "pi" => Ok(Self::Pi),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkerName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkerName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Absolute path of a workspace directory. It selects the working directory and metadata scope; it is not a sandbox.
 #[derive(
     ::serde::Serialize,
@@ -2984,6 +3042,18 @@ impl crate::validate::Validate for WaitMs {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 0, 30000)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerName {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Rust => Ok(()),
+            Self::Pi => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for WorkspaceRoot {

@@ -396,6 +396,42 @@ pub struct Config {
     ///`[tool_limits]`: kernel bounds on the tool processes of every template's children, the built-in `researcher` and `coder` included; a template's own `tool_limits` overrides them per key, and a key set nowhere takes the shipped value (processes 4096, memory_bytes 4294967296, file_size_bytes 4294967296, open_files 8192).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub tool_limits: ::std::option::Option<super::template::ToolLimitsConfig>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub workers: ::std::option::Option<ConfigWorkers>,
+}
+///`[workers]`: where the worker implementations other than the built-in Rust one are installed.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigWorkers {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub pi: ::std::option::Option<ConfigWorkersPi>,
+}
+///`[workers.pi]`: the Pi SDK worker; each key left out is found by itself (the checkout's `workers/pi` next to the executable or above it; the Node `npm ci` installed there, else `node` on PATH, 22.19 or later).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigWorkersPi {
+    ///The Pi worker's folder (an absolute path), after `npm ci` there.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub dir: ::std::option::Option<::std::string::String>,
+    ///The Node that runs it (22.19 or later).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub node: ::std::option::Option<::std::string::String>,
 }
 ///How workers and their tool processes are contained.
 #[derive(
@@ -1436,6 +1472,40 @@ impl crate::validate::Validate for Config {
         crate::validate::Validate::validate_at(
             &self.tool_limits,
             &crate::validate::join(path, "tool_limits"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.workers,
+            &crate::validate::join(path, "workers"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ConfigWorkers {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.pi,
+            &crate::validate::join(path, "pi"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ConfigWorkersPi {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.dir,
+            &crate::validate::join(path, "dir"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.node,
+            &crate::validate::join(path, "node"),
         )?;
         Ok(())
     }

@@ -266,6 +266,9 @@ pub enum WorkerMessage {
 First line, before any input is read.*/
     #[serde(rename = "hello")]
     Hello {
+        ///What this worker can run, beyond `protocols` and `steering`. Absent (the Rust worker): every built-in tool, MCP servers and compaction.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        capabilities: ::std::option::Option<super::info::WorkerCapabilities>,
         ///What the kernel lets this worker enforce, probed at its start. Absent from workers older than it: then nothing is enforced.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         containment: ::std::option::Option<super::info::ContainmentSupport>,
@@ -498,6 +501,7 @@ impl crate::validate::Validate for WorkerMessage {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         match self {
             Self::Hello {
+                capabilities,
                 containment,
                 control_version,
                 name,
@@ -506,6 +510,10 @@ impl crate::validate::Validate for WorkerMessage {
                 transcript_version,
                 version,
             } => {
+                crate::validate::Validate::validate_at(
+                    capabilities,
+                    &crate::validate::join(path, "capabilities"),
+                )?;
                 crate::validate::Validate::validate_at(
                     containment,
                     &crate::validate::join(path, "containment"),

@@ -169,6 +169,9 @@ pub struct GrantSnapshot {
     pub tool_limits: ::std::option::Option<ToolLimits>,
     ///Exact built-in tool names granted.
     pub tools: GrantSnapshotTools,
+    ///The worker that runs the child. Absent (every snapshot frozen before workers were chosen, and every Rust one, which keeps their digests): `rust`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub worker: ::std::option::Option<super::common::WorkerName>,
     ///True when runs count against the per-workspace writer limit.
     #[serde(rename = "writeCapable")]
     pub write_capable: bool,
@@ -738,6 +741,10 @@ impl crate::validate::Validate for GrantSnapshot {
         crate::validate::Validate::validate_at(
             &self.tools,
             &crate::validate::join(path, "tools"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.worker,
+            &crate::validate::join(path, "worker"),
         )?;
         crate::validate::Validate::validate_at(
             &self.write_capable,

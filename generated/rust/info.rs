@@ -647,6 +647,9 @@ pub struct Info {
     pub version: VersionString,
     ///The worker this runtime starts.
     pub worker: WorkerInfo,
+    ///Every worker implementation a template may name, with whether it is installed here. Absent from brokers older than it.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub workers: ::std::option::Option<InfoWorkers>,
 }
 ///Entries of the configuration file this broker left out because they are broken (an unknown tool, a bad id, an unreadable skill file, a bad credential entry, a bad value); everything else is served. A spawn or a credentialRef that names one is refused with the same reason. Absent when there is none.
 #[derive(
@@ -824,6 +827,34 @@ impl ::std::convert::From<InfoTemplates> for ::std::vec::Vec<TemplateInfo> {
 }
 impl ::std::convert::From<::std::vec::Vec<TemplateInfo>> for InfoTemplates {
     fn from(value: ::std::vec::Vec<TemplateInfo>) -> Self {
+        Self(value)
+    }
+}
+///Every worker implementation a template may name, with whether it is installed here. Absent from brokers older than it.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 8))]
+#[serde(transparent)]
+pub struct InfoWorkers(pub ::std::vec::Vec<WorkerAvailability>);
+impl ::std::ops::Deref for InfoWorkers {
+    type Target = ::std::vec::Vec<WorkerAvailability>;
+    fn deref(&self) -> &::std::vec::Vec<WorkerAvailability> {
+        &self.0
+    }
+}
+impl ::std::convert::From<InfoWorkers> for ::std::vec::Vec<WorkerAvailability> {
+    fn from(value: InfoWorkers) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<WorkerAvailability>> for InfoWorkers {
+    fn from(value: ::std::vec::Vec<WorkerAvailability>) -> Self {
         Self(value)
     }
 }
@@ -1240,6 +1271,9 @@ pub struct TemplateInfo {
     pub tool_limits: ::std::option::Option<super::grant_snapshot::ToolLimits>,
     ///Exact built-in tool names granted.
     pub tools: TemplateInfoTools,
+    ///The worker that runs its children; absent: `rust`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub worker: ::std::option::Option<super::common::WorkerName>,
     ///True when runs of this template count against the per-workspace writer limit.
     #[serde(rename = "writeCapable")]
     pub write_capable: bool,
@@ -1513,6 +1547,195 @@ impl<'de> ::serde::Deserialize<'de> for ViewReceiptPathsItem {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
+    }
+}
+///One worker implementation on this machine: whether it is installed, what its hello said, and its footprint.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerAvailability {
+    ///What it can run; absent: everything.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub capabilities: ::std::option::Option<WorkerCapabilities>,
+    ///True when the worker started and said hello.
+    pub installed: bool,
+    ///Bytes on disk of what it runs from (the `subzero` executable; for `pi`, its folder with `node_modules`).
+    #[serde(
+        rename = "installedBytes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub installed_bytes: ::std::option::Option<u64>,
+    ///The worker a template names.
+    pub name: super::common::WorkerName,
+    ///Why it is not installed and how to fix it; absent when installed.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub problem: ::std::option::Option<WorkerAvailabilityProblem>,
+    ///Model API protocols it speaks.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub protocols: ::std::option::Option<WorkerAvailabilityProtocols>,
+    ///True when it applies steers.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub steering: ::std::option::Option<bool>,
+    ///Its transcript format version.
+    #[serde(
+        rename = "transcriptVersion",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub transcript_version: ::std::option::Option<::std::num::NonZeroU64>,
+    ///Its version (from its hello).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub version: ::std::option::Option<VersionString>,
+}
+///Why it is not installed and how to fix it; absent when installed.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxLength" = 1024))]
+#[serde(transparent)]
+pub struct WorkerAvailabilityProblem(::std::string::String);
+impl ::std::ops::Deref for WorkerAvailabilityProblem {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkerAvailabilityProblem> for ::std::string::String {
+    fn from(value: WorkerAvailabilityProblem) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkerAvailabilityProblem {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1024usize {
+            return Err("longer than 1024 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkerAvailabilityProblem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkerAvailabilityProblem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkerAvailabilityProblem {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Model API protocols it speaks.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 8))]
+#[serde(transparent)]
+pub struct WorkerAvailabilityProtocols(pub ::std::vec::Vec<super::common::ModelApi>);
+impl ::std::ops::Deref for WorkerAvailabilityProtocols {
+    type Target = ::std::vec::Vec<super::common::ModelApi>;
+    fn deref(&self) -> &::std::vec::Vec<super::common::ModelApi> {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkerAvailabilityProtocols>
+for ::std::vec::Vec<super::common::ModelApi> {
+    fn from(value: WorkerAvailabilityProtocols) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<super::common::ModelApi>>
+for WorkerAvailabilityProtocols {
+    fn from(value: ::std::vec::Vec<super::common::ModelApi>) -> Self {
+        Self(value)
+    }
+}
+///What a worker can run, beyond its protocols and steering: a grant or option it cannot honour is refused with `unsupported_grant` before any model call. Absent from a worker's hello: everything (the Rust worker).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerCapabilities {
+    ///True when it compacts a transcript (`compaction: "auto"`, `compact: true`); a worker without it ends an overflowing run `context_exhausted`.
+    pub compaction: bool,
+    ///True when it runs a template's MCP servers.
+    #[serde(rename = "mcpServers")]
+    pub mcp_servers: bool,
+    ///The built-in tool names it can run here.
+    pub tools: WorkerCapabilitiesTools,
+}
+///The built-in tool names it can run here.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 64))]
+#[serde(transparent)]
+pub struct WorkerCapabilitiesTools(
+    pub ::std::vec::Vec<super::template::GrantedToolName>,
+);
+impl ::std::ops::Deref for WorkerCapabilitiesTools {
+    type Target = ::std::vec::Vec<super::template::GrantedToolName>;
+    fn deref(&self) -> &::std::vec::Vec<super::template::GrantedToolName> {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkerCapabilitiesTools>
+for ::std::vec::Vec<super::template::GrantedToolName> {
+    fn from(value: WorkerCapabilitiesTools) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<super::template::GrantedToolName>>
+for WorkerCapabilitiesTools {
+    fn from(value: ::std::vec::Vec<super::template::GrantedToolName>) -> Self {
+        Self(value)
     }
 }
 ///The worker implementation.
@@ -2009,6 +2232,10 @@ impl crate::validate::Validate for Info {
             &self.worker,
             &crate::validate::join(path, "worker"),
         )?;
+        crate::validate::Validate::validate_at(
+            &self.workers,
+            &crate::validate::join(path, "workers"),
+        )?;
         Ok(())
     }
 }
@@ -2063,6 +2290,17 @@ impl crate::validate::Validate for InfoTemplates {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_items(path, self.0.len(), 0, 256)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for InfoWorkers {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 8)?;
         Ok(())
     }
 }
@@ -2316,6 +2554,10 @@ impl crate::validate::Validate for TemplateInfo {
             &crate::validate::join(path, "tools"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.worker,
+            &crate::validate::join(path, "worker"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.write_capable,
             &crate::validate::join(path, "writeCapable"),
         )?;
@@ -2404,6 +2646,104 @@ impl crate::validate::Validate for ViewReceiptPathsItem {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerAvailability {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.capabilities,
+            &crate::validate::join(path, "capabilities"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.installed,
+            &crate::validate::join(path, "installed"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.installed_bytes,
+            &crate::validate::join(path, "installedBytes"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.name,
+            &crate::validate::join(path, "name"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.problem,
+            &crate::validate::join(path, "problem"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.protocols,
+            &crate::validate::join(path, "protocols"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.steering,
+            &crate::validate::join(path, "steering"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.transcript_version,
+            &crate::validate::join(path, "transcriptVersion"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.version,
+            &crate::validate::join(path, "version"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerAvailabilityProblem {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerAvailabilityProtocols {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 8)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerCapabilities {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.compaction,
+            &crate::validate::join(path, "compaction"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.mcp_servers,
+            &crate::validate::join(path, "mcpServers"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.tools,
+            &crate::validate::join(path, "tools"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerCapabilitiesTools {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 64)?;
         Ok(())
     }
 }

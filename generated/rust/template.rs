@@ -1004,6 +1004,9 @@ pub struct UserTemplate {
     pub tool_limits: ::std::option::Option<ToolLimitsConfig>,
     ///Exact built-in tool names granted.
     pub tools: UserTemplateTools,
+    ///The worker that runs this template's children. Default: `rust`. `pi` needs `npm ci` in the checkout's `workers/pi` (or `[workers.pi] dir`); a spawn where it is not installed fails `worker_incompatible`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub worker: ::std::option::Option<super::common::WorkerName>,
     ///Absolute paths (directories or files) that the tool processes of a write-capable child may write besides the workspace and the worker's scratch space, e.g. a tool cache. Not allowed with `read_only`. Default: none.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub writable_paths: ::std::option::Option<UserTemplateWritablePaths>,
@@ -1501,6 +1504,10 @@ impl crate::validate::Validate for UserTemplate {
         crate::validate::Validate::validate_at(
             &self.tools,
             &crate::validate::join(path, "tools"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.worker,
+            &crate::validate::join(path, "worker"),
         )?;
         crate::validate::Validate::validate_at(
             &self.writable_paths,

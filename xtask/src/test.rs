@@ -18,9 +18,11 @@ pub const PYTHON_PACKAGES: &[&str] = &[
     "pydantic==2.13.4",
 ];
 
-/// The npm projects the tests run from, each pinned by its `package-lock.json`: the
-/// TypeScript SDKs, Ajv and the binding generators, then the four real hosts.
+/// The npm projects the tests run from, each pinned by its `package-lock.json`: the Pi
+/// worker (the conformance suite's second worker), the TypeScript SDKs, Ajv and the binding
+/// generators, then the four real hosts.
 pub const NODE_PROJECTS: &[&str] = &[
+    "workers/pi",
     "crates/subzero/tests/clients/ts",
     "crates/subzero/tests/hosts/opencode",
     "crates/subzero/tests/hosts/pi",

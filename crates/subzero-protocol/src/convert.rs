@@ -431,6 +431,11 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
                 core_template::CompactionMode::Auto => None,
                 core_template::CompactionMode::Off => Some(common::Compaction::Off),
             },
+            // Only `pi` is stored (a Rust snapshot keeps the digest it had).
+            worker: match snapshot.worker() {
+                core_template::WorkerKind::Rust => None,
+                core_template::WorkerKind::Pi => Some(common::WorkerName::Pi),
+            },
         })
     }
 }

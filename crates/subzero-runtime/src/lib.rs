@@ -19,5 +19,6 @@ pub mod scope;
 pub mod secret_env;
 pub mod store;
 pub mod supervisor;
+pub mod workers;
 
 pub use error::{RuntimeError, RuntimeResult};

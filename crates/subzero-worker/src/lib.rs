@@ -13,6 +13,7 @@ mod containment;
 mod context;
 mod control_input;
 mod emit;
+mod engine_pi;
 mod failure;
 mod handoff;
 mod model;
@@ -20,8 +21,10 @@ mod prompt;
 mod redact;
 mod run;
 mod scratch;
+mod startup;
 mod steering;
 mod text_events;
+mod tool_exec;
 mod tools;
 mod transcript;
 mod usage;
@@ -54,6 +57,7 @@ use control::{
 use control_input::{Input, spawn_stdin_reader};
 use run::{Completed, Progress, RunContext};
 use scratch::Scratch;
+use startup::{Started, start_up};
 use steering::SteerQueue;
 
 /// Command-line options of `subzero worker`.
@@ -81,53 +85,22 @@ pub struct WorkerOptions {
     pub limits_cgroups: Vec<String>,
 }
 
+pub use engine_pi::{PiOptions, run_pi};
+pub use tool_exec::{ToolExecOptions, tool_exec};
+
 /// The argument that tells `subzero worker` why it has no PID namespace.
 pub const PROCESS_CONTAINMENT_REASON_ARG: &str = containment::REASON_ARG;
 
 /// Runs the worker until stdin closes or it is told to terminate; returns the exit code.
 pub fn run(options: WorkerOptions) -> i32 {
-    init_tracing();
-    // Installing fails only when a provider is already installed, which is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    // Inside a namespace or a cgroup of its own the broker outlives the tree, so the locks
-    // stay out of the tools; only the subreaper fallback needs the tools to hold them.
-    let holders = if containment::is_namespace_init() || options.cgroup.is_some() {
-        containment::fds::LockHolders::BrokerAndWorker
-    } else {
-        containment::fds::LockHolders::WholeTree
+    let Started {
+        scratch,
+        process,
+        holders,
+    } = match start_up(&options) {
+        Ok(started) => started,
+        Err(code) => return code,
     };
-    if let Err(err) = containment::fds::prepare(&options.lock_fds, holders) {
-        tracing::error!(%err, "the lock descriptor is unusable");
-        return 2;
-    }
-    if let Err(err) = containment::init_process() {
-        tracing::error!(%err, "cannot become a child subreaper");
-        return 2;
-    }
-    if let Some(dir) = &options.cgroup
-        && let Err(err) = containment::cgroup::enter_tools(dir)
-    {
-        tracing::error!(%err, cgroup = %dir.display(), "cannot use the tool cgroup");
-        return 2;
-    }
-    if let Err(err) = containment::limits::set_cgroups(&options.limits_cgroups) {
-        tracing::error!(%err, "cannot use the limit cgroups");
-        return 2;
-    }
-    // While the worker is still single-threaded: the probe forks.
-    let hiding = containment::view::probe(&options.hide);
-    tracing::info!(view = %hiding.summary(), "tool view");
-    let scratch = match Scratch::create(options.scratch_parent.as_deref()) {
-        Ok(scratch) => Arc::new(scratch),
-        Err(err) => {
-            tracing::error!(%err, "cannot make a private scratch directory");
-            return 2;
-        }
-    };
-    let process = containment::ProcessReport::observe(options.process_containment_reason);
-    tracing::info!(mode = process.mode, reason = ?process.reason, "process containment");
-    let filesystem = containment::landlock::probe(options.landlock_off);
-    tracing::info!(filesystem = %filesystem.summary(), "filesystem containment");
     match control::hello(
         env!("CARGO_PKG_VERSION"),
         transcript::TRANSCRIPT_VERSION,
@@ -160,21 +133,6 @@ pub fn run(options: WorkerOptions) -> i32 {
         tracing::warn!(%err, path = %scratch.path().display(), "cannot remove the scratch directory");
     }
     code
-}
-
-fn init_tracing() {
-    let mut filter = tracing_subscriber::EnvFilter::try_from_env("SUBZERO_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // rmcp traces whole JSON-RPC messages (tool arguments and results) below warn.
-    if let Ok(directive) = "rmcp=warn".parse() {
-        filter = filter.add_directive(directive);
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(emit::RedactingStderr)
-        .with_ansi(false)
-        .log_internal_errors(false)
-        .try_init();
 }
 
 enum Outcome {

@@ -68,6 +68,45 @@ enum Command {
         /// A cgroup that bounds the tool tree (`pids=DIR`, `memory=DIR`); repeat it.
         #[arg(long, value_name = "CONTROLLER=DIR")]
         limits_cgroup: Vec<String>,
+        /// `pi`: be the init of the Pi SDK worker (Node running `workers/pi`) instead of
+        /// running the Rust model loop.
+        #[arg(long, value_parser = ["rust", "pi"])]
+        engine: Option<String>,
+        /// The Pi worker's folder (with `node_modules`).
+        #[arg(long, value_name = "DIR")]
+        pi_dir: Option<std::path::PathBuf>,
+        /// The Node that runs the Pi worker.
+        #[arg(long, value_name = "PATH")]
+        pi_node: Option<std::path::PathBuf>,
+        /// What the Pi worker's jail needs of the child's grant (JSON; nothing secret).
+        #[arg(long, value_name = "JSON")]
+        pi_grant: Option<String>,
+        /// The child's transcript, opened before the tools' view hides it.
+        #[arg(long, value_name = "PATH")]
+        pi_transcript: Option<std::path::PathBuf>,
+        /// The child's workspace root.
+        #[arg(long, value_name = "DIR")]
+        pi_workspace: Option<std::path::PathBuf>,
+    },
+    /// Run one command of the Pi worker's bash in a nested Landlock domain with every
+    /// descriptor above 2 closed (started by the Pi worker).
+    #[command(hide = true)]
+    ToolExec {
+        /// `read-only` or `workspace`.
+        #[arg(long, value_parser = ["read-only", "workspace"])]
+        access: String,
+        /// The workspace root.
+        #[arg(long, value_name = "DIR")]
+        root: std::path::PathBuf,
+        /// The worker's scratch directory.
+        #[arg(long, value_name = "DIR")]
+        scratch: std::path::PathBuf,
+        /// A writable path of the grant; repeat it.
+        #[arg(long, value_name = "PATH")]
+        writable: Vec<std::path::PathBuf>,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<std::ffi::OsString>,
     },
 }
 
@@ -97,16 +136,50 @@ fn main() -> std::process::ExitCode {
             cgroup,
             hide,
             limits_cgroup,
-        } => u8::try_from(subzero_worker::run(subzero_worker::WorkerOptions {
-            lock_fds: lock_fd,
-            scratch_parent,
-            process_containment_reason,
-            landlock_off: landlock.as_deref() == Some("off"),
-            cgroup,
-            hide,
-            limits_cgroups: limits_cgroup,
+            engine,
+            pi_dir,
+            pi_node,
+            pi_grant,
+            pi_transcript,
+            pi_workspace,
+        } => {
+            let options = subzero_worker::WorkerOptions {
+                lock_fds: lock_fd,
+                scratch_parent,
+                process_containment_reason,
+                landlock_off: landlock.as_deref() == Some("off"),
+                cgroup,
+                hide,
+                limits_cgroups: limits_cgroup,
+            };
+            let code = if engine.as_deref() == Some("pi") {
+                let pi = subzero_worker::PiOptions {
+                    dir: pi_dir.unwrap_or_default(),
+                    node: pi_node.unwrap_or_else(|| "node".into()),
+                    grant: pi_grant,
+                    transcript: pi_transcript,
+                    workspace: pi_workspace,
+                };
+                subzero_worker::run_pi(options, pi)
+            } else {
+                subzero_worker::run(options)
+            };
+            u8::try_from(code).unwrap_or(1)
+        }
+        Command::ToolExec {
+            access,
+            root,
+            scratch,
+            writable,
+            command,
+        } => u8::try_from(subzero_worker::tool_exec(subzero_worker::ToolExecOptions {
+            access,
+            root,
+            scratch,
+            writable,
+            command,
         }))
-        .unwrap_or(1),
+        .unwrap_or(126),
     };
     std::process::ExitCode::from(code)
 }

@@ -22,12 +22,14 @@ use crate::limits::LimitExceeded;
 
 mod snapshot;
 mod tool_limits;
+mod worker;
 
 pub use snapshot::{
     CompactionMode, FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits,
     Skill,
 };
 pub use tool_limits::{ToolLimitKey, ToolLimitOutOfRange, ToolLimits, ToolLimitsConfig};
+pub use worker::WorkerKind;
 
 /// A template id: the wire's `TemplateId` (`schema-src/v1/common.schema.json`),
 /// `^[a-z0-9][a-z0-9_-]{0,63}$` — lowercase ASCII letters, digits, `_` and `-`, starting
@@ -205,6 +207,9 @@ pub struct Template {
     /// `[tool_limits]`, else [`ToolLimits::SHIPPED`].
     #[serde(default, skip_serializing_if = "ToolLimitsConfig::is_empty")]
     pub tool_limits: ToolLimitsConfig,
+    /// The worker that runs its children (`rust` unless it says `pi`).
+    #[serde(default, skip_serializing_if = "WorkerKind::is_default")]
+    pub worker: WorkerKind,
 }
 
 impl Template {
@@ -223,6 +228,7 @@ impl Template {
             writable_paths: Vec::new(),
             require_enforcement: false,
             tool_limits: ToolLimitsConfig::default(),
+            worker: WorkerKind::Rust,
         }
     }
 
@@ -240,6 +246,7 @@ impl Template {
             writable_paths: Vec::new(),
             require_enforcement: false,
             tool_limits: ToolLimitsConfig::default(),
+            worker: WorkerKind::Rust,
         }
     }
 

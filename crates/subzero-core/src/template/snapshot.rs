@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId, ToolLimits};
+use super::{
+    BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId, ToolLimits, WorkerKind,
+};
 use crate::digest::{Sha256Digest, canonical_json};
 use crate::limits::Limits;
 
@@ -125,6 +127,10 @@ struct SnapshotBody {
     /// keeps their digests); only `off` is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     compaction: Option<CompactionMode>,
+    /// Absent for the Rust worker (and in every snapshot frozen before workers were chosen,
+    /// which keeps their digests); only `pi` is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    worker: Option<WorkerKind>,
 }
 
 /// Whether a child compacts its transcript when it outgrows its model's context window
@@ -270,6 +276,7 @@ impl GrantSnapshot {
             limits: run_limits,
             tool_limits: Some(tool_limits),
             compaction: None,
+            worker: (!template.worker.is_default()).then_some(template.worker),
         };
         let digest = digest_of(&body)?;
         Ok(Self { body, digest })
@@ -347,6 +354,10 @@ impl GrantSnapshot {
         self.body.compaction = (mode == CompactionMode::Off).then_some(mode);
         self.digest = digest_of(&self.body)?;
         Ok(self)
+    }
+    /// The worker that runs the child (the Rust worker unless the template chose `pi`).
+    pub fn worker(&self) -> WorkerKind {
+        self.body.worker.unwrap_or_default()
     }
     /// The digest of the canonical JSON of every other field.
     pub fn digest(&self) -> Sha256Digest {

@@ -14,6 +14,7 @@ use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
 use subzero_core::{AnyChild, ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
+use super::engines::Asked;
 use super::live::{Live, ModelKey, ToWorker};
 use super::receipts::{Receipt, replayed};
 use super::wire::wire;
@@ -55,7 +56,16 @@ impl Broker {
             snapshot = snapshot.with_compaction(subzero_core::template::CompactionMode::Off)?;
         }
         let model = self.credential(&input.model)?;
-        self.check_api(&model).await?;
+        self.check_worker(
+            snapshot.worker(),
+            Asked {
+                tools: snapshot.tools().to_vec(),
+                mcp_servers: snapshot.mcp_servers().len(),
+                compact: false,
+                model: &model,
+            },
+        )
+        .await?;
         self.check_filesystem(&snapshot).await?;
         let child = ChildId::generate();
         let run = RunId::generate();
@@ -154,6 +164,7 @@ impl Broker {
         }
         let run = RunId::generate();
         if input.compact == Some(true) {
+            self.check_compact(child).await?;
             self.compact_before(child, run);
         }
         if row.state != ChildState::Ready {
@@ -428,19 +439,25 @@ impl Broker {
         )?)
     }
 
-    pub(super) async fn check_api(&self, model: &ModelKey) -> Result<(), BrokerError> {
-        let hello = self.hello().await?;
-        if hello.protocols.iter().any(|p| *p == model.api.to_string()) {
+    /// A followup's `compact: true` on a child whose worker cannot compact is refused
+    /// (`unsupported_grant`) before anything is queued or started.
+    async fn check_compact(&self, child: ChildId) -> Result<(), BrokerError> {
+        let worker = lock(&self.live)
+            .get(&child)
+            .map(|entry| super::engines::worker_of(&entry.snapshot));
+        let Some(kind) = worker else {
             return Ok(());
+        };
+        let hello = self.hello_for(kind).await?;
+        if hello.capabilities.as_ref().is_some_and(|c| !c.compaction) {
+            return Err(BrokerError::new(
+                ErrorCode::UnsupportedGrant,
+                format!(
+                    "unsupported_grant: child {child} runs on the {kind} worker, which does not compact a transcript; send without compact"
+                ),
+            ));
         }
-        Err(BrokerError::new(
-            ErrorCode::WorkerIncompatible,
-            format!(
-                "the worker does not speak api `{}`; it speaks {}",
-                model.api,
-                hello.protocols.join(", ")
-            ),
-        ))
+        Ok(())
     }
 }
 

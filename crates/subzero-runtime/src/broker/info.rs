@@ -60,6 +60,7 @@ impl Broker {
             templates: p::InfoTemplates(templates),
             version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
             worker: info_worker(&hello)?,
+            workers: Some(p::InfoWorkers(self.info_workers().await)),
         })
     }
 
@@ -287,6 +288,7 @@ fn template_info(
         })
         .collect::<Result<_, BrokerError>>()?;
     Ok(p::TemplateInfo {
+        worker: (t.worker == subzero_core::template::WorkerKind::Pi).then_some(p::WorkerName::Pi),
         builtin: Template::BUILTIN_IDS.contains(&id.as_str()),
         description: wire(t.description.as_str(), INFO, &at("description"))?,
         mcp_servers: p::TemplateInfoMcpServers(mcp_servers),

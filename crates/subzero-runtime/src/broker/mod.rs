@@ -9,6 +9,7 @@
 mod admit;
 mod checkpoint;
 mod containment;
+mod engines;
 mod error;
 mod events;
 mod filesystem;
@@ -116,6 +117,12 @@ pub struct Broker {
     live: Mutex<HashMap<ChildId, live::Live>>,
     shutting_down: AtomicBool,
     hello: OnceCell<Hello>,
+    /// `[workers.pi]`: where the Pi worker is, when the config says.
+    pi_config: crate::config::PiWorkerConfig,
+    /// Where the Pi worker is installed, once found.
+    pi_install: OnceCell<crate::workers::PiInstall>,
+    /// The Pi worker's hello, learned once.
+    pi_hello: OnceCell<Hello>,
     steer_receipts: Mutex<receipts::SteerReceipts>,
     /// Worker drivers still running.
     drivers: AtomicUsize,
@@ -204,6 +211,9 @@ impl Broker {
             live: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             hello: OnceCell::new(),
+            pi_config: config.workers.pi.clone(),
+            pi_install: OnceCell::new(),
+            pi_hello: OnceCell::new(),
             steer_receipts: Mutex::new(receipts::SteerReceipts::new()),
             drivers: AtomicUsize::new(0),
             worker_gone: Notify::new(),
@@ -232,7 +242,7 @@ impl Broker {
         let hello = self
             .hello
             .get_or_try_init(|| async {
-                let launch = self.launch(Vec::new(), self.scope.root());
+                let launch = self.launch(Vec::new(), self.scope.root(), Vec::new());
                 let (mut conn, hello) =
                     WorkerConn::start(&self.spawner, launch, "handshake".into())
                         .await
@@ -250,12 +260,18 @@ impl Broker {
         Ok(hello.clone())
     }
 
-    fn launch(&self, inherit: Vec<std::os::fd::OwnedFd>, cwd: &Path) -> WorkerLaunch {
+    fn launch(
+        &self,
+        inherit: Vec<std::os::fd::OwnedFd>,
+        cwd: &Path,
+        engine: Vec<std::ffi::OsString>,
+    ) -> WorkerLaunch {
         WorkerLaunch {
             exe: self.worker_exe.clone(),
             inherit,
             cwd: cwd.to_path_buf(),
             log_filter: self.worker_log.clone(),
+            engine,
         }
     }
 

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
+use subzero_core::template::WorkerKind;
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
 use super::admit::model_row;
 use super::checkpoint;
+use super::engines::{Asked, worker_of};
 use super::live::Live;
 use super::receipts::{Receipt, replayed};
 use super::worker::{FirstRun, StartFrom};
@@ -43,8 +45,17 @@ impl Broker {
             return Ok(replayed);
         }
         let model = self.credential(&input.model)?;
-        self.check_api(&model).await?;
         let (row, snapshot, verified) = self.resumable(&scope, child).await?;
+        self.check_worker(
+            worker_of(&snapshot),
+            Asked {
+                tools: snapshot.tools.iter().map(ToString::to_string).collect(),
+                mcp_servers: snapshot.mcp_servers.len(),
+                compact: input.compact == Some(true),
+                model: &model,
+            },
+        )
+        .await?;
         let run = message.as_ref().map(|_| RunId::generate());
         // Every lock before the first write, so a refusal changes nothing. A new run needs
         // the slots and the child's lock. So does an interrupted child without one: it
@@ -131,18 +142,6 @@ impl Broker {
                 ),
             ));
         }
-        let hello = self.hello().await?;
-        if let Some(worker) = &row.worker
-            && u64::from(worker.transcript_version) != hello.transcript_version
-        {
-            return Err(BrokerError::new(
-                ErrorCode::WorkerIncompatible,
-                format!(
-                    "child {child}'s transcript is version {} but this worker reads version {}; resume it with a Subzero release that has that worker",
-                    worker.transcript_version, hello.transcript_version
-                ),
-            ));
-        }
         // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
         let snapshot: p::GrantSnapshot =
             serde_json::from_value(row.snapshot.clone()).map_err(|e| {
@@ -150,12 +149,31 @@ impl Broker {
                     "child {child}'s stored grant snapshot breaks the contract: {e}"
                 ))
             })?;
+        let kind = worker_of(&snapshot);
+        let hello = self.hello_for(kind).await?;
+        if let Some(worker) = &row.worker
+            && (u64::from(worker.transcript_version) != hello.transcript_version
+                || worker.name != hello.name)
+        {
+            return Err(BrokerError::new(
+                ErrorCode::WorkerIncompatible,
+                format!(
+                    "child {child}'s transcript was written by worker `{}` (transcript version {}) but its {kind} worker here is `{}` reading version {}; resume it with a Subzero release that has that worker (a transcript is never migrated)",
+                    worker.name, worker.transcript_version, hello.name, hello.transcript_version
+                ),
+            ));
+        }
         self.check_stored_filesystem(&snapshot).await?;
+        let format = match kind {
+            WorkerKind::Rust => checkpoint::Format::Rust,
+            WorkerKind::Pi => checkpoint::Format::Pi,
+        };
         let verified = checkpoint::verify(
             child,
             &self.transcript_path(child),
             row.last_leaf.as_ref(),
             hello.transcript_version,
+            format,
         )?;
         Ok((row, snapshot, verified))
     }

@@ -44,6 +44,28 @@ pub struct Config {
     /// takes [`subzero_core::template::ToolLimits::SHIPPED`].
     #[serde(default)]
     pub tool_limits: ToolLimitsConfig,
+    /// `[workers]`: where the worker implementations other than the built-in Rust one live.
+    #[serde(default)]
+    pub workers: WorkersConfig,
+}
+
+/// `[workers]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// `[workers.pi]`: the Pi SDK worker.
+    pub pi: PiWorkerConfig,
+}
+
+/// `[workers.pi]`: where the Pi worker is installed; each key left out is found by itself
+/// (`crate::workers::locate_pi`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PiWorkerConfig {
+    /// The worker's folder (`workers/pi` of a checkout, after `npm ci` there).
+    pub dir: Option<PathBuf>,
+    /// The Node that runs it (22.19 or later).
+    pub node: Option<PathBuf>,
 }
 
 /// `[budgets]`: `[budgets.default]` is what a spawn without `budget.X` gets,

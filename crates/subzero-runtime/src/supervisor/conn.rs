@@ -42,6 +42,9 @@ pub struct Hello {
     pub view: Option<subzero_protocol::ViewReceipt>,
     /// How it bounds its tool tree, without the values (`containment.resources`).
     pub resources: Option<subzero_protocol::ResourceReceipt>,
+    /// What it can run beyond its protocols (`capabilities`); `None`: everything (the
+    /// Rust worker).
+    pub capabilities: Option<subzero_protocol::WorkerCapabilities>,
 }
 
 /// A running worker and its pipes.
@@ -84,6 +87,7 @@ impl WorkerConn {
                 steering,
                 control_version,
                 containment,
+                capabilities,
                 ..
             })) => {
                 let protocols = protocols.0.iter().map(ToString::to_string).collect();
@@ -100,6 +104,7 @@ impl WorkerConn {
                     ownership: containment.ownership,
                     view: containment.view,
                     resources: containment.resources,
+                    capabilities,
                 };
                 Ok((conn, hello))
             }

@@ -160,6 +160,9 @@ pub struct WorkerLaunch {
     pub cwd: PathBuf,
     /// `RUST_LOG`-style filter for the worker's stderr logs; the only variable passed.
     pub log_filter: Option<String>,
+    /// The worker engine's own arguments, after the containment ones (`--engine pi …` for the
+    /// Pi worker; empty for the Rust worker). Nothing secret.
+    pub engine: Vec<std::ffi::OsString>,
 }
 
 /// A started worker with its three pipes and what the broker holds for it.
@@ -418,6 +421,7 @@ fn worker_args(
         args.push("--landlock".into());
         args.push("off".into());
     }
+    args.extend(launch.engine.iter().cloned());
     args
 }
 

@@ -201,6 +201,7 @@ impl Access {
 #[derive(Debug)]
 pub struct Ruleset {
     fd: OwnedFd,
+    abi: u32,
     access: Access,
     summary: String,
 }
@@ -232,6 +233,7 @@ impl Ruleset {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let ruleset = Ruleset {
             fd,
+            abi,
             access: access.clone(),
             summary: format!("landlock-abi-{abi} {}", access.name()),
         };
@@ -302,6 +304,13 @@ impl Ruleset {
         Ok(())
     }
 
+    /// Allows every write beneath `path` (a directory), or to `path` itself (a file), on
+    /// top of the grant: the Pi worker's Node process writes its own scratch files and the
+    /// child's transcript, which its tools' nested domains do not allow.
+    pub fn allow_writes(&self, path: &Path) -> io::Result<()> {
+        self.allow(path, self.abi, write_access(self.abi))
+    }
+
     /// What it lets tool processes write.
     pub fn access(&self) -> &Access {
         &self.access
@@ -323,7 +332,7 @@ impl Ruleset {
 }
 
 /// Runs in the forked child before exec: raw syscalls only, no allocation, no lock.
-fn restrict_self(fd: RawFd) -> io::Result<()> {
+pub(crate) fn restrict_self(fd: RawFd) -> io::Result<()> {
     // SAFETY: prctl with these integer arguments touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());

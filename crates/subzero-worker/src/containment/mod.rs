@@ -295,6 +295,52 @@ impl Containment {
         u32::try_from(seen.len()).unwrap_or(u32::MAX)
     }
 
+    /// Tears down every descendant of this process but `keep` — the Pi worker's Node, whose
+    /// tools these are — SIGTERM first, SIGKILL after the grace, until none is left alive;
+    /// reaps what was re-parented here (Node reaps its own children). Returns how many
+    /// distinct live processes were found. The tool cgroup is not killed whole: `keep`
+    /// lives in it.
+    pub async fn kill_all_except(&self, keep: u32) -> u32 {
+        let me = std::process::id();
+        let alive = || -> Vec<u32> {
+            descendants(me)
+                .into_iter()
+                .filter(|p| !p.zombie && p.pid != keep)
+                .map(|p| p.pid)
+                .collect()
+        };
+        let mut seen: HashSet<u32> = HashSet::new();
+        let grace_end = Instant::now() + GRACE;
+        let sweep_end = grace_end + SWEEP_LIMIT;
+        let mut first = true;
+        loop {
+            self.reap();
+            let left = alive();
+            if left.is_empty() {
+                break;
+            }
+            let now = Instant::now();
+            if now > sweep_end {
+                tracing::error!(remaining = left.len(), "tool processes survived SIGKILL");
+                break;
+            }
+            let sig = if now >= grace_end {
+                Signal::SIGKILL
+            } else {
+                Signal::SIGTERM
+            };
+            if first || sig == Signal::SIGKILL {
+                for pid in &left {
+                    seen.insert(*pid);
+                    signal(*pid, sig);
+                }
+            }
+            first = false;
+            tokio::time::sleep(SWEEP_POLL).await;
+        }
+        u32::try_from(seen.len()).unwrap_or(u32::MAX)
+    }
+
     /// Reaps every exited child; true when the worker has no child left and the tool
     /// cgroup, when there is one, holds no process.
     fn tree_gone(&self, tools: Option<&cgroup::Cgroup>) -> bool {

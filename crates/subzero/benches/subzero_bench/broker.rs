@@ -174,6 +174,7 @@ pub async fn worker_start(
             inherit: Vec::new(),
             cwd: hidden.path().to_path_buf(),
             log_filter: None,
+            engine: Vec::new(),
         };
         let started = Instant::now();
         let (mut conn, hello) = WorkerConn::start(&spawner, launch, "bench".into()).await?;

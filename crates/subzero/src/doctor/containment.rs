@@ -74,6 +74,7 @@ async fn handshake(
         inherit: Vec::new(),
         cwd: workspace.to_path_buf(),
         log_filter: None,
+        engine: Vec::new(),
     };
     let hello = match WorkerConn::start(&spawner, launch, "doctor".into()).await {
         Ok((mut conn, hello)) => {

@@ -121,6 +121,9 @@ fn diagnose(args: &DoctorArgs) -> Report {
     };
     report.add(runtime.block_on(check_worker(args)));
     if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
+        report.add(runtime.block_on(worker::check_pi_worker(&exe, &workspace, config.as_ref())));
+    }
+    if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
         // What a broker with this configuration would hide from its tools.
         let hide = match (&state_dir, &config_path) {
             (Ok(state), Ok(path)) => subzero_runtime::paths::hidden_from_tools(

@@ -31,6 +31,7 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
         inherit: Vec::new(),
         cwd: workspace.to_path_buf(),
         log_filter: None,
+        engine: Vec::new(),
     };
     let (mut conn, hello) = match WorkerConn::start(&spawner, launch, "doctor".into()).await {
         Ok(started) => started,
@@ -67,4 +68,88 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
         );
     }
     Check::pass("worker", detail)
+}
+
+/// The Pi SDK worker: where it is installed (`[workers.pi]`, else the checkout's
+/// `workers/pi`), and its handshake through `subzero worker --engine pi`. Not installed is a
+/// failure when a template names it, a warning otherwise.
+pub async fn check_pi_worker(
+    exe: &Path,
+    workspace: &Path,
+    config: Option<&subzero_runtime::config::Config>,
+) -> Check {
+    let pi_config = config.map(|c| c.workers.pi.clone()).unwrap_or_default();
+    let needed = config.is_some_and(|c| {
+        c.templates
+            .values()
+            .any(|t| t.worker == subzero_core::template::WorkerKind::Pi)
+    });
+    let install = match subzero_runtime::workers::locate_pi(&pi_config, exe) {
+        Ok(install) => install,
+        Err(why) if needed => {
+            return Check::fail("pi worker", why, subzero_runtime::workers::INSTALL_HINT);
+        }
+        Err(why) => {
+            return Check::warn(
+                "pi worker",
+                format!("{why} (no template names worker = \"pi\")"),
+                subzero_runtime::workers::INSTALL_HINT,
+            );
+        }
+    };
+    let spawner = match Spawner::start_default() {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::fail(
+                "pi worker",
+                format!("cannot start the spawner thread: {e}"),
+                "check the process limits (ulimit -u)",
+            );
+        }
+    };
+    let launch = WorkerLaunch {
+        exe: exe.to_path_buf(),
+        inherit: Vec::new(),
+        cwd: workspace.to_path_buf(),
+        log_filter: None,
+        engine: install.engine_args(),
+    };
+    let fix = format!(
+        "run `{} worker --engine pi --pi-dir {} --pi-node {}` by hand to see its error; reinstall with `npm ci --prefix {}`",
+        exe.display(),
+        install.dir.display(),
+        install.node.display(),
+        install.dir.display()
+    );
+    let (mut conn, hello) = match WorkerConn::start(&spawner, launch, "doctor-pi".into()).await {
+        Ok(started) => started,
+        Err(e) => {
+            return Check::fail("pi worker", format!("the handshake failed: {e}"), fix);
+        }
+    };
+    conn.close();
+    conn.wait_exit(Duration::from_secs(2)).await;
+    let tools = hello
+        .capabilities
+        .as_ref()
+        .map(|c| {
+            c.tools
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    Check::pass(
+        "pi worker",
+        format!(
+            "{} {} in {} on {} (protocols: {}; tools: {tools}; transcript v{})",
+            hello.name,
+            hello.version,
+            install.dir.display(),
+            install.node.display(),
+            hello.protocols.join(", "),
+            hello.transcript_version
+        ),
+    )
 }

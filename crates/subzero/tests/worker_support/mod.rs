@@ -44,7 +44,7 @@ impl WorkerProc {
         Self::spawn_command(cmd)
     }
 
-    fn spawn_command(mut cmd: Command) -> Self {
+    pub fn spawn_command(mut cmd: Command) -> Self {
         let mut child = cmd
             .env_clear()
             .env("SUBZERO_LOG", "debug")
@@ -272,6 +272,12 @@ pub fn tool_messages(body: &Value) -> Vec<String> {
 }
 
 impl WorkerProc {
+    /// SIGKILLs the process this test started (the worker, or the Pi worker's keeper).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM (what the parent-death signal delivers).
     pub fn terminate(&self) {
         let _ = Command::new("kill")

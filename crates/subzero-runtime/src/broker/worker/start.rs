@@ -89,7 +89,14 @@ impl Broker {
                 .await?;
             inherit.push(slot.into_fd());
         }
-        let launch = self.launch(inherit, scope.root());
+        let engine = match self.child_engine(child, scope).await {
+            Ok(engine) => engine,
+            Err(e) => {
+                self.unmirror(scope, &held).await;
+                return Err(e);
+            }
+        };
+        let launch = self.launch(inherit, scope.root(), engine);
         let started = WorkerConn::start(&self.spawner, launch, label(child)).await;
         let (conn, hello) = match started {
             Ok(ok) => ok,
@@ -152,6 +159,21 @@ impl Broker {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(driver.run(first.from));
         Ok(())
+    }
+
+    /// The worker arguments of `child`'s worker (from the grant this broker holds for it).
+    async fn child_engine(
+        &self,
+        child: ChildId,
+        scope: &WorkspaceScope,
+    ) -> Result<Vec<std::ffi::OsString>, BrokerError> {
+        let snapshot = lock(&self.live)
+            .get(&child)
+            .map(|entry| entry.snapshot.clone())
+            .ok_or_else(|| {
+                BrokerError::internal(format!("child {child} has no grant in memory"))
+            })?;
+        self.engine_for(child, &snapshot, scope.root()).await
     }
 
     pub(super) async fn unmirror(&self, scope: &WorkspaceScope, held: &[(SlotKind, u32)]) {

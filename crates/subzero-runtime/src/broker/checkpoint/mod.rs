@@ -1,11 +1,18 @@
 //! Verifying a child's recorded checkpoint against its transcript before a resume.
 //!
-//! The transcript is the worker's append-only JSONL tree: a header line (the root, with
-//! `version`) and entries with `id` and `parentId`. The digest of a leaf is the SHA-256
-//! of the lines on the path from the root to that leaf, each with its newline — the
-//! same digest the worker reports in `leaf_committed`. Verification reads the file and
-//! changes nothing; a resume then branches from the verified leaf (or from the root
-//! when no run of the child ever completed).
+//! Each worker writes its own transcript format, chosen by the child's worker (frozen in its
+//! snapshot, recorded with the transcript version from the worker's hello):
+//! - the Rust worker's append-only JSONL tree: a header line (the root, with `version`) and
+//!   entries with `id` and `parentId`; the digest of a leaf is the SHA-256 of the lines on
+//!   the path from the root to that leaf, each with its newline;
+//! - the Pi worker's: Pi's own session file ([`pi`]).
+//!
+//! Either way the digest is the one the worker reports in `leaf_committed`. Verification
+//! reads the file and changes nothing; a resume then branches from the verified leaf (or
+//! from the root when no run of the child ever completed). An unknown version is refused,
+//! never migrated.
+
+mod pi;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,12 +47,22 @@ pub(super) struct Verified {
     pub observed: Option<ObservedLeaf>,
 }
 
+/// Which worker wrote the transcript, so which format it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Format {
+    /// The Rust worker's tree.
+    Rust,
+    /// Pi's session file.
+    Pi,
+}
+
 /// Verify the recorded leaf (or, with none recorded, the transcript root).
 pub(super) fn verify(
     child: ChildId,
     transcript: &Path,
     recorded: Option<&StoredLeaf>,
     transcript_version: u64,
+    format: Format,
 ) -> Result<Verified, BrokerError> {
     let incompatible = |why: String| {
         BrokerError::new(
@@ -67,6 +84,9 @@ pub(super) fn verify(
             )));
         }
     };
+    if format == Format::Pi {
+        return pi::verify(child, &text, recorded, transcript_version, &incompatible);
+    }
     let tree = Tree::parse(&text).map_err(&incompatible)?;
     if tree.version != Some(transcript_version) {
         return Err(incompatible(format!(

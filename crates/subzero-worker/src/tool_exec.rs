@@ -1,0 +1,99 @@
+//! `subzero tool-exec`: how the Pi worker starts each `bash` command.
+//!
+//! Pi's tools run inside Node, and Node holds the model key in its memory. A command Pi's
+//! `bash` runs must not read it, nor anything Node holds open. So Node starts every command
+//! as `subzero tool-exec --access … --root … --scratch … [--writable …] -- SHELL -c CMD`,
+//! which — in the new process, before the shell exists —
+//!
+//! 1. closes every descriptor above stderr (the transcript and the init's channel that Node
+//!    inherited stay with Node);
+//! 2. enters a Landlock domain of its own, nested in Node's: the grant's write rules (the
+//!    workspace, the scratch directory and the writable paths, or nothing for a read-only
+//!    grant). A process in a nested domain cannot ptrace a process of its parent domain, so
+//!    Node's `/proc/<pid>/mem`, `environ` and `fd` are closed to the command and all it
+//!    starts;
+//! 3. execs the shell (in the process group Node made for it).
+//!
+//! Without Landlock there is no such domain: the Pi worker then offers no `bash`.
+#![allow(unsafe_code)]
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use crate::containment::landlock::{self, Access, Ruleset, Support};
+
+/// The arguments of `subzero tool-exec`.
+#[derive(Debug, Clone)]
+pub struct ToolExecOptions {
+    /// `read-only` or `workspace`.
+    pub access: String,
+    /// The workspace root (writable under `workspace`).
+    pub root: PathBuf,
+    /// The worker's scratch directory (writable under `workspace`).
+    pub scratch: PathBuf,
+    /// The grant's writable paths.
+    pub writable: Vec<PathBuf>,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// Confines this process as the module says and execs the command; returns only on failure
+/// (126, as a shell does for a command it cannot run).
+pub fn tool_exec(options: ToolExecOptions) -> i32 {
+    close_inherited();
+    let access = match options.access.as_str() {
+        "read-only" => Access::ReadOnly,
+        "workspace" => Access::Workspace {
+            writable: options.writable.clone(),
+        },
+        other => return refuse(&format!("unknown access {other:?}")),
+    };
+    let abi = match landlock::probe(false) {
+        Support::Available { abi } => *abi,
+        Support::Unavailable { why } => {
+            return refuse(&format!("a tool needs a nested Landlock domain, but {why}"));
+        }
+    };
+    let ruleset = match Ruleset::build(&access, abi, &options.root, &options.scratch) {
+        Ok(ruleset) => ruleset,
+        Err(e) => return refuse(&format!("the tool's Landlock ruleset cannot be built: {e}")),
+    };
+    let mut restrict = ruleset.pre_exec();
+    if let Err(e) = restrict() {
+        return refuse(&format!("cannot enter the tool's Landlock domain: {e}"));
+    }
+    drop(ruleset);
+    let Some((program, args)) = options.command.split_first() else {
+        return refuse("no command to run");
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    refuse(&format!("cannot run {}: {err}", program.to_string_lossy()))
+}
+
+fn refuse(why: &str) -> i32 {
+    eprintln!("subzero tool-exec: {why}");
+    126
+}
+
+/// Closes every descriptor above 2.
+fn close_inherited() {
+    // SAFETY: close_range takes three integers and touches no memory of ours.
+    let closed = unsafe { libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 0_u32) };
+    if closed == 0 {
+        return;
+    }
+    // A kernel without close_range (before 5.9): close what /proc lists.
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in fds.into_iter().filter(|fd| *fd > 2) {
+        // SAFETY: closing a descriptor number; an already closed one gives EBADF.
+        unsafe { libc::close(fd) };
+    }
+}

@@ -1,0 +1,174 @@
+// The granted tools, as Pi's own tool definitions with operations of ours:
+// - read, ls, grep, find, write, edit: Pi's tools; every path is checked beneath the workspace
+//   (and writes are confined by the kernel besides); grep and find walk in Node (search.js);
+// - bash: Pi's tool, each command started through `subzero tool-exec` (a nested Landlock
+//   domain that cannot ptrace this process, every descriptor above 2 closed, its own process
+//   group) with a minimal environment that never holds the key.
+// Every call is bounded by the run's toolTimeoutMs.
+
+import { spawn } from "node:child_process";
+import { access, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { constants, existsSync } from "node:fs";
+import { constants as osConstants } from "node:os";
+import {
+  createBashToolDefinition,
+  createEditToolDefinition,
+  createFindToolDefinition,
+  createGrepToolDefinition,
+  createLsToolDefinition,
+  createReadToolDefinition,
+  createWriteToolDefinition,
+} from "@earendil-works/pi-coding-agent";
+import { beneath } from "./paths.js";
+import { findOperations, grepExecute } from "./search.js";
+import * as tree from "./tree.js";
+
+/** The tool names this worker maps onto Pi's (the same names). */
+export const BUILTIN = ["read", "grep", "find", "ls", "write", "edit", "bash"];
+/** Tools that write (they need a write-capable grant). */
+export const WRITING = ["write", "edit", "bash"];
+
+const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/** The tools this worker can run here: bash only with the sandbox command from the init. */
+export function available() {
+  return BUILTIN.filter((name) => name !== "bash" || toolExecPrefix() !== undefined);
+}
+
+/** `subzero tool-exec …` as the init passed it (JSON array), or undefined. */
+export function toolExecPrefix() {
+  const raw = process.env.SUBZERO_PI_TOOL_EXEC;
+  if (!raw) return undefined;
+  try {
+    const prefix = JSON.parse(raw);
+    return Array.isArray(prefix) && prefix.every((p) => typeof p === "string") ? prefix : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Pi tool definitions for `names`, rooted at `root`. */
+export function definitions(names, { root, scratch, toolTimeoutMs }) {
+  const check = (abs) => beneath(root, abs);
+  const make = {
+    read: () =>
+      createReadToolDefinition(root, {
+        autoResizeImages: false,
+        operations: {
+          readFile: async (abs) => readFile(await check(abs)),
+          access: async (abs) => access(await check(abs), constants.R_OK),
+        },
+      }),
+    ls: () =>
+      createLsToolDefinition(root, {
+        operations: {
+          exists: async (abs) => existsSync(await check(abs)),
+          stat: async (abs) => stat(await check(abs)),
+          readdir: async (abs) => readdir(await check(abs)),
+        },
+      }),
+    find: () => createFindToolDefinition(root, { operations: findOperations(check) }),
+    grep: () => ({ ...createGrepToolDefinition(root), execute: grepExecute(root, check) }),
+    write: () =>
+      createWriteToolDefinition(root, {
+        operations: {
+          writeFile: async (abs, content) => writeFile(await check(abs), content),
+          mkdir: async (dir) => {
+            await mkdir(await check(dir), { recursive: true });
+          },
+        },
+      }),
+    edit: () =>
+      createEditToolDefinition(root, {
+        operations: {
+          readFile: async (abs) => readFile(await check(abs)),
+          writeFile: async (abs, content) => writeFile(await check(abs), content),
+          access: async (abs) => access(await check(abs), constants.R_OK | constants.W_OK),
+        },
+      }),
+    bash: () =>
+      createBashToolDefinition(root, {
+        exposeSessionEnvironment: false,
+        operations: bashOperations(root, scratch),
+      }),
+  };
+  return names.map((name) => bounded(make[name](), toolTimeoutMs));
+}
+
+/** `definition` whose calls end at `ms` with a tool error (bash's tree is killed by the abort). */
+function bounded(definition, ms) {
+  const execute = definition.execute;
+  return {
+    ...definition,
+    execute: async (id, params, signal, onUpdate, ctx) => {
+      const timeout = new AbortController();
+      const both = signal ? AbortSignal.any([signal, timeout.signal]) : timeout.signal;
+      let timer;
+      const expired = new Promise((_, reject) => {
+        timer = setTimeout(() => {
+          timeout.abort();
+          const killed = definition.name === "bash" ? "; its processes were killed" : "; its result was dropped";
+          reject(new Error(`${definition.name} timed out after ${ms} ms (toolTimeoutMs)${killed}`));
+        }, ms);
+      });
+      try {
+        return await Promise.race([execute.call(definition, id, params, both, onUpdate, ctx), expired]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+function shell() {
+  return existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
+}
+
+/** Pi's `BashOperations`: each command through the sandbox command, in its own process group. */
+function bashOperations(root, scratch) {
+  return {
+    exec: (command, cwd, { onData, signal }) =>
+      new Promise((resolve, reject) => {
+        const prefix = toolExecPrefix();
+        if (!prefix) {
+          reject(new Error("bash is not available: the worker was started without its sandbox"));
+          return;
+        }
+        if (signal?.aborted) {
+          reject(new Error("aborted"));
+          return;
+        }
+        const env = { PATH: DEFAULT_PATH, LANG: "C.UTF-8", TERM: "dumb", TMPDIR: scratch, HOME: root };
+        const child = spawn(prefix[0], [...prefix.slice(1), "--", shell(), "-c", command], {
+          cwd,
+          env,
+          detached: true,
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        if (child.pid) tree.register(child.pid);
+        const kill = () => {
+          if (child.pid) tree.killGroup(child.pid);
+        };
+        signal?.addEventListener("abort", kill, { once: true });
+        child.stdout.on("data", onData);
+        child.stderr.on("data", onData);
+        child.on("error", (err) => {
+          signal?.removeEventListener("abort", kill);
+          reject(err);
+        });
+        // The shell's exit ends the call; background processes holding the pipes do not.
+        child.on("exit", (code, signalName) => {
+          signal?.removeEventListener("abort", kill);
+          setTimeout(() => {
+            child.stdout.destroy();
+            child.stderr.destroy();
+            if (signal?.aborted) {
+              reject(new Error("aborted"));
+              return;
+            }
+            resolve({ exitCode: code ?? (signalName ? 128 + (osConstants.signals[signalName] ?? 9) : 1) });
+          }, 50);
+        });
+      }),
+  };
+}
