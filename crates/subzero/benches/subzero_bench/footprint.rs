@@ -1,7 +1,7 @@
 //! What one child costs while it waits on its model: every process of its tree (for the
-//! Rust worker one process; for the Pi worker its init and Node), each with RSS, PSS and
-//! VmHWM, summed per child — measured under a live broker, which maps the same binary, as
-//! a user's machine has it.
+//! Rust worker one process; for the Pi worker its init and Node) and the lock holder the
+//! broker starts beside it, each with RSS, PSS and VmHWM, summed per child — measured under
+//! a live broker, as a user's machine has it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,6 +53,19 @@ impl Memory {
 pub fn tree_of(worker: u32) -> Vec<u32> {
     std::iter::once(worker)
         .chain(descendants(worker).into_iter().map(|p| p.pid))
+        .collect()
+}
+
+/// The broker's lock holders (`subzero-hold`), one beside each worker.
+fn holders_of(broker: u32) -> Vec<u32> {
+    descendants(broker)
+        .into_iter()
+        .filter(|p| {
+            p.argv
+                .first()
+                .is_some_and(|a| Path::new(a).file_name().is_some_and(|n| n == "subzero-hold"))
+        })
+        .map(|p| p.pid)
         .collect()
 }
 
@@ -113,7 +126,9 @@ pub async fn child_tree(
         let [worker] = workers.as_slice() else {
             return Err(format!("expected one worker under the broker, found {workers:?}").into());
         };
-        let pids = tree_of(*worker);
+        // What the child costs: its worker's tree and the lock holder beside it.
+        let mut pids = tree_of(*worker);
+        pids.extend(holders_of(broker));
         let (each, sum) = tree_memory(&pids);
         out.processes.push(each.len() as f64);
         out.rss.push(sum.rss);
