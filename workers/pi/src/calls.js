@@ -47,8 +47,17 @@ function isWholeObject(text) {
   }
 }
 
-/** Decides the calls of a finished answer `message`, changed in place before Pi sees it. */
-export function decide(message, rawArguments, { maxArgumentBytes, maxOutputTokens }) {
+/**
+ * Decides the calls of a finished answer `message`, changed in place before Pi sees it, and
+ * drops its reasoning (thinking blocks): reasoning never reaches the transcript and is never
+ * sent back (docs/protocol.md), as with the Rust worker.
+ */
+export function decide(message, rawArguments, limits) {
+  decideCalls(message, rawArguments, limits);
+  message.content = message.content.filter((block) => block.type !== "thinking");
+}
+
+function decideCalls(message, rawArguments, { maxArgumentBytes, maxOutputTokens }) {
   const calls = message.content.filter((block) => block.type === "toolCall");
   if (calls.length === 0) return;
   const cut = message.stopReason === "length";

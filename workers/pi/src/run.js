@@ -13,6 +13,7 @@ import {
 import { isContextOverflow } from "@earendil-works/pi-ai";
 import * as budgets from "./budget.js";
 import { guardCalls } from "./calls.js";
+import { conform } from "./payload.js";
 import * as net from "./net.js";
 import { connect, PROTOCOLS } from "./provider.js";
 import { redact } from "./redact.js";
@@ -199,6 +200,7 @@ export async function execute(start, control) {
     sessionManager: manager,
     settingsManager: settings(start.streamLimits),
   });
+  session.agent.onPayload = conform;
   guardCalls(
     session.agent,
     {
@@ -372,7 +374,13 @@ async function handoff(session, runtime, model, start, reached, counters, state,
   let stopped = false;
   let final;
   try {
-    const stream = runtime.streamSimple(model, context, { maxTokens, signal, toolChoice: "none", maxRetries: 0 });
+    const stream = runtime.streamSimple(model, context, {
+      maxTokens,
+      signal,
+      toolChoice: "none",
+      maxRetries: 0,
+      onPayload: conform,
+    });
     for await (const ev of stream) {
       if (ev.type === "text_delta") {
         summary += ev.delta;
