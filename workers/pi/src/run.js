@@ -103,7 +103,7 @@ function resources(prompt) {
   };
 }
 
-function settings(streamLimits) {
+function settings() {
   return SettingsManager.inMemory({
     compaction: { enabled: false },
     retry: { enabled: false, maxRetries: 0, provider: { maxRetries: 0 } },
@@ -112,7 +112,9 @@ function settings(streamLimits) {
     followUpMode: "all",
     enableInstallTelemetry: false,
     enableAnalytics: false,
-    httpIdleTimeoutMs: streamLimits?.idleTimeoutMs ?? net.DEFAULT_LIMITS.idleTimeoutMs,
+    // No timeout of Pi's own (0): the worker's fetch (net.js) bounds the silence before the
+    // headers and between chunks by `streamLimits.idleTimeoutMs`, and says so.
+    httpIdleTimeoutMs: 0,
     defaultThinkingLevel: "off",
   });
 }
@@ -198,7 +200,7 @@ export async function execute(start, control) {
     }),
     resourceLoader: resources(systemPrompt(start.snapshot)),
     sessionManager: manager,
-    settingsManager: settings(start.streamLimits),
+    settingsManager: settings(),
   });
   session.agent.onPayload = conform;
   guardCalls(

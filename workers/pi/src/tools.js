@@ -7,7 +7,7 @@
 // Every call is bounded by the run's toolTimeoutMs.
 
 import { spawn } from "node:child_process";
-import { access, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { constants, existsSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import {
@@ -88,12 +88,57 @@ export function definitions(names, { root, scratch, toolTimeoutMs }) {
         },
       }),
     bash: () =>
-      createBashToolDefinition(root, {
-        exposeSessionEnvironment: false,
-        operations: bashOperations(root, scratch),
-      }),
+      withoutOutputFiles(
+        createBashToolDefinition(root, {
+          exposeSessionEnvironment: false,
+          operations: bashOperations(root, scratch),
+        }),
+      ),
   };
   return names.map((name) => bounded(make[name](), toolTimeoutMs));
+}
+
+const FULL_OUTPUT = /Full output: ([^\]\n]+)\]/g;
+
+/** Removes the output files `text` names; returns `text` saying they were not kept. */
+async function forgetFiles(text) {
+  const paths = [...text.matchAll(FULL_OUTPUT)].map((m) => m[1]);
+  await Promise.all(paths.map((p) => unlink(p).catch(() => {})));
+  return text.replace(FULL_OUTPUT, "the full output was not kept]");
+}
+
+/**
+ * Pi's bash keeps a long output whole in a file of its own in the scratch directory and names
+ * it to the model, which cannot read it there (outside the workspace). That file holds the raw
+ * output, before redaction: it is removed when the call ends, as the Rust worker removes its
+ * capture file, and the result says the full output was not kept.
+ */
+function withoutOutputFiles(definition) {
+  const execute = definition.execute;
+  return {
+    ...definition,
+    execute: async (...args) => {
+      let result;
+      try {
+        result = await execute.apply(definition, args);
+      } catch (err) {
+        if (err instanceof Error) err.message = await forgetFiles(err.message);
+        throw err;
+      }
+      const kept = result?.details?.fullOutputPath;
+      if (kept) await unlink(kept).catch(() => {});
+      const content = await Promise.all(
+        (result?.content ?? []).map(async (block) =>
+          block?.type === "text" ? { ...block, text: await forgetFiles(block.text) } : block,
+        ),
+      );
+      const details = result?.details ? { ...result.details, fullOutputPath: undefined } : result?.details;
+      const structured = result?.structuredContent
+        ? { ...result.structuredContent, full_output_path: undefined }
+        : result?.structuredContent;
+      return { ...result, content, details, ...(structured ? { structuredContent: structured } : {}) };
+    },
+  };
 }
 
 /** How long a call may take to end after its timeout aborted it (Rust: `TIMEOUT_BACKSTOP`). */
