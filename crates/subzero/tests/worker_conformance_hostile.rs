@@ -377,3 +377,30 @@ fn a_bash_command_cannot_read_the_key_from_the_key_holders_proc_files() {
         );
     });
 }
+
+#[test]
+fn a_commands_file_past_the_file_size_bound_fails_and_the_run_goes_on() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let command =
+            "head -c 2000000 /dev/zero > big.bin; echo EXIT:$?; echo SIZE:$(stat -c %s big.bin)";
+        let server = ScriptedServer::start(vec![
+            Reply::tool_call("call_1", "bash", &json!({ "command": command }).to_string()),
+            Reply::text("done"),
+        ])
+        .expect("server");
+        let mut grant = coder();
+        grant["toolLimits"] = json!({"processes": 4096, "memoryBytes": 4294967296_u64, "fileSizeBytes": 1048576, "openFiles": 8192});
+        let id = engine.run_id(57);
+        let mut worker = place.worker(engine, &grant);
+        worker.send(&place.start(&id, server.base_url(), grant.clone(), "Write."));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let body = server.requests()[1].json().expect("json");
+        let out = worker_support::tool_messages(&body).join("\n");
+        assert!(
+            out.contains("File too large") && out.contains("SIZE:1048576"),
+            "{engine:?}: the write stopped at the bound: {out}"
+        );
+    });
+}

@@ -88,11 +88,14 @@ impl Engine {
         match self {
             Engine::Rust => Vec::new(),
             Engine::Pi => {
-                let jail = json!({
+                let mut jail = json!({
                     "tools": grant["tools"],
                     "writeCapable": grant["writeCapable"],
                     "filesystem": grant.get("filesystem").cloned().unwrap_or(Value::Null),
                 });
+                if let Some(limits) = grant.get("toolLimits") {
+                    jail["toolLimits"] = limits.clone();
+                }
                 vec![
                     "--engine".into(),
                     "pi".into(),
