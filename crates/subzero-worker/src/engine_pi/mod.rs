@@ -194,7 +194,8 @@ fn receipts(support: &mut serde_json::Value, jail: &NodeJail) {
     if let Some(view) = support.get_mut("view")
         && let Some(text) = view.get("summary").and_then(serde_json::Value::as_str)
     {
-        view["summary"] = serde_json::Value::String(short_text(&format!("Node and its tools: {text}")));
+        view["summary"] =
+            serde_json::Value::String(short_text(&format!("Node and its tools: {text}")));
     }
 }
 

@@ -41,7 +41,7 @@ const BROKEN: &str = "(broken control line)";
 
 /// What the connection task is told to do.
 enum Order {
-    Send(BrokerMessage),
+    Send(Box<BrokerMessage>),
     Close,
     Kill,
 }
@@ -159,7 +159,7 @@ impl Conn {
                 tokio::select! {
                     order = inbox.recv() => match order {
                         Some(Order::Send(message)) => {
-                            if let Err(e) = conn.send(message).await {
+                            if let Err(e) = conn.send(*message).await {
                                 eprintln!("sending to the worker failed: {e}");
                             }
                         }
@@ -233,7 +233,7 @@ impl Conn {
     pub fn send(&mut self, message: &Value) {
         let parsed: BrokerMessage = serde_json::from_value(message.clone())
             .unwrap_or_else(|e| panic!("not a control message ({e}): {message}"));
-        let _ = self.orders.send(Order::Send(parsed));
+        let _ = self.orders.send(Order::Send(Box::new(parsed)));
     }
 
     /// The next line matching `pred` (every line read is kept).
