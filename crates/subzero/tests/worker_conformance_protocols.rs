@@ -311,3 +311,95 @@ fn an_anthropic_handoff_keeps_the_tools_declared_and_forbids_new_calls() {
         );
     });
 }
+
+/// Which Chat Completions field carried the cap, and its value.
+fn cap(body: &Value) -> (&'static str, Value) {
+    match (body.get("max_tokens"), body.get("max_completion_tokens")) {
+        (Some(v), None) => ("max_tokens", v.clone()),
+        (None, Some(v)) => ("max_completion_tokens", v.clone()),
+        other => panic!("the cap must travel in exactly one field: {other:?} in {body}"),
+    }
+}
+
+#[test]
+fn a_typed_max_tokens_refusal_is_sent_again_once_with_max_completion_tokens_and_remembered() {
+    use subzero_testkit::model_chat_shapes::openai;
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            openai::refuses_max_tokens(),
+            openai::text("first answer", (11, 3)),
+            openai::text("second answer", (12, 4)),
+        ])
+        .expect("server");
+        let (first, second) = (engine.run_id(45), engine.run_id(46));
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&first, server.base_url(), researcher(), "One."));
+        let leaf = worker.expect_type("leaf_committed", &first);
+        let settled = worker.settled(&first);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        assert_eq!(settled["result"], "first answer");
+        let mut next = place.start(&second, server.base_url(), researcher(), "Two.");
+        next["fromLeaf"] = leaf["leafId"].clone();
+        next["expectedDigest"] = leaf["digest"].clone();
+        worker.send(&next);
+        let settled = worker.settled(&second);
+        assert_eq!(settled["result"], "second answer", "{engine:?}: {settled}");
+        let sent: Vec<Value> = server
+            .requests()
+            .iter()
+            .map(|r| r.json().expect("json"))
+            .collect();
+        assert_eq!(sent.len(), 3, "{engine:?}: one repeat, no other request");
+        assert_eq!(cap(&sent[0]), ("max_tokens", json!(8192)), "{engine:?}");
+        assert_eq!(
+            cap(&sent[1]),
+            ("max_completion_tokens", json!(8192)),
+            "{engine:?}"
+        );
+        assert_eq!(
+            cap(&sent[2]),
+            ("max_completion_tokens", json!(8192)),
+            "{engine:?}"
+        );
+        let mut renamed = sent[0].clone();
+        let value = renamed
+            .as_object_mut()
+            .and_then(|o| o.remove("max_tokens"))
+            .expect("max_tokens");
+        renamed["max_completion_tokens"] = value;
+        assert_eq!(
+            renamed, sent[1],
+            "{engine:?}: the repeat is the same request"
+        );
+    });
+}
+
+#[test]
+fn a_second_max_tokens_refusal_after_the_switch_fails_the_run_without_a_third_request() {
+    use subzero_testkit::model_chat_shapes::openai;
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            openai::refuses_max_tokens(),
+            openai::refuses_max_tokens(),
+            Reply::text("never asked for"),
+        ])
+        .expect("server");
+        let id = engine.run_id(47);
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&id, server.base_url(), researcher(), "One."));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled["error"]["code"], "model_request_failed",
+            "{engine:?}"
+        );
+        assert_eq!(
+            settled["error"]["details"]["status"], 400,
+            "{engine:?}: {settled}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(server.requests().len(), 2, "{engine:?}");
+    });
+}

@@ -46,6 +46,11 @@ export function takeFailure() {
   return f;
 }
 
+/** The failure of the last request that failed in the guard, kept for the run. */
+export function peekFailure() {
+  return failure;
+}
+
 /** `{requestBytes, responseBytes}` of the most recent request. */
 export function lastRequest() {
   return last;
@@ -169,8 +174,18 @@ async function errorResponse(response) {
     code: "model_request_failed",
     message: `model_request_failed: the model endpoint answered HTTP ${response.status}: ${redact(excerptOf(text))}`,
     details: { status: response.status, excerpt: redact(excerptOf(text)) },
+    // The parsed error body, for a typed refusal the worker acts on (provider.js); never shown.
+    body: parseOrNull(text),
   };
   return new Response(text, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+function parseOrNull(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 function excerptOf(text) {

@@ -15,7 +15,7 @@ import * as budgets from "./budget.js";
 import { guardCalls } from "./calls.js";
 import { conform } from "./payload.js";
 import * as net from "./net.js";
-import { connect, PROTOCOLS } from "./provider.js";
+import { connect, learnCapField, PROTOCOLS } from "./provider.js";
 import { redact } from "./redact.js";
 import { TextEvents } from "./text.js";
 import { BUILTIN, WRITING, available, definitions } from "./tools.js";
@@ -203,6 +203,7 @@ export async function execute(start, control) {
     settingsManager: settings(),
   });
   session.agent.onPayload = conform;
+  learnCapField(session.agent, start.model);
   guardCalls(
     session.agent,
     {
