@@ -5,6 +5,7 @@
 //! cancel, stdin EOF or SIGTERM (also the parent-death signal) the whole tool tree is killed
 //! and reaped before the worker confirms or exits.
 
+pub mod cli;
 pub mod control;
 
 mod calls;

@@ -104,8 +104,12 @@ fn broker_options(args: &McpArgs) -> Result<BrokerOptions, String> {
         None => std::env::current_dir()
             .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
-    let worker_exe = std::env::current_exe()
+    let exe = std::env::current_exe()
         .map_err(|e| format!("cannot locate the subzero executable: {e}"))?;
+    let (worker_exe, fallback) = subzero_runtime::supervisor::worker_executable(&exe);
+    if let Some(why) = fallback {
+        tracing::warn!("{why}");
+    }
     let secrets = capture_secrets(&config_path);
     Ok(BrokerOptions {
         workspace,
@@ -146,8 +150,8 @@ async fn serve(options: BrokerOptions) -> Result<(), String> {
     if let Err(e) = reap::become_subreaper() {
         tracing::warn!(%e, "could not become a child subreaper; escaped processes of a crashed worker may survive");
     }
-    // The state is opened, recovered and probed while the host's `initialize` is answered;
-    // every tool call waits for it (`OpeningBroker`).
+    // The state is opened, recovered and probed once the host's `initialize` is answered
+    // (or at the first use); every tool call waits for it (`OpeningBroker`).
     let opening = OpeningBroker::open(options);
     tokio::spawn(report_a_failed_open(opening.clone()));
     let served = tokio::select! {
@@ -177,7 +181,7 @@ async fn serve(options: BrokerOptions) -> Result<(), String> {
 /// Says at once on stderr (a host shows it) when the broker could not open; the session
 /// goes on answering every tool call with the reason, and the process exits 1 at its end.
 async fn report_a_failed_open(opening: OpeningBroker) {
-    match opening.get().await {
+    match opening.opened().await {
         Ok(_) => tracing::info!("subzero mcp ready"),
         Err(e) => {
             tracing::error!("{e}");

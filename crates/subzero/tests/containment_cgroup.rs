@@ -3,8 +3,8 @@
 //! escape of `containment_support` × stop, worker SIGKILL, broker SIGKILL, and worker and
 //! broker SIGKILL together leaves nothing within a second, admits no second writer while
 //! any of the tree lives, and leaves no cgroup behind; a broker that starts kills and
-//! removes the cgroups of brokers that are gone (the case where worker and broker died at
-//! once, whose tools stay in their cgroup until then) and keeps those of live ones; a forced cgroup that cannot be had
+//! removes the cgroups of brokers that are gone (the case where worker, broker and the
+//! worker's lock holder all died at once) and keeps those of live ones; a forced cgroup that cannot be had
 //! refuses the start with the reason.
 //!
 //! These need a cgroup v2 hierarchy with a subtree the test user can write (CI runs as

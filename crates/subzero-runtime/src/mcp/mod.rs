@@ -38,12 +38,14 @@ with subzero_spawn, then wait for its result with subzero_get (waitMs=30000) ins
 with short waits. Read the full result with subzero_output only when the preview is truncated.";
 
 /// The broker as it opens. `initialize` and `tools/list` need nothing of it, so the host
-/// is answered while the state is still being opened and recovered; every tool call waits
-/// for [`Broker::open`] to finish, so what it sees is what it would have seen had the
-/// server answered only afterwards. A broker that could not open answers every call with
-/// the reason.
+/// is answered before the state is opened and recovered: the opening starts once the
+/// `initialize` reply is on its way (or at the first use, whichever comes first), so it
+/// takes nothing from the reply. Every tool call waits for [`Broker::open`] to finish, so
+/// what it sees is what it would have seen had the server answered only afterwards. A
+/// broker that could not open answers every call with the reason.
 #[derive(Clone)]
 pub struct OpeningBroker {
+    start: Arc<tokio::sync::Notify>,
     opened: Shared<BoxFuture<'static, Result<Arc<Broker>, BrokerError>>>,
 }
 
@@ -56,10 +58,17 @@ impl std::fmt::Debug for OpeningBroker {
 }
 
 impl OpeningBroker {
-    /// Starts opening a broker on a task of its own, at once. Must be called inside a Tokio
-    /// runtime.
+    /// A broker that opens on a task of its own once [`OpeningBroker::start`] is called (or
+    /// [`OpeningBroker::get`]). Must be called inside a Tokio runtime.
     pub fn open(options: BrokerOptions) -> OpeningBroker {
-        let task = tokio::spawn(Broker::open(options));
+        let start = Arc::new(tokio::sync::Notify::new());
+        let task = {
+            let start = Arc::clone(&start);
+            tokio::spawn(async move {
+                start.notified().await;
+                Broker::open(options).await
+            })
+        };
         let opened = async move {
             task.await.unwrap_or_else(|e| {
                 Err(BrokerError::internal(format!(
@@ -68,6 +77,7 @@ impl OpeningBroker {
             })
         };
         OpeningBroker {
+            start,
             opened: opened.boxed().shared(),
         }
     }
@@ -75,12 +85,25 @@ impl OpeningBroker {
     /// A broker that is open already.
     pub fn ready(broker: Arc<Broker>) -> OpeningBroker {
         OpeningBroker {
+            start: Arc::new(tokio::sync::Notify::new()),
             opened: futures::future::ready(Ok(broker)).boxed().shared(),
         }
     }
 
-    /// The broker once it is open, or why it could not be.
+    /// Starts opening, if it has not started (a later call changes nothing).
+    pub fn start(&self) {
+        // `notify_one` keeps a permit for a waiter that has not polled yet.
+        self.start.notify_one();
+    }
+
+    /// The broker once it is open, or why it could not be (starting it first).
     pub async fn get(&self) -> Result<Arc<Broker>, BrokerError> {
+        self.start();
+        self.opened().await
+    }
+
+    /// Waits for the opening without starting it.
+    pub async fn opened(&self) -> Result<Arc<Broker>, BrokerError> {
         self.opened.clone().await
     }
 }
@@ -161,6 +184,18 @@ fn finish<T: Serialize>(outcome: Result<T, BrokerError>) -> Result<(Value, Strin
 }
 
 impl ServerHandler for McpServer {
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let reply = self.negotiate_initialize(&request);
+        // The reply goes out next; the state opens meanwhile, on another task.
+        self.broker.start();
+        reply
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("subzero", env!("CARGO_PKG_VERSION")))

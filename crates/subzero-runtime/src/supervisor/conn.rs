@@ -73,7 +73,13 @@ impl WorkerConn {
         let spawned = spawner.spawn(launch).await?;
         forward_stderr(spawned.stderr, label);
         let mut conn = WorkerConn {
-            process: WorkerProcess::new(spawned.pid, spawned.pidfd, spawned.cgroup, spawned.locks),
+            process: WorkerProcess::new(
+                spawned.pid,
+                spawned.pidfd,
+                spawned.cgroup,
+                spawned.locks,
+                spawned.holder,
+            ),
             limits: spawned.limits,
             stdin: Some(spawned.stdin),
             lines: BufReader::new(spawned.stdout).lines(),

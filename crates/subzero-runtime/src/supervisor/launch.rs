@@ -43,8 +43,9 @@ const CLONE_PIDFD: libc::c_int = 0x1000;
 /// The child's stack until it execs.
 const STACK_BYTES: usize = 64 * 1024;
 
-/// Descriptors at most passed besides stdio: the child lock and two slots.
-pub const MAX_LOCKS: usize = 3;
+/// Descriptors at most passed besides stdio: a worker's child lock and two slots, and for
+/// its lock holder a copy of its pidfd after them.
+pub const MAX_LOCKS: usize = 4;
 
 /// The first descriptor number a lock is placed at (3, 4, 5).
 pub const FIRST_LOCK_FD: RawFd = 3;
@@ -155,7 +156,7 @@ pub(super) fn start(
 ) -> Result<Started, StartError> {
     if locks.len() > MAX_LOCKS {
         return Err(StartError::Failed(io::Error::other(
-            "too many descriptors to pass to a worker",
+            "too many descriptors to pass to a process",
         )));
     }
     let failed = StartError::Failed;

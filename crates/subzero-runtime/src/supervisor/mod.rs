@@ -7,6 +7,7 @@
 mod caps;
 pub mod cgroup;
 pub mod conn;
+mod holder;
 mod launch;
 pub mod limits;
 mod process;
@@ -18,5 +19,5 @@ pub use conn::{Hello, WorkerConn};
 pub use process::strays;
 pub use spawn::{
     FilesystemMode, PID_NAMESPACE_HINT, ProcessMode, ProcessPlan, SpawnedWorker, Spawner,
-    WORKER_LOCK_FD, WorkerLaunch, WorkerSetup,
+    WORKER_BINARY, WORKER_LOCK_FD, WorkerLaunch, WorkerSetup, worker_executable,
 };

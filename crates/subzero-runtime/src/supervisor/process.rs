@@ -77,6 +77,8 @@ pub(super) struct WorkerProcess {
     pidfd: Option<AsyncFd<OwnedFd>>,
     cgroup: Option<PathBuf>,
     locks: Vec<OwnedFd>,
+    /// Its lock holder's pid, once the spawner started it (`super::holder`).
+    holder: Option<tokio::sync::oneshot::Receiver<i32>>,
     exited: bool,
 }
 
@@ -86,6 +88,7 @@ impl WorkerProcess {
         pidfd: Option<OwnedFd>,
         cgroup: Option<PathBuf>,
         locks: Vec<OwnedFd>,
+        holder: Option<tokio::sync::oneshot::Receiver<i32>>,
     ) -> WorkerProcess {
         // A pidfd the reactor cannot watch (or no reactor) is dropped; the exit is then
         // polled.
@@ -100,6 +103,7 @@ impl WorkerProcess {
             pidfd,
             cgroup,
             locks,
+            holder,
             exited: false,
         }
     }
@@ -174,6 +178,22 @@ impl WorkerProcess {
             }
         }
         self.locks.clear();
+        self.reap_holder().await;
+    }
+
+    /// Collects the lock holder's exit: it ends right after the worker's tree did.
+    async fn reap_holder(&mut self) {
+        let Some(rx) = self.holder.take() else {
+            return;
+        };
+        // The spawner starts it right after answering the spawn: a moment at most.
+        let Ok(Ok(pid)) = tokio::time::timeout(Duration::from_secs(1), rx).await else {
+            return;
+        };
+        super::reap::collect_exited(pid, Duration::from_secs(1)).await;
+        if !super::reap::is_alive(pid) {
+            unregister(pid);
+        }
     }
 }
 
@@ -191,6 +211,7 @@ impl Drop for WorkerProcess {
             pidfd: self.pidfd.take(),
             cgroup: self.cgroup.take(),
             locks: std::mem::take(&mut self.locks),
+            holder: self.holder.take(),
             exited: self.exited,
         };
         self.exited = true;

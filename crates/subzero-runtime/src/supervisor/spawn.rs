@@ -34,12 +34,45 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::cgroup::CgroupParent;
+use super::holder::HolderPlan;
 use super::launch::{self, Alive, Placement, Program, StartError, Started};
 use super::limits::LimitParents;
 
 /// The descriptor number at which a worker finds the child's lock file; the slot
 /// locks, when any, follow it (4, 5, …). Each is named to the worker by a `--lock-fd`.
 pub const WORKER_LOCK_FD: RawFd = launch::FIRST_LOCK_FD;
+
+/// At most this many lock descriptors are passed to a worker (child lock, worker slot,
+/// writer slot).
+const MAX_WORKER_LOCKS: usize = 3;
+
+/// The worker binary's file name, installed next to `subzero`.
+pub const WORKER_BINARY: &str = "subzero-worker";
+
+/// The executable the broker starts workers from: `subzero-worker` next to the broker's
+/// own executable (`broker_exe`), which holds the worker's code alone — a child then maps
+/// and touches less, and starts faster — else the broker's executable itself (`subzero
+/// worker` runs the same worker), with why.
+pub fn worker_executable(broker_exe: &std::path::Path) -> (PathBuf, Option<String>) {
+    let sibling = broker_exe.with_file_name(WORKER_BINARY);
+    let executable = std::fs::metadata(&sibling).is_ok_and(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.is_file() && m.permissions().mode() & 0o111 != 0
+    });
+    if executable {
+        (sibling, None)
+    } else {
+        (
+            broker_exe.to_path_buf(),
+            Some(format!(
+                "{} is not installed next to {}: workers run as `{} worker`, the whole binary (install both: `cargo install --path crates/subzero` installs both)",
+                WORKER_BINARY,
+                broker_exe.display(),
+                broker_exe.display()
+            )),
+        )
+    }
+}
 
 /// The argument that tells a worker why it is not init of a PID namespace.
 const REASON_ARG: &str = "--process-containment-reason";
@@ -185,6 +218,9 @@ pub struct SpawnedWorker {
     /// The broker's copies of the locks the worker holds, kept until the worker and its
     /// whole tree are gone (`super::conn`).
     pub locks: Vec<OwnedFd>,
+    /// The pid of its lock holder (`super::holder`), once the spawner started it; none
+    /// where it could not be.
+    pub holder: Option<oneshot::Receiver<i32>>,
 }
 
 type Reply = oneshot::Sender<io::Result<SpawnedWorker>>;
@@ -234,8 +270,23 @@ impl Spawner {
             .spawn(move || {
                 let _runtime = handle.enter();
                 for (launch, reply) in inbox {
+                    let exe = launch.exe.clone();
+                    let mut spawned = spawn_now(launch, &setup, &alive);
+                    let holder = spawned.as_mut().ok().and_then(|w| {
+                        let plan =
+                            HolderPlan::new(&exe, &w.locks, w.pidfd.as_ref(), w.cgroup.as_deref())?;
+                        let (tx, rx) = oneshot::channel();
+                        w.holder = Some(rx);
+                        Some((plan, tx))
+                    });
                     // The receiver may have given up; the worker then sees its stdin close.
-                    let _ = reply.send(spawn_now(launch, &setup, &alive));
+                    let _ = reply.send(spawned);
+                    // After the answer: the holder adds nothing to the worker's start.
+                    if let Some((plan, tx)) = holder
+                        && let Some(pid) = plan.start(&alive)
+                    {
+                        let _ = tx.send(pid);
+                    }
                 }
             })?;
         Ok(Self { requests })
@@ -258,7 +309,7 @@ fn spawn_now(
     setup: &WorkerSetup,
     alive: &Alive,
 ) -> io::Result<SpawnedWorker> {
-    if launch.inherit.len() > launch::MAX_LOCKS {
+    if launch.inherit.len() > MAX_WORKER_LOCKS {
         return Err(io::Error::other("too many descriptors to pass to a worker"));
     }
     let limit_dirs = setup.limits.make();
@@ -282,6 +333,7 @@ fn spawn_now(
         cgroup,
         limits,
         locks: launch.inherit,
+        holder: None,
     })
 }
 

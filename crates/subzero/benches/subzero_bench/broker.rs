@@ -95,39 +95,6 @@ pub fn cold_start(exe: &Path, runs: usize) -> Result<ColdStart, Fail> {
     Ok(out)
 }
 
-/// RSS of a bare `subzero worker` after its hello line.
-pub fn worker_idle_rss(exe: &Path, runs: usize) -> Result<Samples, Fail> {
-    let mut rss = Samples::default();
-    for _ in 0..runs {
-        let mut child = Command::new(exe)
-            .arg("worker")
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut hello = String::new();
-        BufReader::new(stdout).read_line(&mut hello)?;
-        if !hello.contains("hello") {
-            return Err(format!("the worker's first line was not a hello: {hello}").into());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        if let Some(value) = rss_mib(child.id()) {
-            rss.push(value);
-        }
-        drop(child.stdin.take());
-        if !eventually(Duration::from_secs(5), Duration::from_millis(5), || {
-            child.try_wait().ok().flatten().is_some()
-        }) {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
-    }
-    Ok(rss)
-}
-
 /// Start → hello of a bare worker, started exactly as the broker starts it — through the
 /// runtime's spawner thread (`subzero_runtime::supervisor::Spawner`), which clones it into
 /// new PID and mount namespaces (`namespace`) or, as `[containment] process =
@@ -141,6 +108,7 @@ pub async fn worker_start(
     exe: &Path,
     runs: usize,
     namespace: bool,
+    engine: Vec<std::ffi::OsString>,
 ) -> Result<(Samples, String), Fail> {
     use subzero_runtime::supervisor::limits::LimitParents;
     use subzero_runtime::supervisor::{
@@ -168,17 +136,20 @@ pub async fn worker_start(
     })?;
     let mut ms = Samples::default();
     let mut reported = String::new();
-    for _ in 0..runs {
+    // The first start warms the page cache; it is not counted.
+    for round in 0..=runs {
         let launch = WorkerLaunch {
             exe: exe.to_path_buf(),
             inherit: Vec::new(),
             cwd: hidden.path().to_path_buf(),
             log_filter: None,
-            engine: Vec::new(),
+            engine: engine.clone(),
         };
         let started = Instant::now();
         let (mut conn, hello) = WorkerConn::start(&spawner, launch, "bench".into()).await?;
-        ms.push(ms_since(started));
+        if round > 0 {
+            ms.push(ms_since(started));
+        }
         reported = format!(
             "{}; view hidden: {}",
             hello

