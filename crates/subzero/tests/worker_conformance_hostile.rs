@@ -358,7 +358,7 @@ fn a_bash_command_cannot_read_the_key_from_the_key_holders_proc_files() {
         let body = server.requests()[1].json().expect("json");
         let out = worker_support::tool_messages(&body).join("\n");
         let holder = match engine {
-            Engine::Rust => "subzero worker",
+            Engine::Rust => "worker --lock-fd 3",
             Engine::Pi => "workers/pi/src/main.js",
         };
         assert!(

@@ -39,6 +39,12 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 /// The type of the line that stands for a worker line breaking the control contract.
 const BROKEN: &str = "(broken control line)";
 
+/// The executable the broker starts workers from: `subzero-worker` beside `subzero`, as
+/// `serve.rs` chooses it (else `subzero` itself).
+pub fn worker_exe() -> PathBuf {
+    subzero_runtime::supervisor::worker_executable(Path::new(env!("CARGO_BIN_EXE_subzero"))).0
+}
+
 /// What the connection task is told to do.
 enum Order {
     Send(Box<BrokerMessage>),
@@ -88,7 +94,7 @@ impl Broker {
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let launch = WorkerLaunch {
-            exe: PathBuf::from(env!("CARGO_BIN_EXE_subzero")),
+            exe: worker_exe(),
             inherit: vec![self.child_lock()],
             cwd: workspace.to_path_buf(),
             log_filter: Some("debug".to_owned()),

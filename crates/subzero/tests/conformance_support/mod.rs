@@ -1,8 +1,8 @@
 //! One conformance suite, both workers: each case drives a real worker process over the
 //! control protocol (`start_run`, `steer`, `cancel`, EOF; `hello`, events, `leaf_committed`,
 //! `run_settled`, `cancel_confirmed`) against a scripted model on loopback, once per engine:
-//! - `Engine::Rust`: `subzero worker`;
-//! - `Engine::Pi`: `subzero worker … --engine pi …`, the init that confines Node running
+//! - `Engine::Rust`: `subzero-worker worker` (the broker's worker binary);
+//! - `Engine::Pi`: `subzero-worker worker … --engine pi …`, the init that confines Node running
 //!   `workers/pi` (needs `npm ci` there: `cargo xtask test` does it; a plain `cargo test`
 //!   without it records the group as skipped, see `prereq_support`).
 //!

@@ -86,6 +86,7 @@ fn closed_to_others(test_binary: &Path) -> Option<PathBuf> {
     let mut needed = vec![
         (test_binary.to_path_buf(), 0o001),
         (PathBuf::from(env!("CARGO_BIN_EXE_subzero")), 0o001),
+        (super::conn::worker_exe(), 0o001),
     ];
     if super::pi_node().is_file() {
         needed.push((super::pi_node(), 0o001));
