@@ -44,6 +44,9 @@ pub struct ChildContainment {
     ///What the child's tool processes cannot see of Subzero's own files.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub view: ::std::option::Option<ViewReceipt>,
+    ///How the child's key-holding process is confined, when its worker runs the tools inside that process (a child on `worker = "pi"`); absent for the Rust worker.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub worker: ::std::option::Option<WorkerReceipt>,
 }
 ///One configuration entry left out, and why.
 #[derive(
@@ -226,6 +229,9 @@ pub struct ContainmentSupport {
     ///What tool processes cannot see of Subzero's own files.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub view: ::std::option::Option<ViewReceipt>,
+    ///How the process that holds the model key is confined, for a worker that runs its tools inside that process (the Pi worker); absent for the Rust worker, whose tools are processes of their own.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub worker: ::std::option::Option<WorkerReceipt>,
 }
 ///A configured credential reference, without its secret.
 #[derive(
@@ -1563,6 +1569,9 @@ pub struct WorkerAvailability {
     ///What it can run; absent: everything.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub capabilities: ::std::option::Option<WorkerCapabilities>,
+    ///What the kernel enforces for its children on this machine, from its hello; absent for the Rust worker (its receipts are `enforcement.containment`) and when it is not installed.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub containment: ::std::option::Option<ContainmentSupport>,
     ///True when the worker started and said hello.
     pub installed: bool,
     ///Bytes on disk of what it runs from (the `subzero` executable; for `pi`, its folder with `node_modules`).
@@ -1859,6 +1868,28 @@ for WorkerInfoProtocols {
         Self(value)
     }
 }
+///How a worker that runs its tools inside the process holding the model key (the Pi worker: Pi's file tools run inside Node) confines that process and its commands.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerReceipt {
+    ///True when the key-holding process runs as a tool process does: in the tools' view, under the tool bounds, without capabilities and, where `filesystem` names a Landlock ABI, in a Landlock domain; false when its jail could not be built (every run is then refused).
+    #[serde(rename = "keyHolderConfined")]
+    pub key_holder_confined: bool,
+    ///The worker.
+    pub name: super::common::WorkerName,
+    ///True when each `bash` command runs in a Landlock domain nested in the key holder's, with only stdin, stdout and stderr open, so it cannot open that process's memory or descriptors; false where there is no Landlock, and the worker then offers no `bash`.
+    #[serde(rename = "nestedCommands")]
+    pub nested_commands: bool,
+    ///What is in force, in words.
+    pub summary: super::common::ShortText,
+}
 /// Error types.
 pub mod error {
     /// Error from a `TryFrom` or `FromStr` implementation.
@@ -1934,6 +1965,10 @@ impl crate::validate::Validate for ChildContainment {
             &self.view,
             &crate::validate::join(path, "view"),
         )?;
+        crate::validate::Validate::validate_at(
+            &self.worker,
+            &crate::validate::join(path, "worker"),
+        )?;
         Ok(())
     }
 }
@@ -2003,6 +2038,10 @@ impl crate::validate::Validate for ContainmentSupport {
         crate::validate::Validate::validate_at(
             &self.view,
             &crate::validate::join(path, "view"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.worker,
+            &crate::validate::join(path, "worker"),
         )?;
         Ok(())
     }
@@ -2660,6 +2699,10 @@ impl crate::validate::Validate for WorkerAvailability {
             &crate::validate::join(path, "capabilities"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.containment,
+            &crate::validate::join(path, "containment"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.installed,
             &crate::validate::join(path, "installed"),
         )?;
@@ -2794,6 +2837,31 @@ impl crate::validate::Validate for WorkerInfoProtocols {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_items(path, self.0.len(), 1, 8)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for WorkerReceipt {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.key_holder_confined,
+            &crate::validate::join(path, "keyHolderConfined"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.name,
+            &crate::validate::join(path, "name"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.nested_commands,
+            &crate::validate::join(path, "nestedCommands"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.summary,
+            &crate::validate::join(path, "summary"),
+        )?;
         Ok(())
     }
 }

@@ -233,7 +233,7 @@ mod tests {
             (vec!["--engine", "go"], "--engine takes rust or pi"),
             (vec!["stray"], "unexpected argument"),
         ] {
-            let err = parse_worker(os(&args)).err().expect("refused");
+            let err = parse_worker(os(&args)).expect_err("refused");
             assert!(err.contains(why), "{args:?}: {err}");
         }
     }

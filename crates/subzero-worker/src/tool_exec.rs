@@ -12,7 +12,9 @@
 //!    grant). A process in a nested domain cannot ptrace a process of its parent domain, so
 //!    Node's `/proc/<pid>/mem`, `environ` and `fd` are closed to the command and all it
 //!    starts;
-//! 3. execs the shell (in the process group Node made for it).
+//! 3. ignores SIGXFSZ again (Node reset it), so a write past the file-size bound fails with
+//!    `EFBIG` as in every other tool process;
+//! 4. execs the shell (in the process group Node made for it).
 //!
 //! Without Landlock there is no such domain: the Pi worker then offers no `bash`.
 #![allow(unsafe_code)]
@@ -64,6 +66,7 @@ pub fn tool_exec(options: ToolExecOptions) -> i32 {
         return refuse(&format!("cannot enter the tool's Landlock domain: {e}"));
     }
     drop(ruleset);
+    ignore_file_size_signal();
     let Some((program, args)) = options.command.split_first() else {
         return refuse("no command to run");
     };
@@ -74,6 +77,15 @@ pub fn tool_exec(options: ToolExecOptions) -> i32 {
 fn refuse(why: &str) -> i32 {
     eprintln!("subzero tool-exec: {why}");
     126
+}
+
+/// A write past the tool bounds' `RLIMIT_FSIZE` then fails with `EFBIG`, as in the Rust
+/// worker's tool processes (`containment/limits.rs`), instead of SIGXFSZ ending the command:
+/// Node (libuv) resets every signal disposition when it starts a process, so the one the
+/// init set for Node does not reach the command. Ignored dispositions survive exec.
+fn ignore_file_size_signal() {
+    // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
 }
 
 /// Closes every descriptor above 2.

@@ -305,3 +305,79 @@ async fn a_pi_template_without_the_worker_installed_is_refused_naming_the_fix() 
     assert_eq!(done["lastRun"]["status"], "completed");
     broker.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pi_childs_receipts_say_that_node_is_confined_as_a_tool_and_bash_nested() {
+    if !pi_ready() {
+        return;
+    }
+    let env = env_with_templates(vec![Reply::text("Pi answer."), Reply::text("Rust answer.")]);
+    let broker = env.broker("pi-receipts").await;
+    let info = ok(&broker, "subzero_info", json!({})).await;
+    let workers = info["workers"].as_array().expect("workers");
+    let pi = workers.iter().find(|w| w["name"] == "pi").expect("pi");
+    let rust = workers.iter().find(|w| w["name"] == "rust").expect("rust");
+    let landlock = info["enforcement"]["landlock"].as_u64().is_some();
+    let receipt = &pi["containment"]["worker"];
+    assert_eq!(receipt["name"], "pi", "{info:#}");
+    assert_eq!(receipt["keyHolderConfined"], true, "{info:#}");
+    assert_eq!(receipt["nestedCommands"], landlock, "{info:#}");
+    assert!(
+        receipt["summary"].as_str().unwrap_or("").contains("Node"),
+        "{receipt}"
+    );
+    assert!(
+        pi["containment"]["view"]["summary"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Node and its tools: "),
+        "{info:#}"
+    );
+    assert!(
+        rust.get("containment").is_none(),
+        "the Rust worker's receipts are enforcement.containment: {rust}"
+    );
+    assert!(
+        info["enforcement"]["containment"].get("worker").is_none(),
+        "{info:#}"
+    );
+
+    let (child, _) = spawn(&broker, &env, "pi-coder", "Say something.").await;
+    let done = settle(&broker, &child, Duration::from_secs(60)).await;
+    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let containment = &done["containment"];
+    assert_eq!(containment["worker"], *receipt, "{done:#}");
+    assert!(
+        containment["view"]["summary"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Node and its tools: "),
+        "{done:#}"
+    );
+    if landlock {
+        assert_eq!(containment["filesystem"]["enforced"], true, "{done:#}");
+        assert!(
+            containment["filesystem"]["summary"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with(" workspace"),
+            "{done:#}"
+        );
+    }
+
+    let (rust_child, _) = spawn(&broker, &env, "researcher", "Say something.").await;
+    let done = settle(&broker, &rust_child, Duration::from_secs(60)).await;
+    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    assert!(
+        done["containment"].get("worker").is_none(),
+        "a Rust child has no worker receipt: {done:#}"
+    );
+    assert!(
+        !done["containment"]["view"]["summary"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Node"),
+        "{done:#}"
+    );
+    broker.close().await.expect("close");
+}

@@ -194,65 +194,65 @@ fn a_resume_after_a_killed_worker_branches_from_the_last_leaf_keeps_the_interrup
 
 #[test]
 fn a_pi_tools_bash_reaches_no_subzero_descriptor_no_state_directory_and_not_the_key() {
-    if !Engine::Pi.ready() {
-        return;
-    }
-    let place = Place::new();
-    std::fs::create_dir_all(place.state.path().join("transcripts")).expect("dir");
-    std::fs::write(place.state.path().join("secret-db"), "STATE-SECRET-88a").expect("state file");
-    let state = place.state.path().display().to_string();
-    let command = format!(
-        "echo -n FDS:; ls /proc/$$/fd | tr '\\n' ' '; echo; echo STATE:$(ls -A {state} 2>&1); \
+    on_engines(&[Engine::Pi], |engine| {
+        let place = Place::new();
+        std::fs::create_dir_all(place.state.path().join("transcripts")).expect("dir");
+        std::fs::write(place.state.path().join("secret-db"), "STATE-SECRET-88a")
+            .expect("state file");
+        let state = place.state.path().display().to_string();
+        let command = format!(
+            "echo -n FDS:; ls /proc/$$/fd | tr '\\n' ' '; echo; echo STATE:$(ls -A {state} 2>&1); \
          cat {state}/secret-db 2>/dev/null || echo SECRET:unreadable; \
          echo KEYS:$(for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; done | grep -ac 'sk-test-key-000[0]'); \
          echo NODE:$(cat /proc/$PPID/fd/0 2>&1 | head -c 120); \
          echo MEM:$(dd if=/proc/$PPID/mem bs=1 count=1 skip=4096 2>&1 | head -c 120)"
-    );
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("call_1", "bash", &json!({"command": command}).to_string()),
-        Reply::text("done"),
-    ])
-    .expect("server");
-    let id = Engine::Pi.run_id(26);
-    let mut worker = place.worker(Engine::Pi, &coder());
-    worker.send(&place.start(&id, server.base_url(), coder(), "Look around."));
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    let requests = server.requests();
-    let result = tool_messages(&requests[1].json().expect("json"));
-    let out = result.join("\n");
-    assert!(
-        out.contains("FDS:0 1 2 "),
-        "only stdio is open in the tool: {out}"
-    );
-    assert!(
-        !out.contains("FDS:0 1 2 3"),
-        "a descriptor above 2 reached the tool: {out}"
-    );
-    assert!(
-        out.contains("STATE:\n")
-            || out.contains("STATE: ")
-            || out.contains("STATE:\\n")
-            || out.lines().any(|l| l.trim() == "STATE:"),
-        "the state directory is listed empty: {out}"
-    );
-    assert!(
-        !out.contains("STATE-SECRET-88a") && out.contains("SECRET:unreadable"),
-        "{out}"
-    );
-    assert!(
-        out.contains("KEYS:0"),
-        "the key is in some process's environ or cmdline: {out}"
-    );
-    assert!(
-        out.contains("NODE:cat: /proc/") && out.contains("/fd/0: Permission denied"),
-        "Node's descriptors are closed: {out}"
-    );
-    assert!(
-        out.contains("MEM:dd: failed to open") && out.contains("/mem': Permission denied"),
-        "Node's memory is closed: {out}"
-    );
-    assert!(!out.contains("sk-test-key-0000"), "{out}");
+        );
+        let server = ScriptedServer::start(vec![
+            Reply::tool_call("call_1", "bash", &json!({"command": command}).to_string()),
+            Reply::text("done"),
+        ])
+        .expect("server");
+        let id = engine.run_id(26);
+        let mut worker = place.worker(engine, &coder());
+        worker.send(&place.start(&id, server.base_url(), coder(), "Look around."));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "completed", "{settled}");
+        let requests = server.requests();
+        let result = tool_messages(&requests[1].json().expect("json"));
+        let out = result.join("\n");
+        assert!(
+            out.contains("FDS:0 1 2 "),
+            "only stdio is open in the tool: {out}"
+        );
+        assert!(
+            !out.contains("FDS:0 1 2 3"),
+            "a descriptor above 2 reached the tool: {out}"
+        );
+        assert!(
+            // Only the worker's own scratch directory is bound back beneath the cover
+            // (as the broker lays it out: <state>/scratch/<worker's directory>).
+            out.lines()
+                .any(|l| l.trim() == "STATE:" || l.trim() == "STATE:scratch"),
+            "the state directory shows nothing but the scratch parent: {out}"
+        );
+        assert!(
+            !out.contains("STATE-SECRET-88a") && out.contains("SECRET:unreadable"),
+            "{out}"
+        );
+        assert!(
+            out.contains("KEYS:0"),
+            "the key is in some process's environ or cmdline: {out}"
+        );
+        assert!(
+            out.contains("NODE:cat: /proc/") && out.contains("/fd/0: Permission denied"),
+            "Node's descriptors are closed: {out}"
+        );
+        assert!(
+            out.contains("MEM:dd: failed to open") && out.contains("/mem': Permission denied"),
+            "Node's memory is closed: {out}"
+        );
+        assert!(!out.contains("sk-test-key-0000"), "{out}");
+    });
 }
 
 /// The `role: tool` message contents of a recorded request body (Pi sends them as strings too).

@@ -46,6 +46,11 @@ export function takeFailure() {
   return f;
 }
 
+/** The failure of the last request that failed in the guard, kept for the run. */
+export function peekFailure() {
+  return failure;
+}
+
 /** `{requestBytes, responseBytes}` of the most recent request. */
 export function lastRequest() {
   return last;
@@ -97,7 +102,7 @@ async function guardedFetch(input, init = {}) {
       if (target.origin !== policy.origin) {
         throw new GuardError({
           code: "model_request_failed",
-          message: `model_request_failed: the model endpoint redirected (HTTP ${response.status}) to another origin, ${target.origin}; refused before anything was sent there`,
+          message: `model_request_failed: the model endpoint redirected to another origin, ${target.origin}; the key and the prompt are only sent to ${policy.origin}, so nothing was sent there: set model.url to the endpoint that answers`,
           details: { status: response.status, redirect: target.origin },
         });
       }
@@ -137,17 +142,17 @@ async function withIdleTimeout(url, options) {
   try {
     return await originalFetch(url, { ...options, signal });
   } catch (err) {
-    if (idle.signal.aborted && !options.signal?.aborted) throw idleFailure();
+    if (idle.signal.aborted && !options.signal?.aborted) throw idleFailure("waiting for the response headers");
     throw err;
   } finally {
     clearTimeout(timer);
   }
 }
 
-function idleFailure() {
+function idleFailure(what) {
   return new GuardError({
     code: "model_request_failed",
-    message: `model_request_failed: the model endpoint sent nothing for ${policy.idleTimeoutMs} ms (model_idle_timeout_ms)`,
+    message: `model_request_failed: the model endpoint sent nothing for ${policy.idleTimeoutMs} ms ${what} (model_idle_timeout_ms in [limits])`,
     details: { status: null, idleTimeoutMs: policy.idleTimeoutMs },
   });
 }
@@ -169,8 +174,18 @@ async function errorResponse(response) {
     code: "model_request_failed",
     message: `model_request_failed: the model endpoint answered HTTP ${response.status}: ${redact(excerptOf(text))}`,
     details: { status: response.status, excerpt: redact(excerptOf(text)) },
+    // The parsed error body, for a typed refusal the worker acts on (provider.js); never shown.
+    body: parseOrNull(text),
   };
   return new Response(text, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+function parseOrNull(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 function excerptOf(text) {
@@ -195,7 +210,7 @@ function bounded(response, request) {
   const body = new ReadableStream({
     async pull(controller) {
       const idle = new Promise((_, reject) => {
-        timer = setTimeout(() => reject(idleFailure()), idleTimeoutMs);
+        timer = setTimeout(() => reject(idleFailure("in the middle of the response stream")), idleTimeoutMs);
       });
       try {
         const { done, value } = await Promise.race([reader.read(), idle]);

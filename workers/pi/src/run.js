@@ -12,8 +12,10 @@ import {
 } from "@earendil-works/pi-coding-agent";
 import { isContextOverflow } from "@earendil-works/pi-ai";
 import * as budgets from "./budget.js";
+import { guardCalls } from "./calls.js";
+import { conform } from "./payload.js";
 import * as net from "./net.js";
-import { connect, PROTOCOLS } from "./provider.js";
+import { connect, learnCapField, PROTOCOLS } from "./provider.js";
 import { redact } from "./redact.js";
 import { TextEvents } from "./text.js";
 import { BUILTIN, WRITING, available, definitions } from "./tools.js";
@@ -101,7 +103,7 @@ function resources(prompt) {
   };
 }
 
-function settings(streamLimits) {
+function settings() {
   return SettingsManager.inMemory({
     compaction: { enabled: false },
     retry: { enabled: false, maxRetries: 0, provider: { maxRetries: 0 } },
@@ -110,7 +112,9 @@ function settings(streamLimits) {
     followUpMode: "all",
     enableInstallTelemetry: false,
     enableAnalytics: false,
-    httpIdleTimeoutMs: streamLimits?.idleTimeoutMs ?? net.DEFAULT_LIMITS.idleTimeoutMs,
+    // No timeout of Pi's own (0): the worker's fetch (net.js) bounds the silence before the
+    // headers and between chunks by `streamLimits.idleTimeoutMs`, and says so.
+    httpIdleTimeoutMs: 0,
     defaultThinkingLevel: "off",
   });
 }
@@ -149,7 +153,15 @@ export async function execute(start, control) {
   const usage = { inputTokens: 0, outputTokens: 0, turns: 0, source: "reported" };
   const counters = { input: 0, output: 0, source: "reported" };
   const text = new TextEvents(start.runId);
-  const state = { budget: undefined, lastAssistant: undefined, cancelled: false, text, steers: control.steers };
+  const state = {
+    budget: undefined,
+    lastAssistant: undefined,
+    cancelled: false,
+    text,
+    steers: control.steers,
+    // Calls a budget left unrun: no tool event, as the Rust worker sends none.
+    unrun: new Set(),
+  };
   const sync = () => {
     usage.inputTokens = counters.input;
     usage.outputTokens = counters.output;
@@ -188,8 +200,17 @@ export async function execute(start, control) {
     }),
     resourceLoader: resources(systemPrompt(start.snapshot)),
     sessionManager: manager,
-    settingsManager: settings(start.streamLimits),
+    settingsManager: settings(),
   });
+  session.agent.onPayload = conform;
+  learnCapField(session.agent, start.model);
+  guardCalls(
+    session.agent,
+    {
+      maxArgumentBytes: start.streamLimits?.maxToolArgumentBytes ?? net.DEFAULT_LIMITS.maxToolArgumentBytes,
+      maxOutputTokens: limits.maxOutputTokens,
+    },
+  );
   const started = Date.now();
   const deadline = setTimeout(() => {
     state.budget ??= { budget: "deadlineMs", limit: limits.deadlineMs, reached: Date.now() - started };
@@ -233,18 +254,25 @@ function watch(session, start, state, counters, usage) {
           state.text.finish();
           state.lastAssistant = ev.message;
           usageOf(ev.message, counters);
-          // A turn that would go on runs its calls; the budget ends the run after them.
+          // An answer that would go on: past the token budget its calls are not run (the
+          // run hands off now); at maxTurns they run and the run hands off after them.
           const goesOn = ev.message.stopReason === "toolUse";
-          if (goesOn && !state.budget) state.afterTurn = reachedAfterTurn(limits, usage.turns, counters);
+          if (goesOn && !state.budget) {
+            state.budget = tokensReached(limits, counters);
+            state.afterTurn = turnsReached(limits, usage.turns);
+          }
         } else if (ev.message.role === "user") {
           state.steers?.applied(textOf(ev.message));
         }
         break;
       case "tool_execution_start":
-        if (!state.budget) event(start.runId, { kind: "tool", name: ev.toolName, state: "started" });
+        if (state.budget) state.unrun.add(ev.toolCallId);
+        else event(start.runId, { kind: "tool", name: ev.toolName, state: "started" });
         break;
       case "tool_execution_end":
-        event(start.runId, { kind: "tool", name: ev.toolName, state: ev.isError ? "failed" : "finished" });
+        if (!state.unrun.has(ev.toolCallId)) {
+          event(start.runId, { kind: "tool", name: ev.toolName, state: ev.isError ? "failed" : "finished" });
+        }
         break;
       default:
         break;
@@ -252,8 +280,13 @@ function watch(session, start, state, counters, usage) {
   });
 }
 
-function reachedAfterTurn(limits, turns, counters) {
-  if (turns >= limits.maxTurns) return { budget: "maxTurns", limit: limits.maxTurns, reached: turns };
+/** `maxTurns`, when `turns` turns have been taken (checked before the next one, Rust: `turns_reached`). */
+function turnsReached(limits, turns) {
+  return turns >= limits.maxTurns ? { budget: "maxTurns", limit: limits.maxTurns, reached: turns } : undefined;
+}
+
+/** `tokenBudget`, when the run's tokens reached it (checked when the run would go on, Rust: `tokens_reached`). */
+function tokensReached(limits, counters) {
   const used = counters.input + counters.output;
   if (limits.tokenBudget && used >= limits.tokenBudget) {
     return { budget: "tokenBudget", limit: limits.tokenBudget, reached: used };
@@ -261,21 +294,24 @@ function reachedAfterTurn(limits, turns, counters) {
   return undefined;
 }
 
-/** Calls left unrun once a budget is reached, or over the argument cap; the run ends after the turn. */
+/**
+ * Calls left unrun once a budget is reached (a call the deadline cut short is answered `not
+ * run` too); the run ends after the turn. Oversized and cut calls are refused before this, by
+ * their tool's `prepareArguments` (calls.js).
+ */
 function guard(session, start, state) {
   const agent = session.agent;
   const before = agent.beforeToolCall;
-  const maxArgs = start.streamLimits?.maxToolArgumentBytes ?? net.DEFAULT_LIMITS.maxToolArgumentBytes;
   agent.beforeToolCall = async (context, signal) => {
     if (state.budget) return { block: true, reason: budgets.unrunCall(state.budget), terminate: true };
-    const size = Buffer.byteLength(JSON.stringify(context.toolCall.arguments ?? {}), "utf8");
-    if (size > maxArgs) {
-      return {
-        block: true,
-        reason: `the call's arguments passed ${maxArgs} bytes (tool_argument_bytes) and were not read; make a smaller call`,
-      };
-    }
     return before ? before(context, signal) : undefined;
+  };
+  const after = agent.afterToolCall;
+  agent.afterToolCall = async (context, signal) => {
+    if (state.budget?.budget === "deadlineMs") {
+      return { content: [{ type: "text", text: budgets.unrunCall(state.budget) }], isError: true };
+    }
+    return after ? after(context, signal) : undefined;
   };
   const finish = agent.finishTurn;
   agent.finishTurn = async (turn, signal) => {
@@ -341,7 +377,13 @@ async function handoff(session, runtime, model, start, reached, counters, state,
   let stopped = false;
   let final;
   try {
-    const stream = runtime.streamSimple(model, context, { maxTokens, signal, toolChoice: "none", maxRetries: 0 });
+    const stream = runtime.streamSimple(model, context, {
+      maxTokens,
+      signal,
+      toolChoice: "none",
+      maxRetries: 0,
+      onPayload: conform,
+    });
     for await (const ev of stream) {
       if (ev.type === "text_delta") {
         summary += ev.delta;

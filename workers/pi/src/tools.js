@@ -7,7 +7,7 @@
 // Every call is bounded by the run's toolTimeoutMs.
 
 import { spawn } from "node:child_process";
-import { access, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { constants, existsSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import {
@@ -19,6 +19,7 @@ import {
   createReadToolDefinition,
   createWriteToolDefinition,
 } from "@earendil-works/pi-coding-agent";
+import { REFUSED } from "./calls.js";
 import { beneath } from "./paths.js";
 import { findOperations, grepExecute } from "./search.js";
 import * as tree from "./tree.js";
@@ -87,37 +88,115 @@ export function definitions(names, { root, scratch, toolTimeoutMs }) {
         },
       }),
     bash: () =>
-      createBashToolDefinition(root, {
-        exposeSessionEnvironment: false,
-        operations: bashOperations(root, scratch),
-      }),
+      withoutOutputFiles(
+        createBashToolDefinition(root, {
+          exposeSessionEnvironment: false,
+          operations: bashOperations(root, scratch),
+        }),
+      ),
   };
   return names.map((name) => bounded(make[name](), toolTimeoutMs));
 }
 
-/** `definition` whose calls end at `ms` with a tool error (bash's tree is killed by the abort). */
-function bounded(definition, ms) {
+const FULL_OUTPUT = /Full output: ([^\]\n]+)\]/g;
+
+/** Removes the output files `text` names; returns `text` saying they were not kept. */
+async function forgetFiles(text) {
+  const paths = [...text.matchAll(FULL_OUTPUT)].map((m) => m[1]);
+  await Promise.all(paths.map((p) => unlink(p).catch(() => {})));
+  return text.replace(FULL_OUTPUT, "the full output was not kept]");
+}
+
+/**
+ * Pi's bash keeps a long output whole in a file of its own in the scratch directory and names
+ * it to the model, which cannot read it there (outside the workspace). That file holds the raw
+ * output, before redaction: it is removed when the call ends, as the Rust worker removes its
+ * capture file, and the result says the full output was not kept.
+ */
+function withoutOutputFiles(definition) {
   const execute = definition.execute;
   return {
     ...definition,
+    execute: async (...args) => {
+      let result;
+      try {
+        result = await execute.apply(definition, args);
+      } catch (err) {
+        if (err instanceof Error) err.message = await forgetFiles(err.message);
+        throw err;
+      }
+      const kept = result?.details?.fullOutputPath;
+      if (kept) await unlink(kept).catch(() => {});
+      const content = await Promise.all(
+        (result?.content ?? []).map(async (block) =>
+          block?.type === "text" ? { ...block, text: await forgetFiles(block.text) } : block,
+        ),
+      );
+      const details = result?.details ? { ...result.details, fullOutputPath: undefined } : result?.details;
+      const structured = result?.structuredContent
+        ? { ...result.structuredContent, full_output_path: undefined }
+        : result?.structuredContent;
+      return { ...result, content, details, ...(structured ? { structuredContent: structured } : {}) };
+    },
+  };
+}
+
+/** How long a call may take to end after its timeout aborted it (Rust: `TIMEOUT_BACKSTOP`). */
+const TIMEOUT_BACKSTOP_MS = 3000;
+
+/**
+ * `definition` whose calls end at `ms` with the Rust worker's tool error (`tools::timed_out`):
+ * the call is aborted (bash's process group is killed), and what bash printed before is kept.
+ */
+function bounded(definition, ms) {
+  const execute = definition.execute;
+  const prepare = definition.prepareArguments;
+  return {
+    ...definition,
+    // A call refused before it runs (calls.js) is answered with its error, before Pi
+    // validates its (dropped or cut) arguments.
+    prepareArguments: (args) => {
+      if (args && args[REFUSED]) throw new Error(args[REFUSED]);
+      return prepare ? prepare(args) : args;
+    },
     execute: async (id, params, signal, onUpdate, ctx) => {
       const timeout = new AbortController();
       const both = signal ? AbortSignal.any([signal, timeout.signal]) : timeout.signal;
+      const running = execute.call(definition, id, params, both, onUpdate, ctx);
       let timer;
-      const expired = new Promise((_, reject) => {
-        timer = setTimeout(() => {
-          timeout.abort();
-          const killed = definition.name === "bash" ? "; its processes were killed" : "; its result was dropped";
-          reject(new Error(`${definition.name} timed out after ${ms} ms (toolTimeoutMs)${killed}`));
-        }, ms);
+      const expired = new Promise((resolve) => {
+        timer = setTimeout(() => resolve(true), ms);
       });
       try {
-        return await Promise.race([execute.call(definition, id, params, both, onUpdate, ctx), expired]);
+        const first = await Promise.race([running.then(() => false, () => false), expired]);
+        if (!first) return await running;
+        timeout.abort();
+        throw new Error(await timedOut(definition.name, ms, running));
       } finally {
         clearTimeout(timer);
       }
     },
   };
+}
+
+/** The timeout's tool error, once the aborted call ended (or the backstop passed). */
+async function timedOut(name, ms, running) {
+  let output = "";
+  if (name === "bash") {
+    const ended = await Promise.race([
+      running.then(
+        () => "",
+        (err) => String(err?.message ?? ""),
+      ),
+      new Promise((resolve) => setTimeout(() => resolve(""), TIMEOUT_BACKSTOP_MS)),
+    ]);
+    // Pi's bash ends an aborted command with its output and the line "Command aborted".
+    output = ended.replace(/\n*Command aborted$/, "");
+  }
+  const what = name === "bash" ? "its processes were killed" : "its result was dropped";
+  let text = `${name} timed out after ${ms} ms (toolTimeoutMs); ${what}`;
+  if (output) text += `\noutput so far:\n${output}`;
+  return text;
 }
 
 function shell() {

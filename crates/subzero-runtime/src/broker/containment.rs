@@ -3,12 +3,14 @@
 //! for `subzero_info` and each child's `subzero_get`.
 //!
 //! All workers of a broker come from one spawner, with one configuration, on one kernel,
-//! so the handshake worker's `hello` says what each of them gives; a child's receipt adds
-//! the values of its own frozen snapshot to the resource bounds. A receipt is left out
-//! rather than guessed when no worker could be asked.
+//! so the handshake worker of each worker kind says in its `hello` what every worker of that
+//! kind gives; a child's receipts are those of its own worker (its snapshot's `worker`: the
+//! Pi worker confines Node, which holds the key, as a tool process, and says so in
+//! `worker`), with the values of its frozen snapshot added to the resource bounds. A
+//! receipt is left out rather than guessed when no worker could be asked.
 
 use serde_json::Value;
-use subzero_core::template::{GrantSnapshot, ToolLimits};
+use subzero_core::template::{GrantSnapshot, ToolLimits, WorkerKind};
 use subzero_protocol as p;
 
 use super::Broker;
@@ -45,6 +47,28 @@ fn with_limits(resources: &p::ResourceReceipt, limits: [u64; 4]) -> p::ResourceR
     }
 }
 
+/// Everything `hello` says the kernel enforces for its worker kind's children
+/// (`subzero_info.workers[].containment`).
+pub(super) fn support_of(hello: &Hello) -> p::ContainmentSupport {
+    p::ContainmentSupport {
+        filesystem: hello.filesystem.clone(),
+        process: hello.process.clone(),
+        ownership: hello.ownership.clone(),
+        view: hello.view.clone(),
+        resources: hello.resources.clone(),
+        worker: hello.worker.clone(),
+    }
+}
+
+/// The worker kind a stored snapshot names (absent: the Rust worker).
+pub(super) fn worker_of_stored(stored_snapshot: &Value) -> WorkerKind {
+    stored_snapshot
+        .get("worker")
+        .and_then(Value::as_str)
+        .and_then(WorkerKind::parse)
+        .unwrap_or_default()
+}
+
 impl Broker {
     /// Adds `ownership`, `view` and `resources` of `hello` to `subzero_info`'s
     /// `enforcement.containment`.
@@ -54,13 +78,19 @@ impl Broker {
         support.resources = hello.resources.clone();
     }
 
-    /// Adds `ownership`, `view` and `resources` to one child's `containment`.
+    /// The hello of the worker a stored snapshot runs on.
+    pub(super) async fn hello_of_stored(&self, stored_snapshot: &Value) -> Option<Hello> {
+        self.hello_for(worker_of_stored(stored_snapshot)).await.ok()
+    }
+
+    /// Adds `ownership`, `view`, `resources` and, for a worker whose tools run in the
+    /// key-holding process, `worker` to one child's `containment`: its own worker's.
     pub(super) async fn child_receipts(
         &self,
         stored_snapshot: &Value,
         containment: &mut p::ChildContainment,
     ) {
-        let Ok(hello) = self.hello().await else {
+        let Some(hello) = self.hello_of_stored(stored_snapshot).await else {
             return;
         };
         containment.ownership = hello.ownership.clone();
@@ -69,5 +99,6 @@ impl Broker {
             .resources
             .as_ref()
             .map(|r| with_limits(r, tool_limits_of(stored_snapshot)));
+        containment.worker = hello.worker.clone();
     }
 }

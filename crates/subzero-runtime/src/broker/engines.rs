@@ -237,6 +237,10 @@ fn availability(
         steering: hello.map(|h| h.steering),
         transcript_version: hello.and_then(|h| std::num::NonZeroU64::new(h.transcript_version)),
         capabilities: hello.and_then(|h| h.capabilities.clone()),
+        // The Rust worker's receipts are `enforcement.containment`.
+        containment: hello
+            .filter(|_| kind != WorkerKind::Rust)
+            .map(super::containment::support_of),
         installed_bytes,
         problem: problem.and_then(|why| why.chars().take(1024).collect::<String>().parse().ok()),
     }

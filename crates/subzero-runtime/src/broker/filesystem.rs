@@ -138,13 +138,14 @@ impl Broker {
     }
 
     /// `containment.filesystem` of one child's snapshot (`subzero_get`): the enforcement its
-    /// tool processes run under on this broker's machine. `None` when no worker could be
-    /// asked (the snapshot then says nothing rather than guess).
+    /// tool processes run under on this broker's machine, as its own worker reports it.
+    /// `None` when that worker could not be asked (the snapshot then says nothing rather
+    /// than guess).
     pub(super) async fn filesystem_receipt(
         &self,
         stored_snapshot: &Value,
     ) -> Option<p::FilesystemEnforcement> {
-        let hello = self.hello().await.ok()?;
+        let hello = self.hello_of_stored(stored_snapshot).await?;
         let access = Needs::access_of_stored(stored_snapshot);
         let (abi, why) = support(&hello);
         let summary = match abi {

@@ -45,6 +45,9 @@ pub struct Hello {
     /// What it can run beyond its protocols (`capabilities`); `None`: everything (the
     /// Rust worker).
     pub capabilities: Option<subzero_protocol::WorkerCapabilities>,
+    /// How it confines the process holding the key when its tools run inside it
+    /// (`containment.worker`, the Pi worker); `None` for the Rust worker.
+    pub worker: Option<subzero_protocol::WorkerReceipt>,
 }
 
 /// A running worker and its pipes.
@@ -110,6 +113,7 @@ impl WorkerConn {
                     ownership: containment.ownership,
                     view: containment.view,
                     resources: containment.resources,
+                    worker: containment.worker,
                     capabilities,
                 };
                 Ok((conn, hello))

@@ -108,7 +108,7 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
         Ok(started) => started,
         Err(code) => return code,
     };
-    let support = containment::support(&process, holders);
+    let mut support = containment::support(&process, holders);
     let root = pi
         .workspace
         .clone()
@@ -130,6 +130,7 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
         }
     };
     let jail = node_jail(&grant, &root, scratch.path(), pi.transcript.as_deref());
+    receipts(&mut support, &jail);
     let (here, there) = match UnixStream::pair() {
         Ok(pair) => pair,
         Err(e) => {
@@ -161,6 +162,41 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
         tracing::warn!(%err, "cannot remove the scratch directory");
     }
     code
+}
+
+/// The hello's receipts for this worker: `worker` (Node, which holds the key, is confined as
+/// a tool process; each bash command one level further) and a view that names Node.
+fn receipts(support: &mut serde_json::Value, jail: &NodeJail) {
+    use crate::control::short_text;
+    let (confined, nested, summary) = match jail {
+        Ok((_, Some(_))) => (
+            true,
+            true,
+            "Pi's file tools run inside Node, which holds the key: Node runs as a tool process (the tools' view, the tool bounds, no capability, Landlock allowing writes only where the grant does plus its scratch directory and the child's transcript); each bash command runs in a nested Landlock domain with only stdin, stdout and stderr, which cannot open Node's memory or descriptors".to_owned(),
+        ),
+        Ok((_, None)) => (
+            true,
+            false,
+            "Pi's file tools run inside Node, which holds the key: Node runs as a tool process (the tools' view, the tool bounds, no capability); without Landlock its writes are not restricted and no nested domain could keep a command from its memory, so bash is not offered".to_owned(),
+        ),
+        Err(why) => (
+            false,
+            false,
+            format!("none: Node's jail cannot be built ({why}); every run is refused"),
+        ),
+    };
+    support["worker"] = serde_json::json!({
+        "name": "pi",
+        "keyHolderConfined": confined,
+        "nestedCommands": nested,
+        "summary": short_text(&summary),
+    });
+    if let Some(view) = support.get_mut("view")
+        && let Some(text) = view.get("summary").and_then(serde_json::Value::as_str)
+    {
+        view["summary"] =
+            serde_json::Value::String(short_text(&format!("Node and its tools: {text}")));
+    }
 }
 
 /// The transcript, created if it is new (mode 0600), opened before the view hides it.

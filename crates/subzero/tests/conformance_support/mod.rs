@@ -1,17 +1,19 @@
 //! One conformance suite, both workers: each case drives a real worker process over the
 //! control protocol (`start_run`, `steer`, `cancel`, EOF; `hello`, events, `leaf_committed`,
 //! `run_settled`, `cancel_confirmed`) against a scripted model on loopback, once per engine:
-//! - `Engine::Rust`: `subzero worker`;
-//! - `Engine::Pi`: `subzero worker … --engine pi …`, the init that confines Node running
+//! - `Engine::Rust`: `subzero-worker worker` (the broker's worker binary);
+//! - `Engine::Pi`: `subzero-worker worker … --engine pi …`, the init that confines Node running
 //!   `workers/pi` (needs `npm ci` there: `cargo xtask test` does it; a plain `cargo test`
 //!   without it records the group as skipped, see `prereq_support`).
 //!
-//! Both run as the broker runs them on its subreaper fallback (no PID namespace: the broker
-//! makes that one); `mcp_pi_worker.rs` runs the Pi worker in the broker's namespace.
+//! Both are started as the broker starts them (`conn`): by the runtime's `Spawner`, into
+//! their own PID namespace where the kernel gives one, holding the child lock, the state
+//! directory hidden from their tools, every line read through `WorkerConn`. Run as root,
+//! each case then runs again as `nobody` (`unprivileged`): the workers are then in a user +
+//! PID namespace, as under an unprivileged broker.
 #![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -21,7 +23,12 @@ mod prereq_support;
 #[path = "../worker_support/mod.rs"]
 pub mod worker_support;
 
-pub use worker_support::{WAIT, WorkerProc, coder, researcher, snapshot};
+pub mod conn;
+mod logs;
+pub mod unprivileged;
+
+pub use conn::Conn;
+pub use worker_support::{WAIT, coder, researcher, snapshot};
 
 /// The two worker implementations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,38 +76,40 @@ impl Engine {
         installed
     }
 
-    /// A worker of this engine for a child with `grant`, its transcript at `transcript`,
-    /// working in `workspace`; `hide` is hidden from its tools (the state directory).
-    pub fn start(
+    /// The engine arguments the broker appends for a child of this engine with `grant`,
+    /// its transcript at `transcript`, working in `workspace` (`broker/engines.rs`
+    /// `engine_for`); none for the Rust worker.
+    pub fn args(
         self,
         grant: &Value,
         workspace: &Path,
         transcript: &Path,
-        hide: &Path,
-    ) -> WorkerProc {
+    ) -> Vec<std::ffi::OsString> {
         match self {
-            Engine::Rust => WorkerProc::spawn_with_args(&["--hide", &hide.to_string_lossy()]),
+            Engine::Rust => Vec::new(),
             Engine::Pi => {
-                let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero"));
-                let jail = json!({
+                let mut jail = json!({
                     "tools": grant["tools"],
                     "writeCapable": grant["writeCapable"],
                     "filesystem": grant.get("filesystem").cloned().unwrap_or(Value::Null),
                 });
-                cmd.args(["worker", "--hide"])
-                    .arg(hide)
-                    .args(["--engine", "pi", "--pi-dir"])
-                    .arg(pi_dir())
-                    .arg("--pi-node")
-                    .arg(pi_node())
-                    .arg("--pi-grant")
-                    .arg(jail.to_string())
-                    .arg("--pi-transcript")
-                    .arg(transcript)
-                    .arg("--pi-workspace")
-                    .arg(workspace)
-                    .current_dir(workspace);
-                WorkerProc::spawn_command(cmd)
+                if let Some(limits) = grant.get("toolLimits") {
+                    jail["toolLimits"] = limits.clone();
+                }
+                vec![
+                    "--engine".into(),
+                    "pi".into(),
+                    "--pi-dir".into(),
+                    pi_dir().into(),
+                    "--pi-node".into(),
+                    pi_node().into(),
+                    "--pi-grant".into(),
+                    jail.to_string().into(),
+                    "--pi-transcript".into(),
+                    transcript.into(),
+                    "--pi-workspace".into(),
+                    workspace.into(),
+                ]
             }
         }
     }
@@ -109,7 +118,7 @@ impl Engine {
     pub fn run_id(self, n: u8) -> String {
         let tag = match self {
             Engine::Rust => "RS",
-            Engine::Pi => "PI",
+            Engine::Pi => "PX",
         };
         format!("run_0000000000000000000000{tag}{n:02}")
     }
@@ -160,6 +169,8 @@ impl Engine {
 /// One conformance case's place: a workspace with a README, a state directory (hidden from
 /// tools) and the transcript path in it.
 pub struct Place {
+    /// Declared first: dropped before the directories, after every worker of the case.
+    broker: conn::Broker,
     pub ws: tempfile::TempDir,
     pub state: tempfile::TempDir,
 }
@@ -169,7 +180,8 @@ impl Place {
         let ws = tempfile::tempdir().expect("workspace");
         std::fs::write(ws.path().join("README.md"), worker_support::README).expect("readme");
         let state = tempfile::tempdir().expect("state");
-        Place { ws, state }
+        let broker = conn::Broker::new(state.path());
+        Place { broker, ws, state }
     }
 
     pub fn workspace(&self) -> PathBuf {
@@ -180,15 +192,11 @@ impl Place {
         self.state.path().join("transcripts/child.jsonl")
     }
 
-    /// A worker of `engine` for `grant` in this place.
-    pub fn worker(&self, engine: Engine, grant: &Value) -> WorkerProc {
+    /// A worker of `engine` for `grant` in this place, started as the broker starts it.
+    pub fn worker(&self, engine: Engine, grant: &Value) -> Conn {
         std::fs::create_dir_all(self.state.path().join("transcripts")).expect("transcripts");
-        engine.start(
-            grant,
-            &self.workspace(),
-            &self.transcript(),
-            self.state.path(),
-        )
+        let args = engine.args(grant, &self.workspace(), &self.transcript());
+        self.broker.start(&self.workspace(), args)
     }
 
     /// The `start_run` message of run `id` on `url` with `grant`.
@@ -207,14 +215,24 @@ impl Place {
     }
 }
 
-/// Runs `case` for each engine that is ready here.
+/// Runs `case` for each engine that is ready here; run as root, then again as `nobody`.
 pub fn each_engine(case: impl Fn(Engine)) {
-    for engine in [Engine::Rust, Engine::Pi] {
+    on_engines(&[Engine::Rust, Engine::Pi], case);
+}
+
+/// Runs `case` for each of `engines` that is ready here; run as root, then again as
+/// `nobody` (`unprivileged::again`).
+pub fn on_engines(engines: &[Engine], case: impl Fn(Engine)) {
+    for &engine in engines {
         if engine.ready() {
-            eprintln!("conformance case on the {engine:?} worker");
+            eprintln!(
+                "conformance case on the {engine:?} worker as uid {}",
+                nix::unistd::geteuid()
+            );
             case(engine);
         }
     }
+    unprivileged::again();
 }
 
 /// The text of every request body the scripted server recorded.
