@@ -1,14 +1,37 @@
-//! `cargo xtask bench [--quick]`: build the release `subzero` and the bench binary
-//! (`crates/subzero/benches/subzero_bench`), run it, and let it write
-//! `docs/benchmarks.md`.
+//! `cargo xtask bench [--quick] [--only SECTION]`: install the peers it measures beside
+//! Subzero (`npm ci` in [`PEER_PROJECTS`]), build the release `subzero` and the bench binary
+//! (`crates/subzero/benches/subzero_bench`), run it, and let it write `docs/benchmarks.md`.
+//! Fails, naming them, when a figure misses its goal or a scenario fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-/// Build, measure, write `docs/benchmarks.md`.
-pub fn bench(root: &Path, quick: bool) -> Result<(), Vec<String>> {
+/// The npm projects the bench measures, each pinned by its lockfile: the Node reference MCP
+/// server, Pi (whose `--mode rpc` is the peer worker) and the Pi worker.
+pub const PEER_PROJECTS: &[&str] = &[
+    "crates/subzero/benches/peers",
+    "crates/subzero/tests/hosts/pi",
+    "workers/pi",
+];
+
+/// Install the peers, build, measure, write `docs/benchmarks.md`. `args`: `--quick`,
+/// `--only SECTION`.
+pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| {
+            args.get(i + 1).cloned().ok_or_else(|| {
+                vec!["--only needs a section: lean, processes, store or real-model".to_string()]
+            })
+        })
+        .transpose()?;
+    for project in PEER_PROJECTS {
+        crate::test::npm_ci(&root.join(project), project)?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     // The bench target first: building it may relink `target/release/subzero` with the
     // package's dev-dependency features; the plain release build then restores the
@@ -29,13 +52,17 @@ pub fn bench(root: &Path, quick: bool) -> Result<(), Vec<String>> {
         .arg("--out")
         .arg(root.join("docs/benchmarks.md"))
         .arg("--command")
-        .arg(if quick {
-            "cargo xtask bench --quick"
-        } else {
-            "cargo xtask bench"
+        .arg(match (quick, &only) {
+            (false, None) => "cargo xtask bench".to_owned(),
+            (true, None) => "cargo xtask bench --quick".to_owned(),
+            (false, Some(section)) => format!("cargo xtask bench --only {section}"),
+            (true, Some(section)) => format!("cargo xtask bench --quick --only {section}"),
         });
     if quick {
         command.arg("--quick");
+    }
+    if let Some(section) = &only {
+        command.arg("--only").arg(section);
     }
     run(&mut command, "the bench binary")
 }

@@ -11,7 +11,8 @@ use xtask::codegen::{GeneratedFile, generate_rust};
 use xtask::source::SourceSet;
 use xtask::workspace_root;
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick]|test [CARGO TEST ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    build the release binary, measure, write docs/benchmarks.md (--quick: a smoke run)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           cargo test --workspace where a missing prerequisite fails instead of skipping";
+const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
+           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|real-model)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           cargo test --workspace where a missing prerequisite fails instead of skipping";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -20,7 +21,7 @@ fn main() -> ExitCode {
         "check" => run_check(&workspace_root()),
         "bench" => xtask::bench::bench(
             &workspace_root(),
-            std::env::args().skip(2).any(|a| a == "--quick"),
+            &std::env::args().skip(2).collect::<Vec<_>>(),
         ),
         "test" => xtask::test::test(
             &workspace_root(),

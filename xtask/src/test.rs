@@ -162,7 +162,7 @@ fn python_venv(root: &Path) -> Result<PathBuf, Vec<String>> {
 
 /// `npm ci` in `dir` unless its `node_modules` was installed from the current lockfile
 /// (npm writes `node_modules/.package-lock.json` last).
-fn npm_ci(dir: &Path, name: &str) -> Result<(), Vec<String>> {
+pub(crate) fn npm_ci(dir: &Path, name: &str) -> Result<(), Vec<String>> {
     let modified = |p: PathBuf| {
         std::fs::metadata(p)
             .and_then(|m| m.modified())

@@ -16,8 +16,12 @@
 //!   and the snapshot's `writablePaths`, where every write access is allowed.
 //!
 //! Reads and execution are never handled, so they stay unrestricted; network access is not
-//! touched. The worker itself is not restricted: it is multi-threaded by the time it knows
-//! the grant, and `landlock_restrict_self` binds only the calling thread before ABI 8
+//! touched. From ABI 6 the ruleset also scopes signals: a tool process may signal its own
+//! tree (its domain and those nested in it) but not the worker, the lock holder, the broker,
+//! the host or any other process of the user.
+//!
+//! The worker itself is not restricted: it is multi-threaded by the time it knows the
+//! grant, and `landlock_restrict_self` binds only the calling thread before ABI 8
 //! (`docs/decisions.md`).
 #![allow(unsafe_code)]
 
@@ -66,6 +70,22 @@ const DEVICE_SINKS: &[&str] = &[
 struct RulesetAttr {
     handled_access_fs: u64,
 }
+
+/// `struct landlock_ruleset_attr` with `handled_access_net` and `scoped` (ABI 6).
+#[repr(C)]
+struct ScopedRulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6): a process of the domain may signal only processes of its
+/// own domain or of domains nested in it — not the worker, its lock holder, the broker, the
+/// host or any other process of the user.
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+/// The first ABI that scopes signals.
+pub const SIGNAL_SCOPE_ABI: u32 = 6;
 
 /// `struct landlock_path_beneath_attr` (packed in the kernel's header).
 #[repr(C, packed)]
@@ -215,15 +235,30 @@ impl Ruleset {
         let attr = RulesetAttr {
             handled_access_fs: handled,
         };
-        // SAFETY: `attr` is a live, initialised struct of the size passed; the kernel only
-        // reads it and returns a new descriptor (close-on-exec) or -1.
+        let scoped = ScopedRulesetAttr {
+            handled_access_fs: handled,
+            handled_access_net: 0,
+            scoped: SCOPE_SIGNAL,
+        };
+        // SAFETY: each attribute is a live, initialised struct of the size passed (the larger
+        // one only where the ABI knows its members); the kernel only reads it and returns a
+        // new descriptor (close-on-exec) or -1.
         let raw = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &raw const attr,
-                std::mem::size_of::<RulesetAttr>(),
-                0_u32,
-            )
+            if abi >= SIGNAL_SCOPE_ABI {
+                libc::syscall(
+                    libc::SYS_landlock_create_ruleset,
+                    &raw const scoped,
+                    std::mem::size_of::<ScopedRulesetAttr>(),
+                    0_u32,
+                )
+            } else {
+                libc::syscall(
+                    libc::SYS_landlock_create_ruleset,
+                    &raw const attr,
+                    std::mem::size_of::<RulesetAttr>(),
+                    0_u32,
+                )
+            }
         };
         if raw < 0 {
             return Err(io::Error::last_os_error());

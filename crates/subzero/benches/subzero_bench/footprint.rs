@@ -61,9 +61,11 @@ fn holders_of(broker: u32) -> Vec<u32> {
     descendants(broker)
         .into_iter()
         .filter(|p| {
-            p.argv
-                .first()
-                .is_some_and(|a| Path::new(a).file_name().is_some_and(|n| n == "subzero-hold"))
+            p.argv.first().is_some_and(|a| {
+                Path::new(a)
+                    .file_name()
+                    .is_some_and(|n| n == "subzero-hold")
+            })
         })
         .map(|p| p.pid)
         .collect()
