@@ -59,8 +59,10 @@ const MINT_POINTS: &[(&str, usize)] = &[
     ("crates/subzero-runtime/src/broker/worker/settle.rs", 2),
     // `compacted` → CompactionReported, as the worker's line is read.
     ("crates/subzero-runtime/src/broker/worker/driver.rs", 1),
-    // the transcript leaf read from disk → ObservedLeaf.
-    ("crates/subzero-runtime/src/broker/checkpoint.rs", 1),
+    // the transcript leaf read from disk → ObservedLeaf (the Rust worker's transcript, and
+    // the Pi worker's session file).
+    ("crates/subzero-runtime/src/broker/checkpoint/mod.rs", 1),
+    ("crates/subzero-runtime/src/broker/checkpoint/pi.rs", 1),
 ];
 
 /// Test code that scripts the evidence and may mint freely (each call still `unsafe`

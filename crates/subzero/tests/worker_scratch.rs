@@ -576,9 +576,11 @@ async fn a_killed_workers_scratch_is_reclaimed_by_the_next_broker_and_a_live_one
     give_to_attacker(&foreign);
     std::fs::write(scratch.join("stray-file"), "left over").expect("stray file");
 
-    // A second broker starting meanwhile keeps the live worker's directory.
+    // A second broker starting meanwhile keeps the live worker's directory; its start (done
+    // by the time it answers its first call) reclaimed the rest.
     let second = env.broker("broker2").await;
     reaper.broker(second.pid());
+    mcp_support::ok(&second, "subzero_info", json!({})).await;
     assert!(live.is_dir(), "a live worker's scratch was removed");
     assert!(!lock_is_free(&live), "the live worker holds its flock");
     let left: Vec<PathBuf> = tree(&scratch)
@@ -616,6 +618,7 @@ async fn a_killed_workers_scratch_is_reclaimed_by_the_next_broker_and_a_live_one
 
     let third = env.broker("broker3").await;
     reaper.broker(third.pid());
+    mcp_support::ok(&third, "subzero_info", json!({})).await;
     assert!(
         !live.exists(),
         "the dead worker's scratch {} survived the next broker start",

@@ -198,6 +198,21 @@ pub struct WorkerLaunch {
     pub engine: Vec<std::ffi::OsString>,
 }
 
+impl WorkerLaunch {
+    /// A worker that is handed no lock and runs nothing: it says hello and exits when its
+    /// control pipe closes (doctor's checks, the bench). `engine` as in
+    /// [`WorkerLaunch::engine`].
+    pub fn handshake(exe: &std::path::Path, cwd: &std::path::Path, engine: Vec<OsString>) -> Self {
+        WorkerLaunch {
+            exe: exe.to_path_buf(),
+            inherit: Vec::new(),
+            cwd: cwd.to_path_buf(),
+            log_filter: None,
+            engine,
+        }
+    }
+}
+
 /// A started worker with its three pipes and what the broker holds for it.
 #[derive(Debug)]
 pub struct SpawnedWorker {

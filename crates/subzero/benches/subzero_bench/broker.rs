@@ -134,17 +134,13 @@ pub async fn worker_start(
         hide: vec![state, config, key],
         limits: Arc::new(LimitParents::none()),
     })?;
+    // The executable the broker starts its workers from (`subzero-worker` beside it).
+    let (worker, _) = subzero_runtime::supervisor::worker_executable(exe);
     let mut ms = Samples::default();
     let mut reported = String::new();
     // The first start warms the page cache; it is not counted.
     for round in 0..=runs {
-        let launch = WorkerLaunch {
-            exe: exe.to_path_buf(),
-            inherit: Vec::new(),
-            cwd: hidden.path().to_path_buf(),
-            log_filter: None,
-            engine: engine.clone(),
-        };
+        let launch = WorkerLaunch::handshake(&worker, hidden.path(), engine.clone());
         let started = Instant::now();
         let (mut conn, hello) = WorkerConn::start(&spawner, launch, "bench".into()).await?;
         if round > 0 {

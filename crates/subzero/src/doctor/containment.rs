@@ -69,13 +69,7 @@ async fn handshake(
             ));
         }
     };
-    let launch = WorkerLaunch {
-        exe: exe.to_path_buf(),
-        inherit: Vec::new(),
-        cwd: workspace.to_path_buf(),
-        log_filter: None,
-        engine: Vec::new(),
-    };
+    let launch = WorkerLaunch::handshake(exe, workspace, Vec::new());
     let hello = match WorkerConn::start(&spawner, launch, "doctor".into()).await {
         Ok((mut conn, hello)) => {
             conn.close();

@@ -120,10 +120,13 @@ fn diagnose(args: &DoctorArgs) -> Report {
         }
     };
     report.add(runtime.block_on(check_worker(args)));
-    if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
-        report.add(runtime.block_on(worker::check_pi_worker(&exe, &workspace, config.as_ref())));
+    // The executable a broker would start its workers from.
+    let worker_exe =
+        std::env::current_exe().map(|exe| subzero_runtime::supervisor::worker_executable(&exe).0);
+    if let (Ok(exe), Some(workspace)) = (&worker_exe, doctor_workspace(args)) {
+        report.add(runtime.block_on(worker::check_pi_worker(exe, &workspace, config.as_ref())));
     }
-    if let (Ok(exe), Some(workspace)) = (std::env::current_exe(), doctor_workspace(args)) {
+    if let (Ok(exe), Some(workspace)) = (&worker_exe, doctor_workspace(args)) {
         // What a broker with this configuration would hide from its tools.
         let hide = match (&state_dir, &config_path) {
             (Ok(state), Ok(path)) => subzero_runtime::paths::hidden_from_tools(
@@ -136,7 +139,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
             _ => Vec::new(),
         };
         report.extend(runtime.block_on(containment::check_process_containment(
-            &exe,
+            exe,
             &workspace,
             config.as_ref(),
             hide,

@@ -26,13 +26,7 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
             );
         }
     };
-    let launch = WorkerLaunch {
-        exe: exe.to_path_buf(),
-        inherit: Vec::new(),
-        cwd: workspace.to_path_buf(),
-        log_filter: None,
-        engine: Vec::new(),
-    };
+    let launch = WorkerLaunch::handshake(exe, workspace, Vec::new());
     let (mut conn, hello) = match WorkerConn::start(&spawner, launch, "doctor".into()).await {
         Ok(started) => started,
         Err(e) => {
@@ -107,13 +101,7 @@ pub async fn check_pi_worker(
             );
         }
     };
-    let launch = WorkerLaunch {
-        exe: exe.to_path_buf(),
-        inherit: Vec::new(),
-        cwd: workspace.to_path_buf(),
-        log_filter: None,
-        engine: install.engine_args(),
-    };
+    let launch = WorkerLaunch::handshake(exe, workspace, install.engine_args());
     let fix = format!(
         "run `{} worker --engine pi --pi-dir {} --pi-node {}` by hand to see its error; reinstall with `npm ci --prefix {}`",
         exe.display(),

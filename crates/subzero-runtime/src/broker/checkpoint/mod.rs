@@ -131,10 +131,34 @@ pub(super) fn verify(
     })
 }
 
+/// A transcript's lines by id: each with its parent's id and the raw line (newline kept).
+type Lines<'t> = HashMap<String, (Option<String>, &'t str)>;
+
+/// The SHA-256 of `prefix` and then the raw lines of the path from the root to `leaf`, each
+/// with its newline; `None` when `leaf` is not in `lines`, its path does not reach a root or
+/// loops.
+fn digest_of_path(lines: &Lines<'_>, leaf: &str, prefix: &str) -> Option<Sha256Digest> {
+    let mut path = Vec::new();
+    let mut cursor = Some(leaf);
+    while let Some(id) = cursor {
+        let (parent, raw) = lines.get(id)?;
+        path.push(*raw);
+        if path.len() > lines.len() {
+            return None;
+        }
+        cursor = parent.as_deref();
+    }
+    let mut bytes = prefix.as_bytes().to_vec();
+    for raw in path.iter().rev() {
+        bytes.extend_from_slice(raw.as_bytes());
+    }
+    Some(Sha256Digest::of(&bytes))
+}
+
 struct Tree<'t> {
     root: String,
     version: Option<u64>,
-    lines: HashMap<String, (Option<String>, &'t str)>,
+    lines: Lines<'t>,
 }
 
 impl<'t> Tree<'t> {
@@ -166,21 +190,6 @@ impl<'t> Tree<'t> {
     /// Digest of the root→`leaf` path, or `None` when `leaf` is not in the tree or its
     /// path does not reach the root.
     fn digest_of(&self, leaf: &str) -> Option<Sha256Digest> {
-        let mut path = Vec::new();
-        let mut cursor = Some(leaf.to_owned());
-        while let Some(id) = cursor {
-            let (parent, raw) = self.lines.get(&id)?;
-            path.push(*raw);
-            if path.len() > self.lines.len() {
-                return None;
-            }
-            cursor = parent.clone();
-        }
-        path.last()?;
-        let mut bytes = Vec::new();
-        for raw in path.iter().rev() {
-            bytes.extend_from_slice(raw.as_bytes());
-        }
-        Some(Sha256Digest::of(&bytes))
+        digest_of_path(&self.lines, leaf, "")
     }
 }

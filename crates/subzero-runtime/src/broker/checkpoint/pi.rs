@@ -35,7 +35,7 @@ struct Session<'t> {
     version: Option<u64>,
     /// The first root entry (the start of the file's first branch).
     root: Option<String>,
-    lines: HashMap<String, (Option<String>, &'t str)>,
+    lines: super::Lines<'t>,
 }
 
 impl<'t> Session<'t> {
@@ -70,21 +70,7 @@ impl<'t> Session<'t> {
     }
 
     fn digest_of(&self, leaf: &str) -> Option<Sha256Digest> {
-        let mut path = Vec::new();
-        let mut cursor = Some(leaf.to_owned());
-        while let Some(id) = cursor {
-            let (parent, raw) = self.lines.get(&id)?;
-            path.push(*raw);
-            if path.len() > self.lines.len() {
-                return None;
-            }
-            cursor = parent.clone();
-        }
-        let mut bytes = self.header.as_bytes().to_vec();
-        for raw in path.iter().rev() {
-            bytes.extend_from_slice(raw.as_bytes());
-        }
-        Some(Sha256Digest::of(&bytes))
+        super::digest_of_path(&self.lines, leaf, self.header)
     }
 }
 
@@ -123,12 +109,9 @@ pub(super) fn verify(
         .map(|d| LeafRef::new(&target, d))
         .transpose()
         .map_err(|e| incompatible(e.to_string()))?;
+    #[allow(unsafe_code, reason = "mint point: the Pi session leaf read from disk")]
     // SAFETY: `session` was parsed from `child`'s transcript, read from disk by the caller,
     // and `digest_of` computed this leaf's digest from the lines on its root→leaf path.
-    #[allow(
-        unsafe_code,
-        reason = "mint point: the Pi transcript leaf read from disk"
-    )]
     let observed =
         observed.map(|leaf| unsafe { Supervisor::designate() }.observed_leaf(child, leaf));
     let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
