@@ -1,7 +1,7 @@
 //! The worker implementations a template may name, and where the Pi SDK worker is installed.
 //!
-//! The Rust worker is this executable (`subzero worker`). The Pi worker is this executable too
-//! (`subzero worker --engine pi`, the init that confines it) plus Node running the folder
+//! The Rust worker is `subzero-worker worker`. The Pi worker is that executable too
+//! (`subzero-worker worker --engine pi`, the init that confines it) plus Node running the folder
 //! `workers/pi` after `npm ci` there. The folder is `[workers.pi] dir`, else the first
 //! `workers/pi` found in the executable's directory or one of its parents (a checkout's
 //! `target/debug/subzero` finds the checkout's); Node is `[workers.pi] node`, else the one
@@ -33,7 +33,7 @@ pub struct PiInstall {
 }
 
 impl PiInstall {
-    /// The worker arguments that make `subzero worker` this worker's init.
+    /// The worker arguments that make `subzero-worker worker` this worker's init.
     pub fn engine_args(&self) -> Vec<OsString> {
         vec![
             "--engine".into(),

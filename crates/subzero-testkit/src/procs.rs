@@ -73,7 +73,7 @@ pub fn descendants(root: u32) -> Vec<Proc> {
     found
 }
 
-/// The `subzero worker` processes among the descendants of `broker`.
+/// The `subzero-worker worker` processes among the descendants of `broker`.
 pub fn workers_of(broker: u32) -> Vec<u32> {
     descendants(broker)
         .into_iter()

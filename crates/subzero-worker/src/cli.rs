@@ -2,7 +2,7 @@
 //! `--engine pi` the Pi worker's init) and `tool-exec …` (one Pi bash command in a nested
 //! Landlock domain). The broker writes these arguments, never a user, so there is no help
 //! text to offer and no CLI framework to load: the `subzero-worker` binary starts with
-//! nothing but this. `subzero worker …` (the broker binary) parses through here too.
+//! nothing but this.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -35,7 +35,7 @@ pub fn worker(args: Vec<OsString>) -> i32 {
         Ok((options, Some(pi))) => crate::run_pi(options, pi),
         Ok((options, None)) => crate::run(options),
         Err(why) => {
-            eprintln!("subzero worker: {why}");
+            eprintln!("subzero-worker worker: {why}");
             2
         }
     }
@@ -46,7 +46,7 @@ pub fn tool_exec(args: Vec<OsString>) -> i32 {
     match parse_tool_exec(args) {
         Ok(options) => crate::tool_exec(options),
         Err(why) => {
-            eprintln!("subzero tool-exec: {why}");
+            eprintln!("subzero-worker tool-exec: {why}");
             126
         }
     }

@@ -1,4 +1,4 @@
-//! Worker control protocol (broker ⇄ `subzero worker`), one JSON object per line.
+//! Worker control protocol (broker ⇄ `subzero-worker worker`), one JSON object per line.
 //!
 //! The wire types are the generated `subzero-protocol` types: a line read from stdin is a
 //! [`BrokerMessage`] checked with [`Validate`]; every line written is a [`WorkerMessage`].

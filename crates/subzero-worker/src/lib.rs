@@ -1,4 +1,4 @@
-//! The Subzero worker: one process per child, run by the broker as `subzero worker`.
+//! The Subzero worker: one process per child, run by the broker as `subzero-worker worker`.
 //!
 //! It speaks JSON lines on stdin/stdout (see [`control`]), runs the model loop with exactly the
 //! granted tools, keeps the child's transcript tree, and contains every tool process: on
@@ -61,7 +61,7 @@ use scratch::Scratch;
 use startup::{Started, start_up};
 use steering::SteerQueue;
 
-/// Command-line options of `subzero worker`.
+/// Command-line options of `subzero-worker worker`.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerOptions {
     /// Inherited descriptors (the child's flock-held lock file, then its workspace slots)
@@ -89,7 +89,7 @@ pub struct WorkerOptions {
 pub use engine_pi::{PiOptions, run_pi};
 pub use tool_exec::{ToolExecOptions, tool_exec};
 
-/// The argument that tells `subzero worker` why it has no PID namespace.
+/// The argument that tells `subzero-worker worker` why it has no PID namespace.
 pub const PROCESS_CONTAINMENT_REASON_ARG: &str = containment::REASON_ARG;
 
 /// Runs the worker until stdin closes or it is told to terminate; returns the exit code.

@@ -1,4 +1,4 @@
-//! The start-up every engine of `subzero worker` shares, before its hello.
+//! The start-up every engine of `subzero-worker worker` shares, before its hello.
 
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
-//! `subzero tool-exec`: how the Pi worker starts each `bash` command.
+//! `subzero-worker tool-exec`: how the Pi worker starts each `bash` command.
 //!
 //! Pi's tools run inside Node, and Node holds the model key in its memory. A command Pi's
 //! `bash` runs must not read it, nor anything Node holds open. So Node starts every command
-//! as `subzero tool-exec --access … --root … --scratch … [--writable …] -- SHELL -c CMD`,
+//! as `subzero-worker tool-exec --access … --root … --scratch … [--writable …] -- SHELL -c CMD`,
 //! which — in the new process, before the shell exists —
 //!
 //! 1. closes every descriptor above stderr (the transcript and the init's channel that Node
@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use crate::containment::landlock::{self, Access, Ruleset, Support};
 
-/// The arguments of `subzero tool-exec`.
+/// The arguments of `subzero-worker tool-exec`.
 #[derive(Debug, Clone)]
 pub struct ToolExecOptions {
     /// `read-only` or `workspace`.
@@ -75,7 +75,7 @@ pub fn tool_exec(options: ToolExecOptions) -> i32 {
 }
 
 fn refuse(why: &str) -> i32 {
-    eprintln!("subzero tool-exec: {why}");
+    eprintln!("subzero-worker tool-exec: {why}");
     126
 }
 

@@ -41,22 +41,6 @@ enum Command {
     Output(inspect::OutputArgs),
     /// Watch the workspace's children live: state, phase, turns, tokens, tool, last event.
     Watch(watch::WatchArgs),
-    /// Run one child's worker (started by the broker; speaks JSON lines on stdin/stdout).
-    /// The same as `subzero-worker worker …`, which the broker runs where it is installed.
-    #[command(hide = true, disable_help_flag = true)]
-    Worker {
-        /// The worker's arguments (`subzero_worker::cli`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
-    /// Run one command of the Pi worker's bash in a nested Landlock domain with every
-    /// descriptor above 2 closed (started by the Pi worker).
-    #[command(hide = true, disable_help_flag = true)]
-    ToolExec {
-        /// The options and the program with its arguments (`subzero_worker::cli`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -77,10 +61,6 @@ fn main() -> std::process::ExitCode {
         Command::Logs(args) => inspect::logs(args),
         Command::Output(args) => inspect::output(args),
         Command::Watch(args) => watch::run(args),
-        Command::Worker { args } => u8::try_from(subzero_worker::cli::worker(args)).unwrap_or(1),
-        Command::ToolExec { args } => {
-            u8::try_from(subzero_worker::cli::tool_exec(args)).unwrap_or(126)
-        }
     };
     std::process::ExitCode::from(code)
 }

@@ -106,10 +106,7 @@ fn broker_options(args: &McpArgs) -> Result<BrokerOptions, String> {
     };
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot locate the subzero executable: {e}"))?;
-    let (worker_exe, fallback) = subzero_runtime::supervisor::worker_executable(&exe);
-    if let Some(why) = fallback {
-        tracing::warn!("{why}");
-    }
+    let worker_exe = subzero_runtime::supervisor::worker_executable(&exe);
     let secrets = capture_secrets(&config_path);
     Ok(BrokerOptions {
         workspace,

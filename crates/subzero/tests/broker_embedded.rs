@@ -34,7 +34,7 @@ async fn open(env: &Env) -> Arc<Broker> {
         workspace: env.workspace(),
         state_dir: env.state_dir(),
         config_path: env.config(),
-        worker_exe: env!("CARGO_BIN_EXE_subzero").into(),
+        worker_exe: env!("CARGO_BIN_EXE_subzero-worker").into(),
         worker_log: None,
         secrets: SecretEnv::capture(&config),
         host_adapters: Vec::new(),

@@ -1,7 +1,8 @@
 //! Quiet by default: with `SUBZERO_LOG` unset, a broker that starts, runs a child to
 //! completion and exits on EOF writes nothing to stderr below `WARN` (hosts show a
 //! server's stderr to the user as errors). With `SUBZERO_LOG=info` the same session does
-//! log, so the check is not vacuous.
+//! log, so the check is not vacuous. `SUBZERO_LOG` takes a level or `target=level`
+//! directives; anything else is named on stderr once and the broker stays quiet.
 
 mod faults_support;
 mod mcp_support;
@@ -56,5 +57,39 @@ fn without_subzero_log_the_broker_writes_nothing_below_warn_to_stderr() {
     assert!(
         loud.lines().any(|l| l.contains(" INFO ")),
         "SUBZERO_LOG=info logs at info: {loud}"
+    );
+}
+
+#[test]
+fn subzero_log_directives_pick_targets() {
+    let only_serve = session(Some("warn,subzero::serve=info"), "targets");
+    let info: Vec<&str> = only_serve
+        .lines()
+        .filter(|l| l.contains(" INFO "))
+        .collect();
+    assert!(
+        info.iter().any(|l| l.contains("subzero mcp ready")),
+        "the broker's own INFO line is there: {only_serve}"
+    );
+    assert!(
+        info.iter().all(|l| l.contains("subzero::serve")),
+        "only the named target logs at info: {info:#?}"
+    );
+}
+
+#[test]
+fn an_unreadable_subzero_log_is_named_once_and_the_broker_stays_quiet() {
+    let out = session(Some("[span{field=1}]=debug"), "unreadable");
+    let named: Vec<&str> = out.lines().filter(|l| l.contains("SUBZERO_LOG")).collect();
+    assert_eq!(named.len(), 1, "{out}");
+    assert!(
+        named[0].contains("target=level") && named[0].contains("WARN"),
+        "says what it takes and what it does instead: {}",
+        named[0]
+    );
+    assert!(
+        !out.lines()
+            .any(|l| [" INFO ", " DEBUG "].iter().any(|lvl| l.contains(lvl))),
+        "{out}"
     );
 }

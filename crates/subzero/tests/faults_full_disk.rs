@@ -347,18 +347,22 @@ fn a_result_file_that_does_not_fit_fails_the_run_within_the_bound() {
     drop(fs);
 }
 
-/// The broker runs from a link to the test binary, so the test can put a worker that
-/// cannot start in its place (the broker re-executes its own path for each worker).
-fn linked_binary(dir: &Path) -> PathBuf {
+/// The broker runs from links to the built binaries, so the test can put a worker that
+/// cannot start in the place of `subzero-worker` (the broker starts the one next to its
+/// own executable for each worker). Returns the broker's path and the worker's.
+fn linked_binaries(dir: &Path) -> (PathBuf, PathBuf) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin dir");
-    let exe = bin.join("subzero");
     let real = PathBuf::from(env!("CARGO_BIN_EXE_subzero"));
-    if std::fs::hard_link(&real, &exe).is_err() {
-        std::fs::copy(&real, &exe).expect("copy the binary");
+    for name in ["subzero", "subzero-worker", "subzero-hold"] {
+        let (from, to) = (real.with_file_name(name), bin.join(name));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).expect("copy the binary");
+        }
     }
-    std::fs::hard_link(&exe, bin.join("subzero.real")).expect("keep the real binary");
-    exe
+    std::fs::hard_link(bin.join("subzero-worker"), bin.join("subzero-worker.real"))
+        .expect("keep the real worker");
+    (bin.join("subzero"), bin.join("subzero-worker"))
 }
 
 /// Replace `exe` by a "worker" that fills `state` and exits before saying hello.
@@ -388,9 +392,9 @@ fn a_worker_that_cannot_start_on_a_full_disk_fails_its_run_within_the_bound() {
     let Some(fs) = Tmpfs::mount(&env.state_dir()) else {
         return;
     };
-    let exe = linked_binary(env.dir.path());
+    let (exe, worker) = linked_binaries(env.dir.path());
     let mut command = env.command("broker");
-    command.exe = exe.clone();
+    command.exe = exe;
     let mut broker = RawBroker::start(&command);
     reaper.broker(Some(broker.pid()));
     let child = spawn(&mut broker, &env, "researcher");
@@ -400,7 +404,7 @@ fn a_worker_that_cannot_start_on_a_full_disk_fails_its_run_within_the_bound() {
     // The next worker fills the disk and dies before its hello: the followup was admitted
     // (the disk had room), the worker start fails, and its failure must be recorded on a
     // full disk.
-    break_worker(&exe, &env.state_dir());
+    break_worker(&worker, &env.state_dir());
     let asked = Instant::now();
     let err = broker.refused(
         "subzero_send",
@@ -423,7 +427,8 @@ fn a_worker_that_cannot_start_on_a_full_disk_fails_its_run_within_the_bound() {
     );
 
     // Space returns and the worker is whole again: the child takes the next followup.
-    std::fs::rename(exe.with_file_name("subzero.real"), &exe).expect("restore the worker");
+    std::fs::rename(worker.with_file_name("subzero-worker.real"), &worker)
+        .expect("restore the worker");
     fs.grow();
     followup_completes(&mut broker, &child, "after space");
     transcript_is_whole(&env, &child);

@@ -3,7 +3,7 @@
 //! MCP server's, its children's, a read-only template's `bash`'s — while reads keep working;
 //! a coder's writes land only in the workspace, its scratch space and its listed paths; a
 //! grant that requires enforcement fails before any model call where the kernel cannot give
-//! it. "The kernel cannot" is simulated with `subzero worker --landlock off`, what the broker
+//! it. "The kernel cannot" is simulated with `subzero-worker worker --landlock off`, what the broker
 //! passes for `[containment] filesystem = "off"`; the same switch, used on a grant that does
 //! not require enforcement, shows that the writes refused here succeed without Landlock.
 //!

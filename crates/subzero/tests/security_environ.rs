@@ -253,11 +253,14 @@ fn binary_for_others(spare: &Path) -> PathBuf {
     if open {
         return exe;
     }
-    let copy = spare.join("subzero");
-    std::fs::copy(&exe, &copy).expect("copy subzero");
+    // The broker starts its workers and lock holders from the binaries next to its own.
     std::fs::set_permissions(spare, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod exe");
-    copy
+    for name in ["subzero", "subzero-worker", "subzero-hold"] {
+        let copy = spare.join(name);
+        std::fs::copy(exe.with_file_name(name), &copy).expect("copy a subzero binary");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod exe");
+    }
+    spare.join("subzero")
 }
 
 fn with_key(mut cmd: BrokerCommand, key: &str) -> BrokerCommand {

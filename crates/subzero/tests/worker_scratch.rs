@@ -168,7 +168,7 @@ fn assert_fresh_private_dir(dir: &Path) {
     );
 }
 
-/// A `subzero worker` run directly, with a chosen TMPDIR and command line.
+/// A `subzero-worker worker` run directly, with a chosen TMPDIR and command line.
 struct DirectWorker {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -178,7 +178,7 @@ struct DirectWorker {
 
 impl DirectWorker {
     fn start(tmpdir: Option<&Path>, args: &[&std::ffi::OsStr]) -> DirectWorker {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero-worker"));
         cmd.arg("worker")
             .args(args)
             .env_clear()
@@ -190,7 +190,7 @@ impl DirectWorker {
         if let Some(tmpdir) = tmpdir {
             cmd.env("TMPDIR", tmpdir);
         }
-        let mut child = cmd.spawn().expect("spawn subzero worker");
+        let mut child = cmd.spawn().expect("spawn subzero-worker");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = channel();
         std::thread::spawn(move || {

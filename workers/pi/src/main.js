@@ -1,4 +1,4 @@
-// The Pi worker: one process per child, started by `subzero worker --engine pi` (the init of
+// The Pi worker: one process per child, started by `subzero-worker worker --engine pi` (the init of
 // the child's PID namespace, which confined this process before exec) and speaking the
 // worker control protocol on stdin/stdout (schema-src/v1/control-*.schema.json); logs on
 // stderr only.

@@ -1,7 +1,7 @@
 // The granted tools, as Pi's own tool definitions with operations of ours:
 // - read, ls, grep, find, write, edit: Pi's tools; every path is checked beneath the workspace
 //   (and writes are confined by the kernel besides); grep and find walk in Node (search.js);
-// - bash: Pi's tool, each command started through `subzero tool-exec` (a nested Landlock
+// - bash: Pi's tool, each command started through `subzero-worker tool-exec` (a nested Landlock
 //   domain that cannot ptrace this process, every descriptor above 2 closed, its own process
 //   group) with a minimal environment that never holds the key.
 // Every call is bounded by the run's toolTimeoutMs.
@@ -36,7 +36,7 @@ export function available() {
   return BUILTIN.filter((name) => name !== "bash" || toolExecPrefix() !== undefined);
 }
 
-/** `subzero tool-exec …` as the init passed it (JSON array), or undefined. */
+/** `subzero-worker tool-exec …` as the init passed it (JSON array), or undefined. */
 export function toolExecPrefix() {
   const raw = process.env.SUBZERO_PI_TOOL_EXEC;
   if (!raw) return undefined;

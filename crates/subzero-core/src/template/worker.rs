@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerKind {
-    /// `subzero worker`: the Rust worker.
+    /// `subzero-worker worker`: the Rust worker.
     #[default]
     Rust,
-    /// `subzero worker --engine pi`: Node running Pi's SDK (`workers/pi`).
+    /// `subzero-worker worker --engine pi`: Node running Pi's SDK (`workers/pi`).
     Pi,
 }
 

@@ -68,7 +68,7 @@ pub struct BrokerOptions {
     pub state_dir: PathBuf,
     /// The configuration file (a missing file is an empty configuration).
     pub config_path: PathBuf,
-    /// The executable re-run as `subzero worker`.
+    /// The worker executable, run as `subzero-worker worker`.
     pub worker_exe: PathBuf,
     /// Log filter passed to workers as `SUBZERO_LOG`.
     pub worker_log: Option<String>,
@@ -247,10 +247,12 @@ impl Broker {
                     WorkerConn::start(&self.spawner, launch, "handshake".into())
                         .await
                         .map_err(|e| {
-                            BrokerError::new(
-                                ErrorCode::WorkerIncompatible,
-                                format!("the worker (`{} worker`) could not be started: {e}; run `subzero doctor`", self.worker_exe.display()),
-                            )
+                            let why = crate::supervisor::worker_missing(&self.worker_exe)
+                                .unwrap_or_else(|| format!(
+                                    "the worker (`{} worker`) could not be started: {e}; run `subzero doctor`",
+                                    self.worker_exe.display()
+                                ));
+                            BrokerError::new(ErrorCode::WorkerIncompatible, why)
                         })?;
                 conn.close();
                 conn.wait_exit(Duration::from_secs(2)).await;

@@ -38,9 +38,9 @@ with subzero_spawn, then wait for its result with subzero_get (waitMs=30000) ins
 with short waits. Read the full result with subzero_output only when the preview is truncated.";
 
 /// The broker as it opens. `initialize` and `tools/list` need nothing of it, so the host
-/// is answered before the state is opened and recovered: the opening starts once the
-/// `initialize` reply is on its way (or at the first use, whichever comes first), so it
-/// takes nothing from the reply. Every tool call waits for [`Broker::open`] to finish, so
+/// is answered before the state is opened and recovered: the opening starts once the host
+/// says it has the `initialize` reply (`notifications/initialized`), or at the first use,
+/// whichever comes first, so it takes nothing from the reply. Every tool call waits for [`Broker::open`] to finish, so
 /// what it sees is what it would have seen had the server answered only afterwards. A
 /// broker that could not open answers every call with the reason.
 #[derive(Clone)]
@@ -190,10 +190,13 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let reply = self.negotiate_initialize(&request);
-        // The reply goes out next; the state opens meanwhile, on another task.
+        // Nothing else: the state opens once the host has the reply (`initialized`).
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, _context: rmcp::service::NotificationContext<RoleServer>) {
+        // The host has our reply: the state opens while it asks for the tool list.
         self.broker.start();
-        reply
     }
 
     fn get_info(&self) -> ServerConfig {

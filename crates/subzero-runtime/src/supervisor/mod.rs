@@ -19,5 +19,5 @@ pub use conn::{Hello, WorkerConn};
 pub use process::strays;
 pub use spawn::{
     FilesystemMode, PID_NAMESPACE_HINT, ProcessMode, ProcessPlan, SpawnedWorker, Spawner,
-    WORKER_BINARY, WORKER_LOCK_FD, WorkerLaunch, WorkerSetup, worker_executable,
+    WORKER_BINARY, WORKER_LOCK_FD, WorkerLaunch, WorkerSetup, worker_executable, worker_missing,
 };

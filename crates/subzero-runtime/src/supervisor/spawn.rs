@@ -1,6 +1,6 @@
 //! Starting worker processes: the only place in the broker that creates a process.
 //!
-//! A worker is the broker's own executable re-run as `subzero worker --lock-fd 3
+//! A worker is `subzero-worker` (next to the broker's executable) run as `worker --lock-fd 3
 //! [--lock-fd 4 …] --scratch-parent <state>/scratch --hide PATH… [--limits-cgroup …]`,
 //! cloned by [`super::launch`] straight into its own PID namespace (the worker is its
 //! init), else into its own cgroup (`--cgroup DIR`, where the broker found a writable
@@ -50,27 +50,26 @@ const MAX_WORKER_LOCKS: usize = 3;
 pub const WORKER_BINARY: &str = "subzero-worker";
 
 /// The executable the broker starts workers from: `subzero-worker` next to the broker's
-/// own executable (`broker_exe`), which holds the worker's code alone — a child then maps
-/// and touches less, and starts faster — else the broker's executable itself (`subzero
-/// worker` runs the same worker), with why.
-pub fn worker_executable(broker_exe: &std::path::Path) -> (PathBuf, Option<String>) {
-    let sibling = broker_exe.with_file_name(WORKER_BINARY);
-    let executable = std::fs::metadata(&sibling).is_ok_and(|m| {
-        use std::os::unix::fs::PermissionsExt;
-        m.is_file() && m.permissions().mode() & 0o111 != 0
-    });
-    if executable {
-        (sibling, None)
-    } else {
-        (
-            broker_exe.to_path_buf(),
-            Some(format!(
-                "{} is not installed next to {}: workers run as `{} worker`, the whole binary (install both: `cargo install --path crates/subzero` installs both)",
-                WORKER_BINARY,
-                broker_exe.display(),
-                broker_exe.display()
-            )),
-        )
+/// own executable (`broker_exe`). It holds the worker's code alone, so a child maps and
+/// touches less and starts faster, and the broker's binary holds none of it (nor the regex
+/// engine its tools bring), which is a third of the broker's cold start.
+pub fn worker_executable(broker_exe: &std::path::Path) -> PathBuf {
+    broker_exe.with_file_name(WORKER_BINARY)
+}
+
+/// Why `worker_exe` cannot be started, with the fix; `None` when it is an executable file.
+pub fn worker_missing(worker_exe: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(worker_exe) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => None,
+        Ok(_) => Some(format!(
+            "{} is not an executable file: reinstall subzero (`cargo install --path crates/subzero` installs `subzero`, `{WORKER_BINARY}` and `subzero-hold` side by side)",
+            worker_exe.display()
+        )),
+        Err(e) => Some(format!(
+            "the worker binary {} cannot be found ({e}): `{WORKER_BINARY}` must be installed next to `subzero` (`cargo install --path crates/subzero` installs `subzero`, `{WORKER_BINARY}` and `subzero-hold` side by side)",
+            worker_exe.display()
+        )),
     }
 }
 
@@ -91,7 +90,7 @@ pub enum ProcessMode {
     /// Each worker in its own cgroup, never a PID namespace (the config's
     /// `[containment] process = "cgroup"`); no usable cgroup is an error.
     Cgroup,
-    /// `subzero worker` directly: the subreaper and `/proc` sweep only (forced by the
+    /// `subzero-worker worker` directly: the subreaper and `/proc` sweep only (forced by the
     /// config's `[containment] process = "subreaper"`).
     Subreaper,
 }
@@ -156,7 +155,7 @@ pub enum FilesystemMode {
     /// Where the kernel has it (the worker probes and reports it in its hello).
     #[default]
     Landlock,
-    /// Never: `subzero worker --landlock off`, as on a kernel without it (the config's
+    /// Never: `subzero-worker worker --landlock off`, as on a kernel without it (the config's
     /// `[containment] filesystem = "off"`).
     Off,
 }

@@ -1,4 +1,4 @@
-//! `subzero worker --engine pi`: the Pi SDK worker's init.
+//! `subzero-worker worker --engine pi`: the Pi SDK worker's init.
 //!
 //! The Rust worker's start-up runs as it does for the Rust engine (lock descriptors
 //! close-on-exec, non-dumpable subreaper, the cgroups, the view probe, the scratch directory,
@@ -14,7 +14,7 @@
 //!   rule names that one file, so no other path of the state directory is reachable;
 //! - Node's stdin, stdout and stderr are this process's: Node speaks the control protocol
 //!   itself and says hello (with the containment this start-up probed);
-//! - bash commands go through `subzero tool-exec` ([`crate::tool_exec`]).
+//! - bash commands go through `subzero-worker tool-exec` ([`crate::tool_exec`]).
 //!
 //! From then on this process only supervises ([`supervise`]): it reaps, ends the tool tree
 //! when Node asks (commands that left their process group are re-parented here), forwards
@@ -238,7 +238,7 @@ fn node_jail(grant: &PiGrant, root: &Path, scratch: &Path, transcript: Option<&P
     Ok((jail, Some(tool_exec_prefix(&access, root, scratch))))
 }
 
-/// `subzero tool-exec …` with the grant's rules, as Node prefixes every bash command.
+/// `subzero-worker tool-exec …` with the grant's rules, as Node prefixes every bash command.
 fn tool_exec_prefix(access: &Access, root: &Path, scratch: &Path) -> Vec<OsString> {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
     let mut prefix: Vec<OsString> = vec![exe.into(), "tool-exec".into(), "--access".into()];

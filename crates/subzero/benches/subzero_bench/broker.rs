@@ -135,7 +135,7 @@ pub async fn worker_start(
         limits: Arc::new(LimitParents::none()),
     })?;
     // The executable the broker starts its workers from (`subzero-worker` beside it).
-    let (worker, _) = subzero_runtime::supervisor::worker_executable(exe);
+    let worker = subzero_runtime::supervisor::worker_executable(exe);
     let mut ms = Samples::default();
     let mut reported = String::new();
     // The first start warms the page cache; it is not counted.

@@ -163,7 +163,7 @@ pub async fn child_tree(
     Ok(out)
 }
 
-/// `subzero worker`, `node …/main.js`: the first two words of a command line.
+/// `subzero-worker worker`, `node …/main.js`: the first two words of a command line.
 fn command_of(pid: u32) -> String {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let words: Vec<String> = cmdline

@@ -102,7 +102,7 @@ async fn worker_starts(exe: &Path, root: &Path, n: usize, sink: &mut Sink, ours:
                     (
                         "worker start → hello, with all namespaces",
                         format!(
-                            "the broker's spawner (`subzero_runtime::supervisor::Spawner`) clones `subzero worker` straight into new PID + mount namespaces (a user namespace too when not root), mounts its /proc and execs it, with no process in between; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes; spawn request → hello parsed; the hello reported `{mode}`"
+                            "the broker's spawner (`subzero_runtime::supervisor::Spawner`) clones `subzero-worker worker` straight into new PID + mount namespaces (a user namespace too when not root), mounts its /proc and execs it, with no process in between; the worker probes the tools' mount namespace for the three `--hide` paths a broker passes; spawn request → hello parsed; the hello reported `{mode}`"
                         ),
                         Some(Target::MedianAtMost(4.0)),
                     )
@@ -122,7 +122,7 @@ async fn worker_starts(exe: &Path, root: &Path, n: usize, sink: &mut Sink, ours:
     }
     match pi_engine(exe, root) {
         Ok(engine) => match broker::worker_start(exe, n, true, engine).await {
-            Ok((ms, mode)) => sink.add(LEAN, "Pi worker start → hello, with all namespaces", "ms", ms, None, &format!("the same spawner and namespaces, `subzero worker --engine pi`: the init starts Node on `workers/pi` (Pi SDK), whose hello ends the figure; the hello reported `{mode}`")),
+            Ok((ms, mode)) => sink.add(LEAN, "Pi worker start → hello, with all namespaces", "ms", ms, None, &format!("the same spawner and namespaces, `subzero-worker worker --engine pi`: the init starts Node on `workers/pi` (Pi SDK), whose hello ends the figure; the hello reported `{mode}`")),
             Err(e) => sink.failed("Pi worker start", &e),
         },
         Err(e) => sink.failed("Pi worker start", &e),
@@ -144,7 +144,7 @@ async fn broker_figures(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) 
         Ok(cold) => {
             ours.cold_start = Some(cold.initialize_ms.median());
             ours.idle_rss = Some(cold.idle_rss_mib.median());
-            sink.add(LEAN, "broker cold start → `initialize` reply", "ms", cold.initialize_ms, Some(Target::MedianAtMost(2.0)), "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it); the state is opened and recovered while initialize is answered, every tool call waits for it");
+            sink.add(LEAN, "broker cold start → `initialize` reply", "ms", cold.initialize_ms, Some(Target::MedianAtMost(2.0)), "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it); the state is opened and recovered once the client says `notifications/initialized` (sent after the reply is read), every tool call waits for it");
             sink.add(
                 LEAN,
                 "broker RSS, idle after `initialize`",

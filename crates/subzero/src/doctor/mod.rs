@@ -122,7 +122,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
     report.add(runtime.block_on(check_worker(args)));
     // The executable a broker would start its workers from.
     let worker_exe =
-        std::env::current_exe().map(|exe| subzero_runtime::supervisor::worker_executable(&exe).0);
+        std::env::current_exe().map(|exe| subzero_runtime::supervisor::worker_executable(&exe));
     if let (Ok(exe), Some(workspace)) = (&worker_exe, doctor_workspace(args)) {
         report.add(runtime.block_on(worker::check_pi_worker(exe, &workspace, config.as_ref())));
     }
@@ -190,14 +190,13 @@ async fn check_worker(args: &DoctorArgs) -> Check {
             "pass --workspace DIR naming an existing directory",
         );
     }
-    let (worker_exe, fallback) = subzero_runtime::supervisor::worker_executable(&exe);
-    let check = worker::check_worker(&worker_exe, &workspace).await;
-    match fallback {
-        Some(why) if check.passed() => Check::warn(
+    let worker_exe = subzero_runtime::supervisor::worker_executable(&exe);
+    if let Some(why) = subzero_runtime::supervisor::worker_missing(&worker_exe) {
+        return Check::fail(
             "worker",
             why,
-            "install subzero-worker next to subzero (`cargo install --path crates/subzero` installs both)",
-        ),
-        _ => check,
+            "install subzero-worker next to subzero: `cargo install --path crates/subzero` installs the three binaries",
+        );
     }
+    worker::check_worker(&worker_exe, &workspace).await
 }

@@ -45,11 +45,6 @@ pub struct Check {
 }
 
 impl Check {
-    /// Whether it passed.
-    pub fn passed(&self) -> bool {
-        self.status == Status::Pass
-    }
-
     /// A passing check.
     pub fn pass(name: impl Into<String>, detail: impl Into<String>) -> Self {
         Check {

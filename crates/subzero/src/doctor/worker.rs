@@ -1,4 +1,4 @@
-//! The worker re-exec handshake: start `subzero worker` exactly as a broker does (new
+//! The worker re-exec handshake: start `subzero-worker worker` exactly as a broker does (new
 //! process group, cleared environment, parent-death signal, no lock handed over) and
 //! read its hello.
 
@@ -65,7 +65,7 @@ pub async fn check_worker(exe: &Path, workspace: &Path) -> Check {
 }
 
 /// The Pi SDK worker: where it is installed (`[workers.pi]`, else the checkout's
-/// `workers/pi`), and its handshake through `subzero worker --engine pi`. Not installed is a
+/// `workers/pi`), and its handshake through `subzero-worker worker --engine pi`. Not installed is a
 /// failure when a template names it, a warning otherwise.
 pub async fn check_pi_worker(
     exe: &Path,

@@ -42,7 +42,7 @@ const BROKEN: &str = "(broken control line)";
 /// The executable the broker starts workers from: `subzero-worker` beside `subzero`, as
 /// `serve.rs` chooses it (else `subzero` itself).
 pub fn worker_exe() -> PathBuf {
-    subzero_runtime::supervisor::worker_executable(Path::new(env!("CARGO_BIN_EXE_subzero"))).0
+    PathBuf::from(env!("CARGO_BIN_EXE_subzero-worker"))
 }
 
 /// What the connection task is told to do.

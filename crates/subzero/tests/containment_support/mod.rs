@@ -226,11 +226,14 @@ pub fn binary_for_others(spare: &Path) -> PathBuf {
     if open {
         return exe;
     }
-    let copy = spare.join("subzero");
-    std::fs::copy(&exe, &copy).expect("copy subzero");
+    // The broker starts its workers and lock holders from the binaries next to its own.
     std::fs::set_permissions(spare, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod exe");
-    copy
+    for name in ["subzero", "subzero-worker", "subzero-hold"] {
+        let copy = spare.join(name);
+        std::fs::copy(exe.with_file_name(name), &copy).expect("copy a subzero binary");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod exe");
+    }
+    spare.join("subzero")
 }
 
 /// Watches the workspace's writer slot from outside the tree while a stop or a kill is
@@ -421,7 +424,7 @@ pub async fn run_case(path: Path_, action: Action) {
     );
     check_receipts(&s, &child, path).await;
     let cgroup = (path == Path_::Cgroup).then(|| worker_cgroup_of_the_escapees(&mark, broker));
-    // The worker: the `subzero worker` process (the broker's child).
+    // The worker: the `subzero-worker worker` process (the broker's child).
     let worker = workers_of(broker);
     assert_eq!(worker.len(), 1, "one worker: {worker:?}");
 

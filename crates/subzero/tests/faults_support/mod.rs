@@ -164,6 +164,14 @@ pub fn mcp_command(cmd: &BrokerCommand) -> Command {
 impl RawBroker {
     /// Start the broker and complete the MCP handshake.
     pub fn start(cmd: &BrokerCommand) -> RawBroker {
+        let mut broker = RawBroker::initialize(cmd);
+        broker.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        broker
+    }
+
+    /// Start the broker and have its `initialize` answered, without saying
+    /// `notifications/initialized` (see [`RawBroker::initialized`]).
+    pub fn initialize(cmd: &BrokerCommand) -> RawBroker {
         let mut command = mcp_command(cmd);
         let mut child = command.spawn().expect("subzero mcp starts");
         let stdin = child.stdin.take();
@@ -200,8 +208,12 @@ impl RawBroker {
         broker
             .response(id, Duration::from_secs(20))
             .expect("initialize answered");
-        broker.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         broker
+    }
+
+    /// Say `notifications/initialized` (after [`RawBroker::initialize`]).
+    pub fn initialized(&mut self) {
+        self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
     pub fn pid(&self) -> u32 {

@@ -98,7 +98,7 @@ impl LiveEnv {
         json!({"url": self.gate.base_url(), "model": "gated", "credentialRef": CRED})
     }
 
-    /// Pids of the `subzero worker` processes working in the workspace.
+    /// Pids of the `subzero-worker worker` processes working in the workspace.
     pub fn workers(&self) -> Vec<u32> {
         subzero_testkit::procs::running_in(&self.workspace())
             .into_iter()

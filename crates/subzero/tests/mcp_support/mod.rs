@@ -203,7 +203,7 @@ pub fn slow_reply(text: &str, delay_ms: u64) -> Reply {
 #[allow(unused_imports)]
 pub use subzero_testkit::procs::sigkill;
 
-/// Pids of `subzero worker` processes working in `workspace`.
+/// Pids of `subzero-worker worker` processes working in `workspace`.
 pub fn workers_in(workspace: &Path) -> Vec<u32> {
     subzero_testkit::procs::running_in(workspace)
         .into_iter()

@@ -1,4 +1,4 @@
-//! Drives a real `subzero worker` process over pipes.
+//! Drives a real `subzero-worker worker` process over pipes.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,9 +26,9 @@ impl WorkerProc {
         Self::spawn_with_args(&[])
     }
 
-    /// `subzero worker ARGS…`.
+    /// `subzero-worker worker ARGS…`.
     pub fn spawn_with_args(args: &[&str]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_subzero-worker"));
         cmd.arg("worker").args(args);
         Self::spawn_command(cmd)
     }
@@ -40,7 +40,7 @@ impl WorkerProc {
             .arg("exec 9>>\"$1\"; exec \"$2\" worker --lock-fd 9")
             .arg("bash")
             .arg(lock)
-            .arg(env!("CARGO_BIN_EXE_subzero"));
+            .arg(env!("CARGO_BIN_EXE_subzero-worker"));
         Self::spawn_command(cmd)
     }
 
@@ -53,7 +53,7 @@ impl WorkerProc {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn subzero worker");
+            .expect("spawn subzero-worker");
         let stdout = child.stdout.take().expect("stdout");
         let mut stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = channel();
