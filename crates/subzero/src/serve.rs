@@ -63,10 +63,12 @@ pub fn run(args: McpArgs) -> u8 {
             return 1;
         }
     };
-    // Two runtime threads whatever the machine: the broker's work is waiting (on workers,
-    // the host, SQLite's writer thread), and each thread costs a stack and a malloc arena.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One runtime thread whatever the machine: the broker's work is waiting (on workers, the
+    // host, SQLite's writer thread), what blocks runs on the blocking pool, and with the
+    // host's pipes on the same reactor (`mcp::stdio`) a frame is read, served and answered
+    // without waking another thread — which, on a VM whose other CPU sleeps, was most of the
+    // first reply's time. Each thread more would also cost a stack and a malloc arena.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -78,8 +80,9 @@ pub fn run(args: McpArgs) -> u8 {
     };
     let outcome = runtime.block_on(serve(options));
     // Everything is recorded and the store is closed by now. Do not wait for tokio's
-    // blocking stdin reader: after a signal the host keeps our stdin open, that read never
-    // returns, and waiting for it was most of the exit time (hosts SIGKILL after 500 ms).
+    // blocking stdin reader (stdin a terminal or a file, `mcp::stdio`): after a signal the
+    // host keeps our stdin open, that read never returns, and waiting for it was most of the
+    // exit time (hosts SIGKILL after 500 ms).
     runtime.shutdown_background();
     match outcome {
         Ok(()) => 0,

@@ -11,6 +11,7 @@ mod args;
 pub mod descriptions;
 mod eof;
 pub mod frames;
+mod stdio;
 mod tools;
 
 use std::sync::Arc;
@@ -117,7 +118,7 @@ pub struct McpServer {
 impl McpServer {
     /// Serve one host over this process's stdin/stdout until the host closes stdin.
     pub async fn serve_stdio(broker: OpeningBroker) -> anyhow::Result<()> {
-        let (stdin, stdout) = rmcp::transport::stdio();
+        let (stdin, stdout) = stdio::open();
         // Every frame is checked (and a bad one answered) before the server sees it.
         let framed = frames::frame(stdin, stdout);
         // The host closing stdin is the end of the session: tell the broker at once, so
