@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, FromArgMatches};
 use subzero_runtime::broker::BrokerOptions;
 use subzero_runtime::config::Config;
 use subzero_runtime::mcp::{McpServer, OpeningBroker};
@@ -24,6 +24,9 @@ use subzero_runtime::supervisor::reap;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::logging;
+
+/// What `subzero mcp` does, in `subzero --help` and `subzero mcp --help`.
+pub const ABOUT: &str = "Serve one MCP host over stdio (what a host's config starts)";
 
 /// Flags of `subzero mcp`.
 #[derive(Debug, Args)]
@@ -40,6 +43,17 @@ pub struct McpArgs {
     /// Write logs to this file instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+}
+
+impl McpArgs {
+    /// The flags of `subzero mcp …` from this process's arguments, parsed by a parser of
+    /// `mcp` alone; bad flags and `--help` end the process as `subzero`'s own parser would.
+    pub fn from_command_line() -> McpArgs {
+        let command =
+            McpArgs::augment_args(clap::Command::new("mcp").bin_name("subzero mcp")).about(ABOUT);
+        let matches = command.get_matches_from(std::env::args_os().skip(1));
+        McpArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
 }
 
 /// Run the broker. Returns the process exit code.

@@ -72,7 +72,12 @@ pub async fn real_model(exe: &Path, runs: usize) -> Result<Option<RealModel>, Fa
     };
     out.load_s.push(server.load_time.as_secs_f64());
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::new();
+    // A fresh connection per request, as the worker makes: llama.cpp's server closes idle
+    // keep-alive connections, and a request sent on one it closed fails ("error sending
+    // request"), which failed a bench run.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
     let url = format!("{}/chat/completions", server.base_url());
     for round in 0..runs {
         let cold = stream(&http, &url, &fresh_system(&first, round)).await?;
