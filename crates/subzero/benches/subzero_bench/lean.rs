@@ -40,7 +40,7 @@ pub async fn measure(exe: &Path, root: &Path, plan: &Plan, sink: &mut Sink) {
             "MiB",
             one(meta.len() as f64 / 1024.0 / 1024.0),
             None,
-            "`target/release/subzero`, symbols stripped, thin LTO, relative relocations packed (`DT_RELR`); one binary for broker and worker",
+            "`target/release/subzero`, symbols stripped, thin LTO, relative relocations packed (`DT_RELR`); the broker and the CLI, no worker code (`subzero-worker` and `subzero-hold` are installed beside it)",
         ),
         Err(e) => sink.failed("binary size", &e.into()),
     }
@@ -144,7 +144,7 @@ async fn broker_figures(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) 
         Ok(cold) => {
             ours.cold_start = Some(cold.initialize_ms.median());
             ours.idle_rss = Some(cold.idle_rss_mib.median());
-            sink.add(LEAN, "broker cold start → `initialize` reply", "ms", cold.initialize_ms, Some(Target::MedianAtMost(2.0)), "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it); the state is opened and recovered once the client says `notifications/initialized` (sent after the reply is read), every tool call waits for it");
+            sink.add(LEAN, "broker cold start → `initialize` reply", "ms", cold.initialize_ms, Some(Target::MedianAtMost(2.0)), "spawn `subzero mcp` → its initialize response, raw JSON-RPC lines over stdio; existing state dir (a warm-up start created it); the state is opened and recovered once the client says `notifications/initialized` (sent after the reply is read), every tool call waits for it; each start follows the previous one's 200 ms RSS pause and exit, so it starts on idle CPUs, as a host's start does");
             sink.add(
                 LEAN,
                 "broker RSS, idle after `initialize`",
@@ -155,6 +155,17 @@ async fn broker_figures(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) 
             );
         }
         Err(e) => sink.failed("cold start", &e),
+    }
+    match peers::line_echo_floor(n) {
+        Ok(floor) => sink.add(
+            LEAN,
+            "the floor: `head -n 1` start → the line echoed",
+            "ms",
+            floor,
+            None,
+            "the same spawn, pipes, line and pause as the cold start above, for a program that only reads the line and writes it back: what process creation, exec and two pipe hops cost on this machine, under every cold start",
+        ),
+        Err(e) => sink.failed("cold start floor", &e),
     }
     eprintln!("four children…");
     match broker::four_children(exe, n).await {

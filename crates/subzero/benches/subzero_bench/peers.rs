@@ -90,6 +90,34 @@ pub fn node_reference_server(root: &Path, runs: usize) -> Result<PeerFigures, Fa
     Ok(out)
 }
 
+/// The floor under every cold start on this machine, measured the same way: spawn `head -n 1`
+/// (coreutils, a small C program), write the `initialize` line, read it back; then the same
+/// 200 ms pause before the next round as for the broker and the Node server, so the CPUs idle
+/// between starts as they do for them.
+pub fn line_echo_floor(runs: usize) -> Result<Samples, Fail> {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "subzero-bench", "version": "1"}}});
+    let mut out = Samples::default();
+    for round in 0..=runs {
+        let started = Instant::now();
+        let mut child = Command::new("head")
+            .args(["-n", "1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        answer_of(&mut child, &format!("{initialize}\n"), "\"id\":1")?;
+        let ms = ms_since(started);
+        end(child);
+        std::thread::sleep(Duration::from_millis(200));
+        if round > 0 {
+            out.push(ms);
+        }
+    }
+    Ok(out)
+}
+
 /// Pi's worker process: spawn → the answer to its first command (`get_state`), then a
 /// prompt to a model that never answers, and the memory of its whole process tree while it
 /// waits, `runs` times.
