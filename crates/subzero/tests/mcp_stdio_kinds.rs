@@ -2,6 +2,7 @@
 //! Unix socket pairs (Node's libuv), or plain files (`subzero mcp < requests > replies`). The
 //! broker serves each one whole: every request answered, EOF the end of the session.
 
+mod faults_support;
 mod mcp_support;
 
 use std::io::{BufRead, BufReader, Write};
@@ -28,23 +29,9 @@ fn requests() -> String {
     .collect()
 }
 
+/// `subzero mcp` on `env`, stdin and stdout set by each test.
 fn broker(env: &Env) -> Command {
-    let cmd = env.command("broker");
-    let mut command = Command::new(&cmd.exe);
-    command
-        .arg("mcp")
-        .arg("--workspace")
-        .arg(&cmd.workspace)
-        .arg("--state-dir")
-        .arg(&cmd.state_dir)
-        .arg("--config")
-        .arg(&cmd.config)
-        .env_remove("SUBZERO_LOG")
-        .stderr(Stdio::null());
-    for (k, v) in &cmd.env {
-        command.env(k, v);
-    }
-    command
+    faults_support::mcp_command(&env.command("broker"))
 }
 
 /// The three answers, by id, from the broker's output lines.

@@ -61,43 +61,49 @@ fn nonblocking_dup(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
     Ok(dup)
 }
 
-fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+fn unix_stream(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
     let std = std::os::unix::net::UnixStream::from(fd);
     std.set_nonblocking(true)?;
     tokio::net::UnixStream::from_std(std)
 }
 
+/// One standard descriptor as a stream: `pipe` or `socket` on the reactor for a pipe or a
+/// socket, else (or when that fails) `blocking`.
+fn stream<T>(
+    fd: BorrowedFd<'_>,
+    pipe: impl FnOnce(OwnedFd) -> std::io::Result<T>,
+    socket: impl FnOnce(tokio::net::UnixStream) -> T,
+    blocking: impl FnOnce() -> T,
+) -> T {
+    let found = kind(fd);
+    if matches!(found, Kind::Other) {
+        return blocking();
+    }
+    let on_reactor = nonblocking_dup(fd).and_then(|dup| match found {
+        Kind::Pipe => pipe(dup),
+        _ => unix_stream(dup).map(socket),
+    });
+    on_reactor.unwrap_or_else(|e| {
+        tracing::debug!(%e, "a standard descriptor stays a blocking stream");
+        blocking()
+    })
+}
+
 /// This process's stdin and stdout as the MCP channel. Must be called inside a Tokio
 /// runtime (the reactor registers the descriptors).
 pub(super) fn open() -> (Input, Output) {
-    let stdin = std::io::stdin();
-    let input = match kind(stdin.as_fd()) {
-        Kind::Other => Input::Blocking(tokio::io::stdin()),
-        found => match nonblocking_dup(stdin.as_fd()).and_then(|fd| match found {
-            Kind::Pipe => tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(Input::Pipe),
-            _ => socket(fd).map(Input::Socket),
-        }) {
-            Ok(input) => input,
-            Err(e) => {
-                tracing::debug!(%e, "stdin stays a blocking stream");
-                Input::Blocking(tokio::io::stdin())
-            }
-        },
-    };
-    let stdout = std::io::stdout();
-    let output = match kind(stdout.as_fd()) {
-        Kind::Other => Output::Blocking(tokio::io::stdout()),
-        found => match nonblocking_dup(stdout.as_fd()).and_then(|fd| match found {
-            Kind::Pipe => tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(Output::Pipe),
-            _ => socket(fd).map(Output::Socket),
-        }) {
-            Ok(output) => output,
-            Err(e) => {
-                tracing::debug!(%e, "stdout stays a blocking stream");
-                Output::Blocking(tokio::io::stdout())
-            }
-        },
-    };
+    let input = stream(
+        std::io::stdin().as_fd(),
+        |fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(Input::Pipe),
+        Input::Socket,
+        || Input::Blocking(tokio::io::stdin()),
+    );
+    let output = stream(
+        std::io::stdout().as_fd(),
+        |fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(Output::Pipe),
+        Output::Socket,
+        || Output::Blocking(tokio::io::stdout()),
+    );
     (input, output)
 }
 
