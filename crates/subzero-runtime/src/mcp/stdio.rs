@@ -17,7 +17,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::stat::{SFlag, fstat};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -53,14 +52,8 @@ fn kind(fd: BorrowedFd<'_>) -> Kind {
     }
 }
 
-/// A duplicate of `fd`, its open file made non-blocking.
-fn nonblocking_dup(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
-    let dup = fd.try_clone_to_owned()?;
-    fcntl(dup.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
-    Ok(dup)
-}
-
+/// A socket on the reactor (made non-blocking here; tokio's pipe constructors do that for a
+/// pipe themselves).
 fn unix_stream(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
     let std = std::os::unix::net::UnixStream::from(fd);
     std.set_nonblocking(true)?;
@@ -79,7 +72,7 @@ fn stream<T>(
     if matches!(found, Kind::Other) {
         return blocking();
     }
-    let on_reactor = nonblocking_dup(fd).and_then(|dup| match found {
+    let on_reactor = fd.try_clone_to_owned().and_then(|dup| match found {
         Kind::Pipe => pipe(dup),
         _ => unix_stream(dup).map(socket),
     });
