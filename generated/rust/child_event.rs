@@ -349,8 +349,8 @@ impl ::std::str::FromStr for CompactedBranchFrom {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_-]{1,64}$\"".into());
         }

@@ -44,8 +44,8 @@ impl ::std::str::FromStr for ArtifactId {
         if value.chars().count() < 30usize {
             return Err("shorter than 30 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^art_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^art_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^art_[0-9A-HJKMNP-TV-Z]{26}$\"".into());
         }
@@ -210,8 +210,8 @@ impl ::std::str::FromStr for ChildId {
         if value.chars().count() < 29usize {
             return Err("shorter than 29 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^ch_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^ch_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^ch_[0-9A-HJKMNP-TV-Z]{26}$\"".into());
         }
@@ -457,8 +457,8 @@ impl ::std::str::FromStr for CredentialRef {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_.-]{1,64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_.-]{1,64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_.-]{1,64}$\"".into());
         }
@@ -715,8 +715,13 @@ impl ::std::str::FromStr for ModelUrl {
         if value.chars().count() < 8usize {
             return Err("shorter than 8 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^https?://[^\\s]+$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regex_lite::Regex::new(
+                    "^https?://[^\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}]+$",
+                )
+                .unwrap()
+        });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^https?://[^\\s]+$\"".into());
         }
@@ -1059,8 +1064,8 @@ impl ::std::str::FromStr for RequestId {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_-]{1,64}$\"".into());
         }
@@ -1502,8 +1507,8 @@ impl ::std::str::FromStr for RunId {
         if value.chars().count() < 30usize {
             return Err("shorter than 30 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^run_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^run_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^run_[0-9A-HJKMNP-TV-Z]{26}$\"".into());
         }
@@ -1831,8 +1836,8 @@ impl ::std::str::FromStr for SteerId {
         if value.chars().count() < 29usize {
             return Err("shorter than 29 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^st_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^st_[0-9A-HJKMNP-TV-Z]{26}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^st_[0-9A-HJKMNP-TV-Z]{26}$\"".into());
         }
@@ -1906,8 +1911,8 @@ impl ::std::str::FromStr for TemplateId {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[a-z0-9][a-z0-9_-]{0,63}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[a-z0-9][a-z0-9_-]{0,63}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[a-z0-9][a-z0-9_-]{0,63}$\"".into());
         }
@@ -2058,9 +2063,9 @@ impl ::std::str::FromStr for Timestamp {
         if value.chars().count() < 24usize {
             return Err("shorter than 24 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
         {
-            ::regress::Regex::new(
+            ::regex_lite::Regex::new(
                     "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$",
                 )
                 .unwrap()
@@ -2139,8 +2144,8 @@ impl ::std::str::FromStr for ToolName {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_.:-]+$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_.:-]+$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_.:-]+$\"".into());
         }
@@ -2442,8 +2447,8 @@ impl ::std::str::FromStr for WorkspaceRoot {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^/").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^/").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^/\"".into());
         }

@@ -523,8 +523,8 @@ impl ::std::str::FromStr for CredentialConfigEnv {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
         }
@@ -691,8 +691,13 @@ impl ::std::str::FromStr for CredentialConfigOriginsItem {
         if value.chars().count() > 2048usize {
             return Err("longer than 2048 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^https?://[^/\\s?#]+$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regex_lite::Regex::new(
+                    "^https?://[^/\\t\\n\\x0B\\x0C\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}?#]+$",
+                )
+                .unwrap()
+        });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^https?://[^/\\s?#]+$\"".into());
         }

@@ -40,8 +40,8 @@ impl ::std::str::FromStr for Digest {
         if value.chars().count() < 71usize {
             return Err("shorter than 71 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^sha256:[0-9a-f]{64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^sha256:[0-9a-f]{64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^sha256:[0-9a-f]{64}$\"".into());
         }

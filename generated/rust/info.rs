@@ -772,8 +772,8 @@ impl ::std::str::FromStr for InfoProtocolVersion {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^1$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^1$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^1$\"".into());
         }

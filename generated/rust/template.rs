@@ -44,8 +44,8 @@ impl ::std::str::FromStr for EnvRef {
         if value.chars().count() < 5usize {
             return Err("shorter than 5 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^env:[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^env:[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^env:[A-Za-z_][A-Za-z0-9_]*$\"".into());
         }
@@ -480,8 +480,8 @@ impl ::std::str::FromStr for McpServerName {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_-]{1,64}$\"".into());
         }
@@ -555,8 +555,8 @@ impl ::std::str::FromStr for SkillName {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[A-Za-z0-9_-]{1,64}$").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^[A-Za-z0-9_-]{1,64}$\"".into());
         }
@@ -1163,8 +1163,8 @@ impl ::std::str::FromStr for WritablePath {
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
         }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^/").unwrap() });
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^/").unwrap() });
         if PATTERN.find(value).is_none() {
             return Err("doesn't match pattern \"^/\"".into());
         }

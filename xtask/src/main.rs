@@ -1,4 +1,4 @@
-//! `cargo xtask codegen | check | bench | test`.
+//! `cargo xtask codegen | check | bench | test | startup-order`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,8 +11,9 @@ use xtask::codegen::{GeneratedFile, generate_rust};
 use xtask::source::SourceSet;
 use xtask::workspace_root;
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
-           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|real-model)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           cargo test --workspace where a missing prerequisite fails instead of skipping";
+const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]|startup-order>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
+           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|real-model)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           cargo test --workspace where a missing prerequisite fails instead of skipping
+  startup-order  trace `subzero mcp` to its initialize reply, write crates/subzero/startup.order";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
             &workspace_root(),
             &std::env::args().skip(2).collect::<Vec<_>>(),
         ),
+        "startup-order" => xtask::startup_order::startup_order(&workspace_root()),
         _ => Err(vec![USAGE.to_string()]),
     };
     match result {

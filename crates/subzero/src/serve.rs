@@ -92,7 +92,9 @@ pub fn run(args: McpArgs) -> u8 {
             return 1;
         }
     };
-    let outcome = runtime.block_on(serve(options));
+    // On the heap: the whole broker's future is tens of KiB, and each page of stack it
+    // would take (with every copy of it on the way into `block_on`) is a page fault at start.
+    let outcome = runtime.block_on(Box::pin(serve(options)));
     // Everything is recorded and the store is closed by now. Do not wait for tokio's
     // blocking stdin reader (stdin a terminal or a file, `mcp::stdio`): after a signal the
     // host keeps our stdin open, that read never returns, and waiting for it was most of the

@@ -8,6 +8,7 @@
 //! maxima, and the byte lengths descriptions state as `at most <N> UTF-8 bytes`).
 
 mod hoist;
+mod patterns;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -178,6 +179,7 @@ fn generate_module(
         derive_helpers_after_derive(item, &mut transforms);
     }
     file.items.extend(transforms);
+    patterns::use_regex_lite(&mut file).map_err(|e| format!("{}: {e}", schema.rel_path))?;
     let body = prettyplease::unparse(&file);
     let text = format!("{}{}", header(&schema.rel_path), body);
     Ok((text, names))
