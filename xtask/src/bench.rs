@@ -67,7 +67,8 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     run(&mut command, "the bench binary")
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+/// Where cargo builds: `$CARGO_TARGET_DIR`, else `target/` in the workspace.
+pub fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -102,7 +103,8 @@ fn build_bench(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {
         .ok_or_else(|| vec!["cargo named no executable for the subzero-bench target".to_string()])
 }
 
-fn run(command: &mut Command, what: &str) -> Result<(), Vec<String>> {
+/// Run `command`; a failure names `what`.
+pub fn run(command: &mut Command, what: &str) -> Result<(), Vec<String>> {
     let status = command
         .status()
         .map_err(|e| vec![format!("cannot run {what}: {e}")])?;

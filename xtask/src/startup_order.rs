@@ -11,7 +11,8 @@
 //! start it as the bench does (a configuration with a credential, an existing state
 //! directory, an `initialize` line waiting on stdin) under `ptrace`; single-step its main
 //! thread until the reply reaches stdout; name the function of every new instruction
-//! address from the map. Linux x86-64 only.
+//! address from the map; then link the shipped binary again, in the new order. Linux
+//! x86-64 only.
 //!
 //! The file names symbols, which carry their crate's hash: a toolchain or dependency
 //! change leaves some lines naming nothing, which the linker skips. Run this again then;
@@ -37,7 +38,9 @@ pub const ORDER_FILE: &str = "crates/subzero/startup.order";
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"startup-order","version":"0"}}}"#;
 
 pub fn startup_order(root: &Path) -> Result<(), Vec<String>> {
-    let (exe, map) = build_with_map(root)?;
+    let release = crate::bench::target_dir(root).join("release");
+    let (exe, map) = (release.join("subzero"), release.join("subzero.map"));
+    release_build(root, Some(&map))?;
     let scene = Scene::new().map_err(|e| vec![format!("cannot prepare a state directory: {e}")])?;
     scene.warm_up(&exe).map_err(|e| vec![e])?;
     eprintln!(
@@ -67,7 +70,8 @@ pub fn startup_order(root: &Path) -> Result<(), Vec<String>> {
         order.len(),
         bytes / 1024
     );
-    Ok(())
+    // The binary just traced was linked in the previous order: link it in this one.
+    release_build(root, None)
 }
 
 /// The functions holding `addresses`, each once, in the order of its first address.
@@ -83,26 +87,18 @@ pub fn first_run_order<'f>(
         .collect()
 }
 
-/// `cargo build --release -p subzero`, the shipped build, asking `build.rs` for the
-/// linker's map of the binary (`SUBZERO_LINK_MAP`). Returns the binary and its map.
-fn build_with_map(root: &Path) -> Result<(PathBuf, PathBuf), Vec<String>> {
+/// `cargo build --release -p subzero`, the shipped build; with `map`, `build.rs` also asks
+/// the linker for its map of the binary (`SUBZERO_LINK_MAP`).
+fn release_build(root: &Path, map: Option<&Path>) -> Result<(), Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let map = target.join("release/subzero.map");
-    let status = Command::new(cargo)
+    let mut command = Command::new(cargo);
+    command
         .current_dir(root)
-        .env("SUBZERO_LINK_MAP", &map)
-        .args(["build", "--release", "-p", "subzero"])
-        .status()
-        .map_err(|e| vec![format!("cannot run cargo: {e}")])?;
-    if !status.success() {
-        return Err(vec![format!(
-            "cargo build --release -p subzero failed ({status})"
-        )]);
+        .args(["build", "--release", "-p", "subzero"]);
+    if let Some(map) = map {
+        command.env("SUBZERO_LINK_MAP", map);
     }
-    Ok((target.join("release/subzero"), map))
+    crate::bench::run(&mut command, "cargo build --release -p subzero")
 }
 
 /// A workspace, a state directory and a configuration naming one credential, as the bench
