@@ -314,4 +314,88 @@ mod tests {
         let names: Vec<&str> = order.iter().map(|f| f.symbol.as_str()).collect();
         assert_eq!(names, ["c", "a", "b"]);
     }
+
+    /// `.cargo/rustc-wrapper`, run with a stand-in for rustc that prints the arguments it
+    /// was given, and reports `host` as the host triple.
+    fn wrapped(host: &str, args: &[&str]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let rustc = dir.path().join("rustc");
+        std::fs::write(
+            &rustc,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = -vV ]; then echo 'host: {host}'; exit 0; fi\nprintf '%s\\n' \"$@\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&rustc, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let wrapper = crate::workspace_root().join(".cargo/rustc-wrapper");
+        let out = Command::new(wrapper)
+            .arg(&rustc)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_wrapper_links_only_the_broker_binary_statically() {
+        const X86: &str = "x86_64-unknown-linux-gnu";
+        let broker = [
+            "--crate-name",
+            "subzero",
+            "--edition=2024",
+            "src/main.rs",
+            "--crate-type",
+            "bin",
+        ];
+        let mut expected: Vec<String> = broker.iter().map(|a| (*a).to_owned()).collect();
+        expected.extend(["-C".to_owned(), "target-feature=+crt-static".to_owned()]);
+        assert_eq!(wrapped(X86, &broker), expected);
+        let named = [&broker[..], &["--target", X86]].concat();
+        assert_eq!(
+            wrapped("aarch64-unknown-linux-gnu", &named).last().unwrap(),
+            "target-feature=+crt-static"
+        );
+        // Everything else goes to rustc exactly as cargo wrote it.
+        for args in [
+            &[
+                "--crate-name",
+                "subzero",
+                "--crate-type",
+                "lib",
+                "src/lib.rs",
+            ][..],
+            &["--crate-name", "subzero", "src/main.rs", "--test"],
+            &["--crate-name", "subzero_worker", "--crate-type", "bin"],
+            &[
+                "--crate-name",
+                "subzero",
+                "--crate-type",
+                "bin",
+                "--target",
+                "aarch64-unknown-linux-gnu",
+            ],
+            &[
+                "--crate-name",
+                "subzero",
+                "--crate-type",
+                "bin",
+                "--cfg",
+                "feature=\"a b\"",
+            ],
+        ] {
+            let host = if args.contains(&"--cfg") {
+                "aarch64-unknown-linux-gnu"
+            } else {
+                X86
+            };
+            assert_eq!(wrapped(host, args), args, "{args:?}");
+        }
+    }
 }

@@ -40,7 +40,7 @@ pub async fn measure(exe: &Path, root: &Path, plan: &Plan, sink: &mut Sink) {
             "MiB",
             one(meta.len() as f64 / 1024.0 / 1024.0),
             None,
-            "`target/release/subzero`, symbols stripped, thin LTO, relative relocations packed (`DT_RELR`); the broker and the CLI, no worker code (`subzero-worker` and `subzero-hold` are installed beside it)",
+            &format!("`target/release/subzero`, {}, symbols stripped, thin LTO, relative relocations packed (`DT_RELR`); the broker and the CLI, no worker code (`subzero-worker` and `subzero-hold` are installed beside it)", linkage(exe)),
         ),
         Err(e) => sink.failed("binary size", &e.into()),
     }
@@ -314,5 +314,43 @@ fn ratio(
             theirs,
             unit,
         });
+    }
+}
+
+/// How the binary is linked, from its ELF program headers: a `PT_INTERP` header names the
+/// dynamic loader it needs. `.cargo/rustc-wrapper` links `subzero` statically; a build
+/// that bypassed it (a `RUSTC_WORKSPACE_WRAPPER` variable) starts ~0.6 ms slower.
+fn linkage(exe: &Path) -> String {
+    const PT_INTERP: u32 = 3;
+    let Ok(elf) = std::fs::read(exe) else {
+        return "linkage unknown (unreadable)".to_string();
+    };
+    let u16_at = |at: usize| {
+        elf.get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        elf.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        elf.get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    // ELF64, little-endian: e_phoff at 0x20, e_phentsize at 0x36, e_phnum at 0x38.
+    let (Some(phoff), Some(size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+        return "linkage unknown (not ELF64)".to_string();
+    };
+    let dynamic = (0..usize::from(count)).any(|i| {
+        usize::try_from(phoff)
+            .ok()
+            .and_then(|off| u32_at(off + i * usize::from(size)))
+            == Some(PT_INTERP)
+    });
+    if dynamic {
+        "linked dynamically (built without `.cargo/rustc-wrapper`)".to_string()
+    } else {
+        "linked statically (static-pie)".to_string()
     }
 }
