@@ -186,6 +186,46 @@ fn an_unreachable_model_fails_with_a_fix() {
     assert!(!report.to_string().contains(KEY));
 }
 
+/// The broker binary is linked statically (`.cargo/rustc-wrapper`), so its host lookups go
+/// through static glibc: the probe must still find `localhost` through `/etc/hosts`, as a
+/// user's `http://localhost:8080/v1` endpoint is found.
+#[test]
+fn the_model_probe_finds_its_host_by_name() {
+    let server = subzero_testkit::ScriptedServer::start(Vec::new()).expect("model server");
+    let port = server
+        .base_url()
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next().map(str::to_owned))
+        .expect("port");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[credentials.local]\nenv = \"SUBZERO_TEST_KEY\"\norigins = [\"http://localhost:{port}\"]\n"
+        ),
+    )
+    .expect("config");
+    let url = format!("http://localhost:{port}/v1");
+    let (_, report) = doctor(
+        &dir.path().join("state"),
+        &config,
+        &["--model", &url, "--credential", "local"],
+        &[("SUBZERO_TEST_KEY", KEY)],
+    );
+    let model = checks(&report, "model ");
+    assert_eq!(model[0]["status"], "pass", "{report:#}");
+    let probe = server
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/models"))
+        .expect("the probe reached the server by name");
+    assert_eq!(
+        probe.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+}
+
 /// `doctor --workspace DIR` with `containment` appended to an empty config: the report.
 fn doctor_with_containment(containment: &str) -> Value {
     let dir = tempfile::tempdir().expect("temp dir");
