@@ -1,7 +1,8 @@
 //! Link flags for the `subzero` binary.
 //!
 //! The binary is position-independent (ASLR) and carries ~40,000 relative relocations,
-//! which the dynamic loader applies at every start of the broker and of every worker. Where
+//! applied at every start of the broker (static-pie: by its own start-up code, see
+//! `.cargo/rustc-wrapper`) and of every worker (by the dynamic loader). Where
 //! the toolchain and the C library support it (binutils ≥ 2.38, glibc ≥ 2.36), they are
 //! packed as `DT_RELR` (`-z pack-relative-relocs`): ~16 KB instead of ~950 KB of `.rela.dyn`
 //! to read, and a tight loop instead of one entry per address. A C library without
