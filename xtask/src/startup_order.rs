@@ -316,31 +316,36 @@ mod tests {
     }
 
     /// `.cargo/rustc-wrapper`, run with a stand-in for rustc that prints the arguments it
-    /// was given, and reports `host` as the host triple.
+    /// was given (and reports `host` as the host triple): those arguments.
     fn wrapped(host: &str, args: &[&str]) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let rustc = dir.path().join("rustc");
         std::fs::write(
             &rustc,
             format!(
-                "#!/bin/sh\nif [ \"$1\" = -vV ]; then echo 'host: {host}'; exit 0; fi\nprintf '%s\\n' \"$@\"\n"
+                "#!/usr/bin/env bash\nif [ \"$1\" = -vV ]; then echo 'host: {host}'; exit 0; fi\nprintf '%s\\n' \"$@\"\nprintenv CARGO_BIN_EXE_subzero-worker\n"
             ),
         )
         .unwrap();
         std::fs::set_permissions(&rustc, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let wrapper = crate::workspace_root().join(".cargo/rustc-wrapper");
+        // Cargo names a package's binaries to its tests in variables no shell variable can
+        // be named like (`CARGO_BIN_EXE_subzero-worker`); the wrapper must pass them on.
         let out = Command::new(wrapper)
             .arg(&rustc)
             .args(args)
+            .env("CARGO_BIN_EXE_subzero-worker", "/bin/worker")
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout)
+        let mut lines: Vec<String> = String::from_utf8(out.stdout)
             .unwrap()
             .lines()
             .map(str::to_owned)
-            .collect()
+            .collect();
+        assert_eq!(lines.pop().as_deref(), Some("/bin/worker"), "{lines:?}");
+        lines
     }
 
     #[test]
