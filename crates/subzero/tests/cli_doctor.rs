@@ -147,16 +147,7 @@ async fn a_healthy_setup_passes_every_check_and_exits_zero() {
     assert_eq!(model.len(), 1, "{report:#}");
     assert_eq!(model[0]["status"], "pass", "{report:#}");
     // The probe really reached the endpoint, with the key, and never printed it.
-    let probe = env
-        .server
-        .requests()
-        .into_iter()
-        .find(|r| r.path.ends_with("/models"))
-        .expect("probe request");
-    assert_eq!(
-        probe.header("authorization"),
-        Some(format!("Bearer {KEY}").as_str())
-    );
+    assert_probed_with_the_key(&env.server);
     assert!(!report.to_string().contains(KEY));
 }
 
@@ -215,11 +206,16 @@ fn the_model_probe_finds_its_host_by_name() {
     );
     let model = checks(&report, "model ");
     assert_eq!(model[0]["status"], "pass", "{report:#}");
+    assert_probed_with_the_key(&server);
+}
+
+/// The doctor's probe (`GET …/models`) reached `server`, carrying the key.
+fn assert_probed_with_the_key(server: &subzero_testkit::ScriptedServer) {
     let probe = server
         .requests()
         .into_iter()
         .find(|r| r.path.ends_with("/models"))
-        .expect("the probe reached the server by name");
+        .expect("probe request");
     assert_eq!(
         probe.header("authorization"),
         Some(format!("Bearer {KEY}").as_str())
