@@ -15,6 +15,7 @@
 //! ```
 
 pub mod chat;
+pub mod directed;
 pub mod held;
 mod http;
 pub mod llama_cpp;
@@ -352,10 +353,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let reply = refused.or_else(|| lock(&shared.script).pop_front());
     match reply {
         None => http::json(500, "script exhausted"),
-        Some(Reply::Status { status, body }) => http::json(status, body),
-        Some(Reply::Hang) => std::future::pending().await,
-        Some(Reply::Redirect { status, location }) => redirect(status, &location),
-        Some(Reply::Sse(steps)) => sse(steps),
+        Some(reply) => answer(reply).await,
+    }
+}
+
+/// The response a [`Reply`] stands for (a `Hang` never resolves).
+pub(crate) async fn answer(reply: Reply) -> Response {
+    match reply {
+        Reply::Status { status, body } => http::json(status, body),
+        Reply::Hang => std::future::pending().await,
+        Reply::Redirect { status, location } => redirect(status, &location),
+        Reply::Sse(steps) => sse(steps),
     }
 }
 

@@ -1,0 +1,356 @@
+//! What the parent has been told: children by slot, runs with their plans and terminal
+//! statuses, every event sequence number seen, the artifacts read back, the receipts of
+//! calls that carried a `requestId`. Every answer passes through here, and the checks that
+//! compare an answer with an earlier one (events, terminal statuses, receipts) happen as
+//! it is recorded.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+use subzero_protocol::{ChildEvent, ChildSnapshot};
+
+use crate::plan::Plan;
+use crate::verdict::{Invariant, Violation};
+
+/// A well-formed child id no broker ever made (ULIDs of the year 1970).
+pub const UNKNOWN_CHILD: &str = "ch_00000000000000000000000000";
+/// A well-formed artifact id no broker ever made.
+pub const UNKNOWN_ARTIFACT: &str = "art_00000000000000000000000000";
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    slots: HashMap<usize, String>,
+    children: BTreeMap<String, ChildLog>,
+    runs: BTreeMap<String, RunLog>,
+    /// Calls that carried a `requestId`, by step: the tool and the exact arguments.
+    sent: HashMap<usize, (String, Value)>,
+    /// The first ok answer of each such call (or of its retries), by step.
+    receipts: HashMap<usize, Value>,
+}
+
+#[derive(Debug, Default)]
+struct ChildLog {
+    /// The next cursor the last answer gave.
+    cursor: u64,
+    /// Every event seen: seq → (type, run).
+    events: BTreeMap<u64, (&'static str, Option<String>)>,
+    active_run: Option<String>,
+    runs: Vec<String>,
+    artifacts: Vec<String>,
+}
+
+/// One run as the parent learned of it.
+#[derive(Clone, Debug, Default)]
+pub struct RunLog {
+    pub child: String,
+    pub plan: Option<Plan>,
+    /// The terminal status first reported, and the artifact with it.
+    pub status: Option<String>,
+    pub artifact: Option<String>,
+    /// The artifact as first read back in full: bytes and SHA-256.
+    pub digest: Option<(u64, String)>,
+}
+
+impl Ledger {
+    /// The child a slot's spawn made, once its answer came.
+    pub fn child_of(&self, slot: Option<usize>) -> Option<String> {
+        self.slots.get(&slot?).cloned()
+    }
+
+    /// The id to use for `slot`: its child, or one nobody has.
+    pub fn child_id(&self, slot: Option<usize>) -> String {
+        self.child_of(slot)
+            .unwrap_or_else(|| UNKNOWN_CHILD.to_owned())
+    }
+
+    pub fn record_spawn(&mut self, slot: usize, child: &str, run: &str, plan: &Plan) {
+        self.slots.entry(slot).or_insert_with(|| child.to_owned());
+        self.record_run(child, run, Some(plan));
+    }
+
+    pub fn record_run(&mut self, child: &str, run: &str, plan: Option<&Plan>) {
+        let log = self.children.entry(child.to_owned()).or_default();
+        if !log.runs.iter().any(|r| r == run) {
+            log.runs.push(run.to_owned());
+        }
+        let entry = self.runs.entry(run.to_owned()).or_default();
+        entry.child = child.to_owned();
+        if entry.plan.is_none() {
+            entry.plan = plan.cloned();
+        }
+    }
+
+    pub fn cursor(&self, child: &str) -> u64 {
+        self.children.get(child).map_or(0, |c| c.cursor)
+    }
+
+    pub fn active_run(&self, child: &str) -> Option<String> {
+        self.children.get(child)?.active_run.clone()
+    }
+
+    /// A run of the child that is not its active one, if the parent knows one.
+    pub fn other_run(&self, child: &str) -> Option<String> {
+        let log = self.children.get(child)?;
+        log.runs
+            .iter()
+            .find(|r| Some(*r) != log.active_run.as_ref())
+            .cloned()
+    }
+
+    /// The newest artifact of the child the parent learned of.
+    pub fn artifact(&self, child: &str) -> Option<String> {
+        self.children.get(child)?.artifacts.last().cloned()
+    }
+
+    pub fn children(&self) -> Vec<String> {
+        self.children.keys().cloned().collect()
+    }
+
+    /// The tag of a run's plan, when the parent knows it.
+    pub fn tag_of(&self, run: &str) -> Option<String> {
+        Some(self.runs.get(run)?.plan.as_ref()?.tag.clone())
+    }
+
+    /// Runs reported terminal, with what was reported.
+    pub fn terminal_runs(&self) -> Vec<(String, RunLog)> {
+        self.runs
+            .iter()
+            .filter(|(_, r)| r.status.is_some())
+            .map(|(id, r)| (id.clone(), r.clone()))
+            .collect()
+    }
+
+    /// Records the digest of a full read; a different one than before is a violation.
+    pub fn record_digest(&mut self, run: &str, digest: (u64, String)) -> Option<String> {
+        let log = self.runs.get_mut(run)?;
+        match &log.digest {
+            None => {
+                log.digest = Some(digest);
+                None
+            }
+            Some(first) if *first == digest => None,
+            Some(first) => Some(format!(
+                "artifact {} of run {run} read back as {} bytes sha256 {}, first read as {} bytes sha256 {}",
+                log.artifact.as_deref().unwrap_or("?"),
+                digest.0,
+                digest.1,
+                first.0,
+                first.1
+            )),
+        }
+    }
+
+    /// A call with a `requestId` as it was sent at `step`.
+    pub fn record_sent(&mut self, step: usize, tool: &str, args: &Value) {
+        self.sent
+            .entry(step)
+            .or_insert_with(|| (tool.to_owned(), args.clone()));
+    }
+
+    pub fn sent(&self, step: usize) -> Option<(String, Value)> {
+        self.sent.get(&step).cloned()
+    }
+
+    /// An ok answer of the call first sent at `step`: the first is kept, a later one must
+    /// equal it.
+    pub fn record_receipt(&mut self, step: usize, answer: &Value) -> Option<String> {
+        match self.receipts.get(&step) {
+            None => {
+                self.receipts.insert(step, answer.clone());
+                None
+            }
+            Some(first) if first == answer => None,
+            Some(first) => Some(format!(
+                "the call of step {step} sent again with its requestId answered {answer}, first {first}"
+            )),
+        }
+    }
+
+    /// Records a snapshot that answered a `get` from `requested` and returns what it breaks.
+    pub fn observe_snapshot(&mut self, requested: u64, snapshot: &ChildSnapshot) -> Vec<Violation> {
+        let child = snapshot.child_id.to_string();
+        let mut found = Vec::new();
+        let mut last = requested;
+        let mut violation = |invariant, detail: String| {
+            found.push(Violation {
+                invariant,
+                step: 0,
+                detail,
+            })
+        };
+        let log = self.children.entry(child.clone()).or_default();
+        for event in snapshot.events.iter() {
+            let fact = EventFact::of(event);
+            if fact.kind == "gap" {
+                continue;
+            }
+            if fact.seq <= last {
+                violation(
+                    Invariant::EventsOnlyGrow,
+                    format!(
+                        "child {child}: event #{} ({}) came after #{last} in an answer to cursor {requested}",
+                        fact.seq, fact.kind
+                    ),
+                );
+            }
+            last = fact.seq;
+            let seen = (fact.kind, fact.run.clone());
+            match log.events.get(&fact.seq) {
+                Some(before) if *before != seen => violation(
+                    Invariant::EventsOnlyGrow,
+                    format!(
+                        "child {child}: event #{} was {} of run {:?}, now {} of run {:?}",
+                        fact.seq, before.0, before.1, seen.0, seen.1
+                    ),
+                ),
+                Some(_) => {}
+                None => {
+                    log.events.insert(fact.seq, seen);
+                }
+            }
+        }
+        if snapshot.next_cursor < requested && snapshot.gap.is_none() {
+            violation(
+                Invariant::EventsOnlyGrow,
+                format!(
+                    "child {child}: nextCursor {} is before the requested cursor {requested}",
+                    snapshot.next_cursor
+                ),
+            );
+        }
+        let log = self.children.entry(child.clone()).or_default();
+        log.cursor = log.cursor.max(snapshot.next_cursor);
+        log.active_run = snapshot.active_run_id.as_ref().map(|r| r.to_string());
+        let mut terminals: Vec<(String, String, Option<String>)> = snapshot
+            .events
+            .iter()
+            .filter_map(|e| EventFact::of(e).terminal)
+            .collect();
+        if let Some(last_run) = &snapshot.last_run {
+            terminals.push((
+                last_run.run_id.to_string(),
+                last_run.status.to_string(),
+                last_run.artifact_id.as_ref().map(|a| a.to_string()),
+            ));
+        }
+        for (run, status, artifact) in terminals {
+            if let Some(detail) = self.note_terminal(&child, &run, &status, artifact) {
+                violation(Invariant::ResultsKept, detail);
+            }
+        }
+        found
+    }
+
+    /// Records a run's terminal status; a different one than reported before is returned.
+    fn note_terminal(
+        &mut self,
+        child: &str,
+        run: &str,
+        status: &str,
+        artifact: Option<String>,
+    ) -> Option<String> {
+        self.record_run(child, run, None);
+        let log = self.runs.get_mut(run)?;
+        if let Some(before) = &log.status {
+            if before != status {
+                return Some(format!(
+                    "run {run} of child {child} was reported {before}, now {status}"
+                ));
+            }
+            if artifact.is_some() && log.artifact.is_some() && artifact != log.artifact {
+                return Some(format!(
+                    "run {run} of child {child} had artifact {:?}, now {:?}",
+                    log.artifact, artifact
+                ));
+            }
+            if log.artifact.is_some() || artifact.is_none() {
+                return None;
+            }
+        }
+        log.status = Some(status.to_owned());
+        log.artifact.clone_from(&artifact);
+        if let Some(artifact) = artifact {
+            let child_log = self.children.entry(child.to_owned()).or_default();
+            if !child_log.artifacts.contains(&artifact) {
+                child_log.artifacts.push(artifact);
+            }
+        }
+        None
+    }
+}
+
+/// What the soak reads of one event.
+struct EventFact {
+    seq: u64,
+    kind: &'static str,
+    run: Option<String>,
+    /// (run, terminal status, artifact) for an event that ends a run.
+    terminal: Option<(String, String, Option<String>)>,
+}
+
+impl EventFact {
+    fn of(event: &ChildEvent) -> EventFact {
+        let fact =
+            |seq: &std::num::NonZeroU64, kind, run: Option<&subzero_protocol::RunId>| EventFact {
+                seq: seq.get(),
+                kind,
+                run: run.map(|r| r.to_string()),
+                terminal: None,
+            };
+        let ends = |mut fact: EventFact, status: &str, artifact: Option<String>| {
+            fact.terminal = fact
+                .run
+                .clone()
+                .map(|run| (run, status.to_owned(), artifact));
+            fact
+        };
+        match event {
+            ChildEvent::RunQueued { seq, run_id, .. } => fact(seq, "run_queued", Some(run_id)),
+            ChildEvent::RunStarted { seq, run_id, .. } => fact(seq, "run_started", Some(run_id)),
+            ChildEvent::Text { seq, run_id, .. } => fact(seq, "text", Some(run_id)),
+            ChildEvent::Tool { seq, run_id, .. } => fact(seq, "tool", Some(run_id)),
+            ChildEvent::SteerApplied { seq, run_id, .. } => {
+                fact(seq, "steer_applied", Some(run_id))
+            }
+            ChildEvent::SteerDiscarded { seq, run_id, .. } => {
+                fact(seq, "steer_discarded", Some(run_id))
+            }
+            ChildEvent::Compacted { seq, run_id, .. } => fact(seq, "compacted", Some(run_id)),
+            ChildEvent::StopRequested { seq, run_id, .. } => {
+                fact(seq, "stop_requested", Some(run_id))
+            }
+            ChildEvent::StopConfirmed { seq, run_id, .. } => {
+                ends(fact(seq, "stop_confirmed", Some(run_id)), "stopped", None)
+            }
+            ChildEvent::Completed {
+                seq,
+                run_id,
+                artifact_id,
+                ..
+            } => ends(
+                fact(seq, "completed", Some(run_id)),
+                "completed",
+                Some(artifact_id.to_string()),
+            ),
+            ChildEvent::BudgetExhausted {
+                seq,
+                run_id,
+                artifact_id,
+                ..
+            } => ends(
+                fact(seq, "budget_exhausted", Some(run_id)),
+                "budget_exhausted",
+                Some(artifact_id.to_string()),
+            ),
+            ChildEvent::Failed { seq, run_id, .. } => {
+                ends(fact(seq, "failed", Some(run_id)), "failed", None)
+            }
+            ChildEvent::Interrupted { seq, run_id, .. } => ends(
+                fact(seq, "interrupted", run_id.as_ref()),
+                "interrupted",
+                None,
+            ),
+            ChildEvent::Gap { seq, .. } => fact(seq, "gap", None),
+        }
+    }
+}

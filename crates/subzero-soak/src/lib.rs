@@ -1,0 +1,25 @@
+//! Subzero's seeded fault soak (`cargo xtask soak`).
+//!
+//! A seed names a schedule ([`schedule`]): epochs of MCP calls on 1–3 real `subzero mcp`
+//! brokers sharing one workspace and state directory, each epoch with a fault at a random
+//! point, against a model whose behaviour each prompt carries ([`plan`], [`model`]). After
+//! every epoch the faults are undone and the invariants of [`verdict::Invariant`] are
+//! checked ([`checks`]); two of them are watched all the time from the process table
+//! ([`monitor`]). A failing seed is shrunk to the shortest failing prefix of its schedule
+//! ([`run::shrink`]) and replayed with `cargo xtask soak --seed S --steps N`.
+
+pub mod checks;
+pub mod exec;
+pub mod faults;
+pub mod kernel;
+pub mod ledger;
+pub mod model;
+pub mod monitor;
+pub mod plan;
+pub mod report;
+pub mod rng;
+pub mod run;
+pub mod schedule;
+pub mod stats;
+pub mod verdict;
+pub mod world;
