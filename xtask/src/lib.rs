@@ -1,6 +1,6 @@
 //! Subzero's build tasks: `codegen` writes `generated/`, `check` proves it is fresh and
 //! agrees with `schema-src/` and the fixtures, `test` runs the whole suite with every outside
-//! client and host installed (and the fault soak's fixed seeds), `soak` runs the seeded fault soak, `startup-order` writes the broker's start-up link order. A library so that `subzero-protocol`'s tests run the very same
+//! client and host installed, `soak` runs the seeded fault soak, `startup-order` writes the broker's start-up link order. A library so that `subzero-protocol`'s tests run the very same
 //! checks in-process.
 
 pub mod bench;

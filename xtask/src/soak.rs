@@ -1,7 +1,7 @@
 //! `cargo xtask soak [--release] [SOAK ARGS…]`: builds the three binaries and the soak,
-//! then runs `subzero-soak` against them. With no arguments it runs the fixed seeds that
-//! `cargo xtask test` runs; `--seed S [--steps N]` replays a seed (a failing run prints
-//! that line), `--minutes N` runs fresh seeds for longer. See `crates/subzero-soak`.
+//! then runs `subzero-soak` against them. With no arguments it runs the fixed seeds the test
+//! suite runs (`crates/subzero-soak/tests/fixed_seeds.rs`); `--seed S [--steps N]` replays a
+//! seed (a failing run prints that line), `--minutes N` runs fresh seeds for longer.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,8 +4,7 @@
 //! `.venv/` with [`PYTHON_PACKAGES`], `npm ci` in each of [`NODE_PROJECTS`] (pip's and npm's
 //! own caches serve reruns; a project whose `node_modules` was installed from its current
 //! lockfile is left alone) — then runs `cargo test --workspace` with [`STRICT_VAR`] set, so a
-//! test whose prerequisite is missing fails instead of skipping, and then the fault soak's
-//! fixed seeds (`cargo xtask soak`). `.ci/run` runs exactly this.
+//! test whose prerequisite is missing fails instead of skipping. `.ci/run` runs exactly this.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,29 +64,16 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     let status = command
         .status()
         .map_err(|e| vec![format!("cannot run cargo test: {e}")])?;
-    let tested = started.elapsed();
-    // The whole suite closes with the fault soak's fixed seeds (a subset of tests does not).
-    let soaked = if args.is_empty() {
-        crate::soak::soak(root, &["--strict".to_owned()])
-    } else {
-        Ok(())
-    };
     eprintln!(
-        "cargo xtask test: installing took {}, the tests {}, the soak {}; {}",
+        "cargo xtask test: installing took {}, the tests {}; {}",
         minutes(installed),
-        minutes(tested - installed),
-        minutes(started.elapsed() - tested),
+        minutes(started.elapsed() - installed),
         skip_summary(&records_dir(root))
     );
-    let mut problems = Vec::new();
-    if !status.success() {
-        problems.push(format!("cargo test failed ({status})"));
-    }
-    problems.extend(soaked.err().unwrap_or_default());
-    if problems.is_empty() {
+    if status.success() {
         Ok(())
     } else {
-        Err(problems)
+        Err(vec![format!("cargo test failed ({status})")])
     }
 }
 

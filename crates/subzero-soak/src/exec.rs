@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use subzero_protocol::{
-    ArtifactChunk, ChildEvent, ChildSnapshot, ErrorCode, Info, ListOutput, ResumeOutput,
-    SendOutput, SpawnOutput, StopOutput,
+    ArtifactChunk, ChildSnapshot, ErrorCode, Info, ListOutput, ResumeOutput, SendOutput,
+    SpawnOutput, StopOutput,
 };
 
 use crate::ledger::{Ledger, UNKNOWN_ARTIFACT};
@@ -264,7 +264,7 @@ impl Ctx {
                 if let Some(out) = self.parse::<StopOutput>(tool, value)
                     && out.confirmed
                 {
-                    self.stopped_tree_gone(&out.run_id);
+                    self.tree_gone(&out.run_id);
                 }
             }
             Op::Resume { plan, .. } => {
@@ -294,20 +294,18 @@ impl Ctx {
 
     /// Records a snapshot in the ledger; what it breaks is a violation.
     pub fn observe(&self, requested: u64, snapshot: &ChildSnapshot) {
-        let found = self.ledger().observe_snapshot(requested, snapshot);
+        let (found, ended) = self.ledger().observe_snapshot(requested, snapshot);
         for v in found {
             self.violation(v.invariant, v.detail);
         }
-        for event in snapshot.events.iter() {
-            if let ChildEvent::StopConfirmed { run_id, .. } = event {
-                self.stopped_tree_gone(run_id);
-            }
+        for run in ended {
+            self.tree_gone(&run);
         }
     }
 
-    /// A run recorded `stopped` has no process left: the broker records the stop only
-    /// after the worker confirmed and killed the run's tree.
-    pub fn stopped_tree_gone(&self, run: &str) {
+    /// A run reported ended has no tool process left: its worker kills the run's tree
+    /// before it reports the end (and a stop is recorded only after that confirmation).
+    pub fn tree_gone(&self, run: &str) {
         let Some(tag) = self.ledger().tag_of(run) else {
             return;
         };
@@ -319,7 +317,9 @@ impl Ctx {
         if !left.is_empty() {
             self.violation(
                 Invariant::NoLeftoverProcess,
-                format!("run {run} ({tag}) is recorded stopped, yet its tool processes {left:?} still run"),
+                format!(
+                    "run {run} ({tag}) is reported ended, yet its tool processes {left:?} still run"
+                ),
             );
         }
     }

@@ -166,8 +166,13 @@ impl Ledger {
         }
     }
 
-    /// Records a snapshot that answered a `get` from `requested` and returns what it breaks.
-    pub fn observe_snapshot(&mut self, requested: u64, snapshot: &ChildSnapshot) -> Vec<Violation> {
+    /// Records a snapshot that answered a `get` from `requested`; returns what it breaks and
+    /// the runs it shows ended for the first time.
+    pub fn observe_snapshot(
+        &mut self,
+        requested: u64,
+        snapshot: &ChildSnapshot,
+    ) -> (Vec<Violation>, Vec<String>) {
         let child = snapshot.child_id.to_string();
         let mut found = Vec::new();
         let mut last = requested;
@@ -233,12 +238,16 @@ impl Ledger {
                 last_run.artifact_id.as_ref().map(|a| a.to_string()),
             ));
         }
+        let mut ended = Vec::new();
         for (run, status, artifact) in terminals {
+            let first = self.runs.get(&run).is_none_or(|r| r.status.is_none());
             if let Some(detail) = self.note_terminal(&child, &run, &status, artifact) {
                 violation(Invariant::ResultsKept, detail);
+            } else if first {
+                ended.push(run);
             }
         }
-        found
+        (found, ended)
     }
 
     /// Records a run's terminal status; a different one than reported before is returned.

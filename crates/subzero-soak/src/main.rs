@@ -20,8 +20,9 @@ const USAGE: &str =
   --seed S          replay seed S (its schedule is the same everywhere)
   --steps N         play only the first N steps of the schedule (a shrunk replay)
   --minutes N       fresh seeds until N minutes have passed
-  --epochs E        epochs per run (default 6); --brokers B overrides the seed's 1–3
+  --epochs E        epochs per run (default 8); --brokers B overrides the seed's 1–3
   --report FILE     write the markdown report there
+  --keep            keep every run's directory (a failing run's is always kept)
   --strict          fail (instead of skipping) where the soak cannot run: it needs root to mount
                     the state directory's tmpfs and to read the workers' descriptors";
 
@@ -35,6 +36,7 @@ struct Args {
     shrink: bool,
     settle: Duration,
     strict: bool,
+    keep: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -48,6 +50,7 @@ fn parse() -> Result<Args, String> {
         shrink: true,
         settle: Duration::from_secs(120),
         strict: false,
+        keep: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,6 +81,7 @@ fn parse() -> Result<Args, String> {
             "--report" => args.report = Some(PathBuf::from(value()?)),
             "--no-shrink" => args.shrink = false,
             "--strict" => args.strict = true,
+            "--keep" => args.keep = true,
             "--settle-s" => args.settle = Duration::from_secs(number(value()?)?),
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
@@ -136,6 +140,7 @@ async fn soak(args: Args) -> ExitCode {
         stop_on_violation: true,
         verbose: true,
         keep_failed: true,
+        keep_all: args.keep,
     };
     let started = Instant::now();
     let mut total = Stats::default();
@@ -172,7 +177,8 @@ async fn soak(args: Args) -> ExitCode {
         summarize(&outcome, &args);
         if outcome.failed() {
             let shortest = if args.shrink {
-                let budget = Duration::from_secs(20 * 60);
+                // Each probe is a whole run: bounded, so a CI failure still ends in time.
+                let budget = Duration::from_secs(if args.strict { 10 * 60 } else { 30 * 60 });
                 run::shrink(&schedule, outcome.steps, &options, budget).await
             } else {
                 outcome.steps
@@ -214,8 +220,9 @@ fn summarize(outcome: &run::Outcome, args: &Args) {
         .map(|(_, median, _, max)| format!("settle median {median} ms, max {max} ms"))
         .unwrap_or_default();
     eprintln!(
-        "soak: seed {}: {} steps, {} calls, {} faults, {settle}, {:.1} s: {}",
+        "soak: seed {} ({} brokers): {} steps, {} calls, {} faults, {settle}, {:.1} s: {}",
         outcome.seed,
+        outcome.brokers,
         outcome.steps,
         s.total_calls(),
         s.faults.values().map(|(a, _)| a).sum::<u64>(),

@@ -97,7 +97,7 @@ pub fn respond(switch: &ModelSwitch, request: &RecordedRequest) -> Reply {
     if switch.dropping.load(Ordering::SeqCst) {
         let n = switch.dropped.fetch_add(1, Ordering::Relaxed);
         // Alternate between a cut before any data and a cut after some.
-        return if n % 2 == 0 {
+        return if n.is_multiple_of(2) {
             Reply::Sse(vec![Step::Cut])
         } else {
             Reply::Sse(vec![Step::text("partial "), Step::Cut])

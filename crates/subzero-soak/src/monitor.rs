@@ -25,21 +25,37 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    pub fn start(state: PathBuf, verdicts: Arc<Verdicts>, step: Arc<AtomicUsize>) -> Monitor {
+    pub fn start(
+        state: PathBuf,
+        workspace: PathBuf,
+        verdicts: Arc<Verdicts>,
+        step: Arc<AtomicUsize>,
+    ) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(AtomicU64::new(0));
         let (s, n) = (stop.clone(), samples.clone());
         let thread = std::thread::Builder::new()
             .name("soak-monitor".into())
             .spawn(move || {
-                let mut coders = Coders::new(&state);
+                let mut store = Store::new(&state);
+                let mut round = 0u64;
                 while !s.load(Ordering::SeqCst) {
                     let workers = kernel::workers(&state);
-                    for (invariant, detail) in judge(&workers, &mut |c| coders.is_coder(c)) {
+                    for (invariant, detail) in judge(&workers, &mut |c| store.is_coder(c)) {
                         if confirmed(&workers, &state, &detail) {
                             verdicts.add(invariant, step.load(Ordering::SeqCst), detail);
                         }
                     }
+                    if round.is_multiple_of(4) {
+                        for detail in outlived(&workspace, &mut store) {
+                            verdicts.add(
+                                Invariant::NoLeftoverProcess,
+                                step.load(Ordering::SeqCst),
+                                detail,
+                            );
+                        }
+                    }
+                    round += 1;
                     n.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(PERIOD);
                 }
@@ -156,26 +172,55 @@ fn confirmed(workers: &[WorkerProc], state: &Path, detail: &str) -> bool {
         })
 }
 
-/// Which children are write-capable, read from the store (read-only) and cached.
-struct Coders {
+/// Tool processes alive after the store recorded their run's end: the worker kills a run's
+/// tree before it reports the end, and the broker records it only then. The store is read
+/// *before* the second look at the processes, so a process seen after its run's end was
+/// recorded outlived it (never a process that died in between).
+fn outlived(workspace: &Path, store: &mut Store) -> Vec<String> {
+    let tagged = kernel::tagged(workspace);
+    if tagged.is_empty() {
+        return Vec::new();
+    }
+    let mut ended: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for (_, tag) in &tagged {
+        if !ended.contains_key(tag)
+            && let Some((run, status)) = store.ended_run(tag)
+        {
+            ended.insert(tag.clone(), (run, status));
+        }
+    }
+    if ended.is_empty() {
+        return Vec::new();
+    }
+    kernel::tagged(workspace)
+        .into_iter()
+        .filter_map(|(pid, tag)| {
+            let (run, status) = ended.get(&tag)?;
+            Some(format!(
+                "run {run} ({tag}) is recorded {status}, yet its tool process {pid} still runs"
+            ))
+        })
+        .collect()
+}
+
+/// What the monitor reads of the store (read-only): which children are write-capable,
+/// and whether a tagged run has ended.
+struct Store {
     db: PathBuf,
     known: HashMap<String, bool>,
     conn: Option<rusqlite::Connection>,
 }
 
-impl Coders {
-    fn new(state: &Path) -> Coders {
-        Coders {
+impl Store {
+    fn new(state: &Path) -> Store {
+        Store {
             db: state.join("subzero.db"),
             known: HashMap::new(),
             conn: None,
         }
     }
 
-    fn is_coder(&mut self, child: &str) -> bool {
-        if let Some(known) = self.known.get(child) {
-            return *known;
-        }
+    fn conn(&mut self) -> Option<&rusqlite::Connection> {
         if self.conn.is_none() {
             self.conn = rusqlite::Connection::open_with_flags(
                 &self.db,
@@ -183,7 +228,27 @@ impl Coders {
             )
             .ok();
         }
-        let found: Option<bool> = self.conn.as_ref().and_then(|c| {
+        self.conn.as_ref()
+    }
+
+    /// The run whose prompt carries `tag`, with its status, when that status is terminal.
+    fn ended_run(&mut self, tag: &str) -> Option<(String, String)> {
+        let pattern = format!("%[soak tag={tag} %");
+        self.conn()?
+            .query_row(
+                "SELECT run_id, status FROM runs WHERE prompt LIKE ?1 AND status IN \
+                 ('completed', 'budget_exhausted', 'failed', 'stopped', 'interrupted')",
+                [pattern],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .ok()
+    }
+
+    fn is_coder(&mut self, child: &str) -> bool {
+        if let Some(known) = self.known.get(child) {
+            return *known;
+        }
+        let found: Option<bool> = self.conn().and_then(|c| {
             c.query_row(
                 "SELECT write_capable FROM children WHERE child_id = ?1",
                 [child],

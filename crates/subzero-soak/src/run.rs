@@ -30,12 +30,15 @@ pub struct Options {
     pub verbose: bool,
     /// Keep a failing run's directory (logs, database, transcripts) for a look.
     pub keep_failed: bool,
+    /// Keep every run's directory.
+    pub keep_all: bool,
 }
 
 /// What one run found.
 #[derive(Debug)]
 pub struct Outcome {
     pub seed: u64,
+    pub brokers: usize,
     /// Steps played (all of them, unless the run stopped at a violation).
     pub steps: usize,
     pub violations: Vec<Violation>,
@@ -71,7 +74,12 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
     for b in 0..schedule.brokers {
         world.start_broker(b, Duration::from_secs(60)).await?;
     }
-    let monitor = Monitor::start(world.state.clone(), verdicts.clone(), step.clone());
+    let monitor = Monitor::start(
+        world.state.clone(),
+        world.workspace.clone(),
+        verdicts.clone(),
+        step.clone(),
+    );
     let mut index = 0usize;
     for (e, epoch) in schedule.epochs.iter().enumerate() {
         let mut calls = JoinSet::new();
@@ -127,11 +135,14 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
     let violations = verdicts.all();
     drop(ctx);
     let kept = match Arc::try_unwrap(world) {
-        Ok(mut world) if !violations.is_empty() && options.keep_failed => Some(world.keep()),
+        Ok(mut world) if options.keep_all || (!violations.is_empty() && options.keep_failed) => {
+            Some(world.keep())
+        }
         _ => None,
     };
     Ok(Outcome {
         seed: schedule.seed,
+        brokers: schedule.brokers,
         steps: index,
         violations,
         stats,
@@ -152,6 +163,7 @@ pub async fn shrink(
     let started = Instant::now();
     let options = &Options {
         keep_failed: false,
+        keep_all: false,
         verbose: false,
         ..options.clone()
     };
