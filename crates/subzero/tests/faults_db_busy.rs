@@ -157,3 +157,57 @@ async fn a_database_held_busy_while_a_run_settles_does_not_leave_the_child_runni
     );
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_steer_that_lands_while_a_failed_run_settles_does_not_keep_its_worker() {
+    // Found by the fault soak (a worker alive 20 s after its child settled): a run fails
+    // with a follow-up queued (so the worker is kept for it), the settlement waits for
+    // the database, and a steer reaches the driver meanwhile. The failure withdraws the
+    // follow-up; the driver must still close the worker once the steer is passed on.
+    let env = Env::new(vec![Reply::Sse(vec![
+        subzero_testkit::Step::delay_ms(300),
+        subzero_testkit::Step::text("partial "),
+        subzero_testkit::Step::Cut,
+    ])]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let s = env.broker("broker").await;
+    let broker = reaper.broker(s.pid());
+    let (child, run) = spawn(&s, &env, "researcher", "Work").await;
+    let queued = ok(
+        &s,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "and then"}),
+    )
+    .await;
+    assert_eq!(queued["delivery"], "queued", "{queued}");
+    let holder = hold_write_lock(env.state_dir().join("subzero.db"), Duration::from_secs(3));
+    // The worker reported the failure; the driver's settlement now waits for the lock.
+    let log = env.log("broker");
+    assert!(
+        faults_support::eventually(Duration::from_secs(20), || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("status=Failed"))
+        }),
+        "the worker never reported the failed run"
+    );
+    let steered = ok(
+        &s,
+        "subzero_send",
+        json!({"childId": child, "mode": "steer", "message": "also look at the tests"}),
+    )
+    .await;
+    assert_eq!(steered["delivery"], "steered", "{steered}");
+    holder.join().expect("lock holder");
+    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap["state"], "ready", "{snap:#}");
+    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
+    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    assert!(
+        faults_support::eventually(Duration::from_secs(10), || faults_support::workers_of(
+            broker
+        )
+        .is_empty()),
+        "the worker of a settled child is still alive: {:?}",
+        faults_support::workers_of(broker)
+    );
+    s.close().await.expect("close");
+}

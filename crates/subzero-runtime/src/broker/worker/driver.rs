@@ -43,6 +43,8 @@ pub(super) struct Driver {
     /// What the worker last reported doing in the active run (the store is told only
     /// of changes).
     pub(super) activity: Option<Activity>,
+    /// A close was refused because a message was pending: close once it is passed on.
+    pub(super) closing: bool,
 }
 
 /// What the driver loop decided.
@@ -73,11 +75,20 @@ impl Driver {
                 },
             };
             match next {
+                // A close refused for a pending message (a steer or a cancel that reached
+                // the driver as its run ended) is tried again once that message is passed
+                // on, or the worker of an idle child would live on until the broker exits.
+                Next::Continue if self.closing && self.idle() => {
+                    if self.try_close() {
+                        break;
+                    }
+                }
                 Next::Continue => {}
                 Next::Close => {
                     if self.try_close() {
                         break;
                     }
+                    self.closing = true;
                 }
                 Next::Lost(reason) => {
                     self.lost(&reason).await;
@@ -116,6 +127,7 @@ impl Driver {
                     }
                 };
                 self.active = Some(run);
+                self.closing = false;
                 self.activity = None;
                 self.leaf = None;
                 self.error_details = None;
@@ -352,6 +364,11 @@ impl Driver {
             }
             None => Next::Close,
         }
+    }
+
+    /// No run is active and no stop awaits its confirmation.
+    fn idle(&self) -> bool {
+        self.active.is_none() && self.stopped.is_none()
     }
 
     /// Close unless a run was handed to this worker in the meantime. Removing the link

@@ -149,6 +149,7 @@ impl Broker {
             usage: None,
             error_details: None,
             activity: None,
+            closing: false,
         };
         // Queue the first run before the driver runs, so it is the first thing it sends.
         let _ = tx.send(ToWorker::Start {
