@@ -117,7 +117,28 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(soak(args))
+    runtime.block_on(async {
+        // Interrupted, the soak's future is dropped, and with it each world: its processes
+        // are killed and its tmpfs unmounted (a SIGKILL leaves both behind).
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(e) => {
+                    eprintln!("subzero-soak: cannot watch SIGTERM: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+        tokio::select! {
+            code = soak(args) => code,
+            _ = tokio::signal::ctrl_c() => interrupted("SIGINT"),
+            _ = term.recv() => interrupted("SIGTERM"),
+        }
+    })
+}
+
+fn interrupted(signal: &str) -> ExitCode {
+    eprintln!("subzero-soak: {signal}: the running world is torn down; no verdict");
+    ExitCode::from(130)
 }
 
 async fn soak(args: Args) -> ExitCode {
