@@ -5,21 +5,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use subzero_protocol::{
     ArtifactChunk, ChildSnapshot, ErrorCode, Info, ListOutput, ResumeOutput, SendOutput,
     SpawnOutput, StopOutput,
 };
 
-use crate::ledger::{Ledger, UNKNOWN_ARTIFACT};
-use crate::plan::Plan;
-use crate::schedule::{Action, Cursor, Invalid, Op, Schedule};
+use crate::args;
+use crate::ledger::Ledger;
+use crate::schedule::{Action, Invalid, Op, Schedule};
 use crate::stats::Stats;
 use crate::verdict::{Invariant, Verdicts};
 use crate::world::{Answer, World};
 
-/// A run id no broker ever made.
-const UNKNOWN_RUN: &str = "run_00000000000000000000000000";
 /// How long past its own `waitMs` a call may take before it counts as unanswered.
 const ANSWER_BOUND: Duration = Duration::from_secs(60);
 
@@ -115,122 +113,7 @@ impl Ctx {
 
     /// The tool, arguments and `waitMs` of a call, with children resolved now.
     fn arguments(&self, op: &Op) -> (&'static str, Value, u64) {
-        let ledger = self.ledger();
-        let model = self.world.model_ref();
-        let tool = op.tool();
-        match op {
-            Op::Spawn {
-                coder,
-                plan,
-                request,
-                budget,
-                ..
-            } => {
-                let mut args = json!({
-                    "prompt": plan.prompt(),
-                    "templateId": if *coder { "coder" } else { "researcher" },
-                    "model": model,
-                });
-                if *budget {
-                    args["budget"] =
-                        json!({"maxTurns": 6, "deadlineMs": 20000, "toolTimeoutMs": 3000});
-                }
-                with_request(&mut args, request);
-                (tool, args, 0)
-            }
-            Op::Followup {
-                slot,
-                plan,
-                request,
-                compact,
-            } => {
-                let mut args = json!({
-                    "childId": ledger.child_id(*slot),
-                    "mode": "followup",
-                    "message": plan.prompt(),
-                });
-                if *compact {
-                    args["compact"] = json!(true);
-                }
-                with_request(&mut args, request);
-                (tool, args, 0)
-            }
-            Op::Steer { slot } => (
-                tool,
-                json!({"childId": ledger.child_id(*slot), "mode": "steer",
-                       "message": "soak steer: keep going, then answer as planned"}),
-                0,
-            ),
-            Op::Stop {
-                slot,
-                stale,
-                wait_ms,
-            } => {
-                let child = ledger.child_id(*slot);
-                let run = if *stale {
-                    ledger.other_run(&child)
-                } else {
-                    ledger
-                        .active_run(&child)
-                        .or_else(|| ledger.other_run(&child))
-                };
-                let run = run.unwrap_or_else(|| UNKNOWN_RUN.to_owned());
-                (
-                    tool,
-                    json!({"childId": child, "expectedRunId": run, "waitMs": wait_ms}),
-                    *wait_ms,
-                )
-            }
-            Op::Resume {
-                slot,
-                plan,
-                request,
-            } => {
-                let mut args = json!({"childId": ledger.child_id(*slot), "model": model});
-                if let Some(plan) = plan {
-                    args["message"] = json!(plan.prompt());
-                }
-                with_request(&mut args, request);
-                (tool, args, 0)
-            }
-            Op::Get {
-                slot,
-                wait_ms,
-                cursor,
-                wait_for_event,
-            } => {
-                let child = ledger.child_id(*slot);
-                let cursor = match cursor {
-                    Cursor::Next => ledger.cursor(&child),
-                    Cursor::Zero => 0,
-                    Cursor::Beyond => ledger.cursor(&child) + 100_000,
-                };
-                let wait_for = if *wait_for_event { "event" } else { "settled" };
-                (
-                    tool,
-                    json!({"childId": child, "waitMs": wait_ms, "cursor": cursor,
-                           "eventLimit": 50, "waitFor": wait_for}),
-                    *wait_ms,
-                )
-            }
-            Op::List { limit } => (tool, json!({"limit": limit}), 0),
-            Op::Output {
-                slot,
-                offset,
-                length,
-            } => {
-                let artifact = ledger
-                    .child_of(*slot)
-                    .and_then(|c| ledger.artifact(&c))
-                    .unwrap_or_else(|| UNKNOWN_ARTIFACT.to_owned());
-                (
-                    tool,
-                    json!({"artifactId": artifact, "offset": offset, "length": length}),
-                    0,
-                )
-            }
-            Op::Info | Op::Invalid(_) | Op::Retry { .. } => (tool, json!({}), 0),
-        }
+        args::arguments(op, &self.ledger(), self.world.model_ref())
     }
 
     /// Records what an answer says; checks that it is the tool's output type.
@@ -368,96 +251,16 @@ impl Ctx {
     }
 
     fn invalid_arguments(&self, invalid: Invalid) -> (Value, Vec<ErrorCode>) {
-        use ErrorCode::*;
-        let model = self.world.model_ref();
-        let plan = Plan {
-            tag: "invalid".into(),
-            turns: vec![],
-            ending: crate::plan::Ending::Text { bytes: 10 },
-            pace_ms: 0,
-        };
-        let spawn = |extra: Value| {
-            let mut args = json!({"prompt": plan.prompt(), "templateId": "researcher",
-                                  "model": model.clone()});
-            if let (Value::Object(base), Value::Object(extra)) = (&mut args, extra) {
-                base.extend(extra);
-            }
-            args
-        };
         let some_child = self
             .ledger()
             .children()
             .first()
             .cloned()
             .unwrap_or_else(|| crate::ledger::UNKNOWN_CHILD.to_owned());
-        match invalid {
-            Invalid::UnknownTemplate => (
-                spawn(json!({"templateId": "no-such-template"})),
-                vec![TemplateNotFound],
-            ),
-            Invalid::EmptyPrompt => (spawn(json!({"prompt": ""})), vec![InvalidRequest]),
-            Invalid::OversizePrompt => (
-                spawn(json!({"prompt": "x".repeat(70_000)})),
-                vec![LimitExceeded, InvalidRequest],
-            ),
-            Invalid::UnknownCredential => {
-                let mut model = model.clone();
-                model["credentialRef"] = json!("nobody-configured-this");
-                (
-                    spawn(json!({"model": model})),
-                    vec![CredentialsRequired, InvalidRequest],
-                )
-            }
-            Invalid::BadModelUrl => {
-                let mut model = model.clone();
-                model["url"] = json!("ftp://127.0.0.1/v1");
-                (spawn(json!({"model": model})), vec![InvalidRequest])
-            }
-            Invalid::NullBudget => (spawn(json!({"budget": null})), vec![InvalidRequest]),
-            Invalid::BudgetPastMaximum => (
-                spawn(json!({"budget": {"maxTurns": 100000}})),
-                vec![LimitExceeded],
-            ),
-            Invalid::BadRequestId => (
-                spawn(json!({"requestId": "not a valid id!"})),
-                vec![InvalidRequest],
-            ),
-            Invalid::MissingArguments => (json!({}), vec![InvalidRequest]),
-            Invalid::UnknownChild => (
-                json!({"childId": crate::ledger::UNKNOWN_CHILD}),
-                vec![NotFound],
-            ),
-            Invalid::MalformedChildId => (json!({"childId": "ch_bogus"}), vec![InvalidRequest]),
-            Invalid::WaitPastMaximum => (
-                json!({"childId": some_child, "waitMs": 30001}),
-                vec![InvalidRequest],
-            ),
-            Invalid::BadSendMode => (
-                json!({"childId": some_child, "mode": "shout", "message": "hello"}),
-                vec![InvalidRequest],
-            ),
-            Invalid::UnknownArtifact => (
-                json!({"artifactId": UNKNOWN_ARTIFACT}),
-                vec![NotFound, ArtifactUnavailable],
-            ),
-            Invalid::OutputPastMaximum => (
-                json!({"artifactId": UNKNOWN_ARTIFACT, "length": 65537}),
-                vec![InvalidRequest],
-            ),
-            Invalid::ListUnknownWorkspace => (
-                json!({"workspaceRoot": "/nonexistent/subzero-soak"}),
-                vec![InvalidRequest, NotFound],
-            ),
-        }
+        args::invalid(invalid, self.world.model_ref(), &some_child)
     }
 }
 
 fn has_request_id(args: &Value) -> bool {
     args.get("requestId").is_some()
-}
-
-fn with_request(args: &mut Value, request: &Option<String>) {
-    if let Some(id) = request {
-        args["requestId"] = json!(id);
-    }
 }

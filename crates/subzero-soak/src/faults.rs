@@ -18,14 +18,16 @@ const RESTART_BOUND: Duration = Duration::from_secs(60);
 /// How long a worker fault waits for a worker to strike when none runs at its moment.
 const TARGET_WAIT: Duration = Duration::from_secs(2);
 
+/// Whether a fault struck, and the task that undoes it when its time is up.
+type Struck = (bool, Option<JoinHandle<()>>);
+
 /// Injects `fault`; the returned task (if any) undoes it when its time is up.
 pub async fn inject(ctx: &Arc<Ctx>, fault: Fault) -> Option<JoinHandle<()>> {
-    let world = &ctx.world;
-    let brokers = world.broker_count();
-    let (injected, task): (bool, Option<JoinHandle<()>>) = match fault {
+    let brokers = ctx.world.broker_count();
+    let (injected, task): Struck = match fault {
         Fault::KillBroker { broker, down_ms } => {
             let b = broker % brokers;
-            let killed = world.kill_broker(b).is_some();
+            let killed = ctx.world.kill_broker(b).is_some();
             (killed, Some(restart(ctx, b, down_ms)))
         }
         Fault::KillWorker { pick } => match pick_worker(ctx, pick).await {
@@ -35,61 +37,17 @@ pub async fn inject(ctx: &Arc<Ctx>, fault: Fault) -> Option<JoinHandle<()>> {
             }
             None => (false, None),
         },
-        Fault::KillBoth { broker, down_ms } => {
-            let b = broker % brokers;
-            let ours: Vec<u32> = world
-                .broker_pid(b)
-                .map(kernel::descendants)
-                .unwrap_or_default();
-            let workers: Vec<u32> = kernel::workers(&world.state)
-                .into_iter()
-                .map(|w| w.pid)
-                .filter(|pid| ours.contains(pid))
-                .collect();
-            let killed = world.kill_broker(b).is_some();
-            for pid in &workers {
-                kernel::signal(*pid, Signal::SIGKILL);
-            }
-            (killed, Some(restart(ctx, b, down_ms)))
-        }
-        Fault::PauseWorker { pick, ms } => match pick_worker(ctx, pick).await {
-            Some(pid) => {
-                kernel::signal(pid, Signal::SIGSTOP);
-                world.paused(pid);
-                let task = tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    kernel::signal(pid, Signal::SIGCONT);
-                });
-                (true, Some(task))
-            }
-            None => (false, None),
-        },
-        Fault::FullDisk { ms } => {
-            let world = world.clone();
-            let filled = world.tmpfs;
-            let task = tokio::spawn(async move {
-                let filler = {
-                    let world = world.clone();
-                    tokio::task::spawn_blocking(move || world.fill_disk())
-                        .await
-                        .ok()
-                        .flatten()
-                };
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                if let Some(path) = filler {
-                    let _ = std::fs::remove_file(path);
-                }
-            });
-            (filled, Some(task))
-        }
+        Fault::KillBoth { broker, down_ms } => kill_both(ctx, broker % brokers, down_ms),
+        Fault::PauseWorker { pick, ms } => pause_worker(ctx, pick, ms).await,
+        Fault::FullDisk { ms } => full_disk(&ctx.world, ms),
         Fault::LockDb { ms } => {
-            let db = world.state.join("subzero.db");
+            let db = ctx.world.state.join("subzero.db");
             let exists = db.is_file();
             let task = tokio::task::spawn_blocking(move || hold_write_lock(&db, ms));
             (exists, Some(task))
         }
         Fault::DropModel { ms } => {
-            let switch = world.model.switch.clone();
+            let switch = ctx.world.model.switch.clone();
             switch.set_dropping(true);
             let task = tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -100,6 +58,59 @@ pub async fn inject(ctx: &Arc<Ctx>, fault: Fault) -> Option<JoinHandle<()>> {
     };
     ctx.stats().fault(fault.kind(), injected);
     task
+}
+
+/// SIGKILLs broker `b` and its workers at the same moment; it restarts after `down_ms`.
+fn kill_both(ctx: &Arc<Ctx>, b: usize, down_ms: u64) -> Struck {
+    let ours: Vec<u32> = ctx
+        .world
+        .broker_pid(b)
+        .map(kernel::descendants)
+        .unwrap_or_default();
+    let workers: Vec<u32> = kernel::workers(&ctx.world.state)
+        .into_iter()
+        .map(|w| w.pid)
+        .filter(|pid| ours.contains(pid))
+        .collect();
+    let killed = ctx.world.kill_broker(b).is_some();
+    for pid in &workers {
+        kernel::signal(*pid, Signal::SIGKILL);
+    }
+    (killed, Some(restart(ctx, b, down_ms)))
+}
+
+/// SIGSTOPs a worker; SIGCONT after `ms`.
+async fn pause_worker(ctx: &Ctx, pick: u64, ms: u64) -> Struck {
+    let Some(pid) = pick_worker(ctx, pick).await else {
+        return (false, None);
+    };
+    kernel::signal(pid, Signal::SIGSTOP);
+    ctx.world.paused(pid);
+    let task = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        kernel::signal(pid, Signal::SIGCONT);
+    });
+    (true, Some(task))
+}
+
+/// Fills the state directory's file system, frees it after `ms`.
+fn full_disk(world: &Arc<crate::world::World>, ms: u64) -> Struck {
+    let world = world.clone();
+    let filled = world.tmpfs;
+    let task = tokio::spawn(async move {
+        let filler = {
+            let world = world.clone();
+            tokio::task::spawn_blocking(move || world.fill_disk())
+                .await
+                .ok()
+                .flatten()
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        if let Some(path) = filler {
+            let _ = std::fs::remove_file(path);
+        }
+    });
+    (filled, Some(task))
 }
 
 /// A worker of the soak chosen by `pick`; when none runs, the first to start within

@@ -174,55 +174,15 @@ impl Ledger {
         snapshot: &ChildSnapshot,
     ) -> (Vec<Violation>, Vec<String>) {
         let child = snapshot.child_id.to_string();
-        let mut found = Vec::new();
-        let mut last = requested;
-        let mut violation = |invariant, detail: String| {
-            found.push(Violation {
-                invariant,
+        let mut found: Vec<Violation> = self
+            .check_events(&child, requested, snapshot)
+            .into_iter()
+            .map(|detail| Violation {
+                invariant: Invariant::EventsOnlyGrow,
                 step: 0,
                 detail,
             })
-        };
-        let log = self.children.entry(child.clone()).or_default();
-        for event in snapshot.events.iter() {
-            let fact = EventFact::of(event);
-            if fact.kind == "gap" {
-                continue;
-            }
-            if fact.seq <= last {
-                violation(
-                    Invariant::EventsOnlyGrow,
-                    format!(
-                        "child {child}: event #{} ({}) came after #{last} in an answer to cursor {requested}",
-                        fact.seq, fact.kind
-                    ),
-                );
-            }
-            last = fact.seq;
-            let seen = (fact.kind, fact.run.clone());
-            match log.events.get(&fact.seq) {
-                Some(before) if *before != seen => violation(
-                    Invariant::EventsOnlyGrow,
-                    format!(
-                        "child {child}: event #{} was {} of run {:?}, now {} of run {:?}",
-                        fact.seq, before.0, before.1, seen.0, seen.1
-                    ),
-                ),
-                Some(_) => {}
-                None => {
-                    log.events.insert(fact.seq, seen);
-                }
-            }
-        }
-        if snapshot.next_cursor < requested && snapshot.gap.is_none() {
-            violation(
-                Invariant::EventsOnlyGrow,
-                format!(
-                    "child {child}: nextCursor {} is before the requested cursor {requested}",
-                    snapshot.next_cursor
-                ),
-            );
-        }
+            .collect();
         let log = self.children.entry(child.clone()).or_default();
         log.cursor = log.cursor.max(snapshot.next_cursor);
         log.active_run = snapshot.active_run_id.as_ref().map(|r| r.to_string());
@@ -242,12 +202,60 @@ impl Ledger {
         for (run, status, artifact) in terminals {
             let first = self.runs.get(&run).is_none_or(|r| r.status.is_none());
             if let Some(detail) = self.note_terminal(&child, &run, &status, artifact) {
-                violation(Invariant::ResultsKept, detail);
+                found.push(Violation {
+                    invariant: Invariant::ResultsKept,
+                    step: 0,
+                    detail,
+                });
             } else if first {
                 ended.push(run);
             }
         }
         (found, ended)
+    }
+
+    /// The snapshot's events against every event seen of the child before: each answer's
+    /// sequence numbers grow past the requested cursor, and a number names one event for
+    /// good. Returns what breaks that.
+    fn check_events(
+        &mut self,
+        child: &str,
+        requested: u64,
+        snapshot: &ChildSnapshot,
+    ) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut last = requested;
+        let log = self.children.entry(child.to_owned()).or_default();
+        for fact in snapshot.events.iter().map(EventFact::of) {
+            if fact.kind == "gap" {
+                continue;
+            }
+            if fact.seq <= last {
+                found.push(format!(
+                    "child {child}: event #{} ({}) came after #{last} in an answer to cursor {requested}",
+                    fact.seq, fact.kind
+                ));
+            }
+            last = fact.seq;
+            let seen = (fact.kind, fact.run.clone());
+            match log.events.get(&fact.seq) {
+                Some(before) if *before != seen => found.push(format!(
+                    "child {child}: event #{} was {} of run {:?}, now {} of run {:?}",
+                    fact.seq, before.0, before.1, seen.0, seen.1
+                )),
+                Some(_) => {}
+                None => {
+                    log.events.insert(fact.seq, seen);
+                }
+            }
+        }
+        if snapshot.next_cursor < requested && snapshot.gap.is_none() {
+            found.push(format!(
+                "child {child}: nextCursor {} is before the requested cursor {requested}",
+                snapshot.next_cursor
+            ));
+        }
+        found
     }
 
     /// Records a run's terminal status; a different one than reported before is returned.

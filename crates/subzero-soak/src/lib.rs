@@ -8,6 +8,7 @@
 //! ([`monitor`]). A failing seed is shrunk to the shortest failing prefix of its schedule
 //! ([`run::shrink`]) and replayed with `cargo xtask soak --seed S --steps N`.
 
+pub mod args;
 pub mod checks;
 pub mod exec;
 pub mod faults;

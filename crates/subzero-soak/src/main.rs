@@ -170,10 +170,8 @@ async fn soak(args: Args) -> ExitCode {
     let mut fresh = fresh_seed();
     loop {
         let seed = match args.minutes {
-            Some(minutes) => {
-                if started.elapsed().as_secs_f64() > minutes * 60.0 {
-                    break;
-                }
+            Some(minutes) if started.elapsed().as_secs_f64() > minutes * 60.0 => break,
+            Some(_) => {
                 fresh = fresh.wrapping_add(1);
                 fresh
             }
@@ -182,39 +180,56 @@ async fn soak(args: Args) -> ExitCode {
                 None => break,
             },
         };
-        let full = Schedule::generate(seed, args.shape);
-        let schedule = match args.steps {
-            Some(n) => full.prefix(n),
-            None => full.clone(),
-        };
-        let outcome = match run::run(&schedule, &options).await {
-            Ok(outcome) => outcome,
+        match one_seed(seed, &args, &options).await {
+            Ok((stats, violations)) => {
+                total.merge(&stats);
+                found.extend(violations.into_iter().map(|v| (seed, v)));
+            }
             Err(e) => {
                 eprintln!("subzero-soak: seed {seed} could not run: {e}");
                 return ExitCode::FAILURE;
             }
-        };
-        total.merge(&outcome.stats);
-        summarize(&outcome, &args);
-        if outcome.failed() {
-            let shortest = if args.shrink {
-                // Each probe is a whole run: bounded, so a CI failure still ends in time.
-                let budget = Duration::from_secs(if args.strict { 10 * 60 } else { 30 * 60 });
-                run::shrink(&schedule, outcome.steps, &options, budget).await
-            } else {
-                outcome.steps
-            };
-            eprintln!(
-                "soak: seed {seed} FAILED; shortest failing prefix: {shortest} of {} steps\n  \
-                 replay: cargo xtask soak --seed {seed} --steps {shortest}{}",
-                full.len(),
-                shape_flags(&args)
-            );
-            found.extend(outcome.violations.iter().map(|v| (seed, v.clone())));
         }
     }
-    let minutes = started.elapsed().as_secs_f64() / 60.0;
-    let text = report::markdown("Fault soak", &total, &found, minutes);
+    close(&args, &total, &found, started.elapsed())
+}
+
+/// Plays one seed (its prefix when `--steps` is given); a failing seed is shrunk to its
+/// shortest failing prefix and the line that replays it is printed.
+async fn one_seed(
+    seed: u64,
+    args: &Args,
+    options: &Options,
+) -> Result<(Stats, Vec<Violation>), String> {
+    let full = Schedule::generate(seed, args.shape);
+    let schedule = match args.steps {
+        Some(n) => full.prefix(n),
+        None => full.clone(),
+    };
+    let outcome = run::run(&schedule, options).await?;
+    summarize(&outcome, args);
+    if outcome.failed() {
+        let shortest = if args.shrink {
+            // Each probe is a whole run: bounded, so a CI failure still ends in time.
+            let budget = Duration::from_secs(if args.strict { 10 * 60 } else { 30 * 60 });
+            run::shrink(&schedule, outcome.steps, options, budget).await
+        } else {
+            outcome.steps
+        };
+        eprintln!(
+            "soak: seed {seed} FAILED; shortest failing prefix: {shortest} of {} steps\n  \
+             replay: cargo xtask soak --seed {seed} --steps {shortest}{}",
+            full.len(),
+            shape_flags(args)
+        );
+    }
+    Ok((outcome.stats, outcome.violations))
+}
+
+/// The closing line, the report when asked for, and the exit code.
+fn close(args: &Args, total: &Stats, found: &[(u64, Violation)], took: Duration) -> ExitCode {
+    let minutes = took.as_secs_f64() / 60.0;
+    let text = report::markdown("Fault soak", total, found, minutes);
     if let Some(path) = &args.report
         && let Err(e) = std::fs::write(path, &text)
     {

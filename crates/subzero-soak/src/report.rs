@@ -57,6 +57,12 @@ pub fn markdown(
         stats.artifacts_checked,
         stats.resumed
     );
+    calls_and_invariants(&mut out, stats, violations);
+    out
+}
+
+/// The answers by tool, each invariant's verdict, and the violations.
+fn calls_and_invariants(out: &mut String, stats: &Stats, violations: &[(u64, Violation)]) {
     let _ = writeln!(out, "| tool | answers |\n|---|---|");
     for (tool, outcomes) in &stats.calls {
         let list: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o} {n}")).collect();
@@ -87,5 +93,4 @@ pub fn markdown(
             let _ = writeln!(out, "- seed {seed}: {v}");
         }
     }
-    out
 }

@@ -82,24 +82,7 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
     );
     let mut index = 0usize;
     for (e, epoch) in schedule.epochs.iter().enumerate() {
-        let mut calls = JoinSet::new();
-        let mut undo = Vec::new();
-        for s in epoch {
-            tokio::time::sleep(Duration::from_millis(s.after_ms)).await;
-            step.store(index + 1, Ordering::SeqCst);
-            match &s.action {
-                Action::Call { broker, op } => {
-                    let (ctx, op, broker) = (ctx.clone(), op.clone(), *broker);
-                    calls.spawn(async move { ctx.run_call(index, broker, &op).await });
-                }
-                Action::Fault(fault) => undo.extend(faults::inject(&ctx, *fault).await),
-            }
-            index += 1;
-        }
-        while calls.join_next().await.is_some() {}
-        for task in undo {
-            let _ = task.await;
-        }
+        index = play_epoch(&ctx, epoch, index).await;
         checks::checkpoint(&ctx, options.settle_bound).await;
         ctx.stats().epochs += 1;
         if options.verbose {
@@ -117,21 +100,7 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
             break;
         }
     }
-    world.close_brokers().await;
-    checks::no_leftovers(&ctx, "after every broker closed").await;
-    checks::database_intact(&ctx);
-    checks::key_never_on_disk(&ctx);
-    let samples = monitor.stop();
-    let mut stats = ctx.stats().clone();
-    stats.steps = index as u64;
-    stats.samples = samples;
-    if samples == 0 {
-        verdicts.add(
-            Invariant::OneWorkerPerChild,
-            index,
-            "the kernel monitor took no sample",
-        );
-    }
+    let stats = finish(&ctx, monitor, index).await;
     let violations = verdicts.all();
     drop(ctx);
     let kept = match Arc::try_unwrap(world) {
@@ -149,6 +118,50 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
         kept,
         elapsed: started.elapsed(),
     })
+}
+
+/// Plays one epoch's steps from step `index` on: each call starts and runs on, each fault
+/// strikes; then waits for every call and every fault's undoing. Returns the next index.
+async fn play_epoch(ctx: &Arc<Ctx>, epoch: &[crate::schedule::Step], mut index: usize) -> usize {
+    let mut calls = JoinSet::new();
+    let mut undo = Vec::new();
+    for s in epoch {
+        tokio::time::sleep(Duration::from_millis(s.after_ms)).await;
+        ctx.step.store(index + 1, Ordering::SeqCst);
+        match &s.action {
+            Action::Call { broker, op } => {
+                let (ctx, op, broker) = (ctx.clone(), op.clone(), *broker);
+                calls.spawn(async move { ctx.run_call(index, broker, &op).await });
+            }
+            Action::Fault(fault) => undo.extend(faults::inject(ctx, *fault).await),
+        }
+        index += 1;
+    }
+    while calls.join_next().await.is_some() {}
+    for task in undo {
+        let _ = task.await;
+    }
+    index
+}
+
+/// Closes every broker as a host would and checks what must hold after: nothing of the
+/// soak left running, the database intact, the key on no disk. Returns the run's stats.
+async fn finish(ctx: &Ctx, monitor: Monitor, steps: usize) -> Stats {
+    ctx.world.close_brokers().await;
+    checks::no_leftovers(ctx, "after every broker closed").await;
+    checks::database_intact(ctx);
+    checks::key_never_on_disk(ctx);
+    let samples = monitor.stop();
+    if samples == 0 {
+        ctx.violation(
+            Invariant::OneWorkerPerChild,
+            "the kernel monitor took no sample",
+        );
+    }
+    let mut stats = ctx.stats().clone();
+    stats.steps = steps as u64;
+    stats.samples = samples;
+    stats
 }
 
 /// The shortest prefix of `schedule` that still fails, found by bisecting between a prefix
