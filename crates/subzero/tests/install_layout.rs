@@ -101,3 +101,41 @@ fn doctor_fails_the_worker_check_when_the_worker_binary_is_missing() {
         "{worker:#}"
     );
 }
+
+#[test]
+fn the_demo_runs_offline_with_the_model_it_ships() {
+    // The README's first command: `subzero demo` plays a parent against the real broker,
+    // with the scripted model built into `subzero` (not the test kit, which does not ship).
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("README.md"),
+        "# A project\n\nSubzero's demo reads this.\n",
+    )
+    .expect("readme");
+    let out = Command::new(env!("CARGO_BIN_EXE_subzero"))
+        .arg("demo")
+        .arg("--workspace")
+        .arg(dir.path())
+        .output()
+        .expect("subzero demo runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the demo failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "3. subzero_spawn researcher",
+        "4. subzero_send steer → delivery steered",
+        "5. subzero_send followup",
+        "7. a long run",
+        "confirmed true, status stopped",
+        "8. subzero_output",
+        "the steer reached the model: yes",
+    ] {
+        assert!(
+            stdout.contains(step),
+            "the demo's output lacks {step:?}:\n{stdout}"
+        );
+    }
+}

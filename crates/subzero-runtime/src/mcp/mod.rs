@@ -8,6 +8,7 @@
 //! `{code, message, details?}` as compact JSON.
 
 mod args;
+pub mod client;
 pub mod descriptions;
 mod eof;
 pub mod frames;

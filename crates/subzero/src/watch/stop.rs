@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use subzero_runtime::locks::holders;
+use subzero_runtime::mcp::client::{BrokerCommand, McpSession};
 use subzero_runtime::paths::StatePaths;
-use subzero_testkit::mcp_client::{BrokerCommand, McpSession};
 
 /// How long `subzero_stop` waits for the worker's confirmation (`waitMs`).
 const STOP_WAIT_MS: u64 = 10_000;
