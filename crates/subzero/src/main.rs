@@ -6,6 +6,7 @@ mod hosts;
 mod inspect;
 mod logging;
 mod serve;
+mod terminal_text;
 mod watch;
 
 use clap::{Parser, Subcommand};

@@ -3,11 +3,14 @@
 
 mod cli_support;
 mod mcp_support;
+mod pty_support;
 
 use std::os::unix::fs::DirBuilderExt;
+use std::time::Duration;
 
 use cli_support::*;
 use mcp_support::{CRED, Env, KEY};
+use pty_support::{Terminal, colours_only, controls_beyond};
 use serde_json::Value;
 
 #[test]
@@ -314,4 +317,76 @@ fn doctor_reports_the_configured_process_switch_and_the_mode_it_got() {
         ),
         other => panic!("unexpected status {other:?}: {process:#}"),
     }
+}
+
+/// A model URL carrying what a prompt-injected child would have a person paste: OSC 52
+/// (clipboard), OSC 0 (title), CSI `2J` (clear) and `8m` (hide), a bare CR, U+202E.
+const HOSTILE: &str =
+    "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x07\x1b[2J\x1b[8mhidden\rover\u{202e}gnp.exe";
+
+/// `subzero doctor` probing `http://127.0.0.1:9/v1/HOSTILE` in a pseudo-terminal (with
+/// `extra` flags): every byte it wrote there, and the screen.
+fn doctor_in_a_terminal(extra: &[&str]) -> (Vec<u8>, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[credentials.local]\nenv = \"SUBZERO_TEST_KEY\"\norigins = [\"http://127.0.0.1:9\"]\n",
+    )
+    .expect("config");
+    let url = format!("http://127.0.0.1:9/v1/{HOSTILE}");
+    let mut command = subzero();
+    command
+        .arg("doctor")
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(dir.path())
+        .args(["--model", &url, "--credential", "local"])
+        .args(extra)
+        .env("SUBZERO_TEST_KEY", KEY)
+        .env("TERM", "xterm-256color");
+    let mut term = Terminal::spawn(command, 300, 80);
+    term.finish(Duration::from_secs(60));
+    (term.bytes(), term.text())
+}
+
+#[test]
+fn on_a_terminal_the_report_shows_a_hostile_model_url_escaped() {
+    let (bytes, screen) = doctor_in_a_terminal(&[]);
+    let acting = controls_beyond(&bytes, colours_only);
+    assert!(
+        acting.is_empty(),
+        "doctor let these reach the terminal: {acting:?}\n{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    let row = screen
+        .lines()
+        .find(|l| l.contains("model http://127.0.0.1:9/v1/"))
+        .unwrap_or_else(|| panic!("no model check:\n{screen}"));
+    for shown in [
+        "\\x1b]52;c;cHduZWQ=\\x07",
+        "\\x1b]0;owned\\x07",
+        "\\x1b[2J",
+        "\\x1b[8mhidden\\rover",
+        "\\u{202e}gnp.exe",
+    ] {
+        assert!(row.contains(shown), "{shown} not shown:\n{row}");
+    }
+    // --json on a terminal: the same findings, nothing a terminal acts on.
+    let (bytes, _) = doctor_in_a_terminal(&["--json"]);
+    let acting = controls_beyond(&bytes, |_| false);
+    assert!(acting.is_empty(), "{acting:?}");
+    let text = String::from_utf8(bytes)
+        .expect("utf-8")
+        .replace("\r\n", "\n");
+    let report: Value = serde_json::from_str(&text).expect("JSON");
+    let model = checks(&report, "model ");
+    assert_eq!(
+        model[0]["name"].as_str(),
+        Some(format!("model http://127.0.0.1:9/v1/{HOSTILE}").as_str()),
+        "{report:#}"
+    );
 }

@@ -12,21 +12,34 @@ use std::time::Duration;
 
 use cli_support::*;
 use mcp_support::*;
-use pty_support::Terminal;
-use serde_json::Value;
+use pty_support::{Terminal, controls_beyond};
+use serde_json::{Value, json};
 use subzero_testkit::Reply;
+use subzero_testkit::mcp_client::McpSession;
 
 const SCREEN: Duration = Duration::from_secs(20);
 const DOWN: &str = "\x1b[B";
 const END: &str = "\x1b[F";
+const HOME: &str = "\x1b[H";
 const ESC: &str = "\x1b";
 
 /// `subzero watch` on `env`'s workspace and state directory, in an 80×24 pty.
 fn watch(env: &Env, extra_env: &[(&str, &str)], cols: u16, rows: u16) -> Terminal {
+    watch_in(env, &env.workspace(), extra_env, cols, rows)
+}
+
+/// `subzero watch` on `workspace` and `env`'s state directory, in a `cols`×`rows` pty.
+fn watch_in(
+    env: &Env,
+    workspace: &Path,
+    extra_env: &[(&str, &str)],
+    cols: u16,
+    rows: u16,
+) -> Terminal {
     let mut command = Command::new(env!("CARGO_BIN_EXE_subzero"));
     command
         .args(["watch", "--workspace"])
-        .arg(env.workspace())
+        .arg(workspace)
         .arg("--state-dir")
         .arg(env.state_dir())
         .arg("--config")
@@ -406,5 +419,104 @@ async fn piped_it_prints_the_board_once_as_plain_text() {
     assert!(
         row.contains("ready") && row.contains("idle") && row.contains("scripted"),
         "{row}"
+    );
+}
+
+/// What a prompt-injected child writes to make a terminal act instead of show: OSC 52 sets
+/// the clipboard, OSC 0 retitles the window, CSI `2J` clears the screen, CSI `8m` hides what
+/// follows, a bare CR overwrites the line, U+202E shows the rest reversed.
+const HOSTILE: &str =
+    "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x07\x1b[2J\x1b[8mhidden\rover\u{202e}gnp.exe";
+/// Each of those as `watch` draws it.
+const ESCAPED: [&str; 6] = [
+    "\\x1b]52;c;cHduZWQ=\\x07",
+    "\\x1b]0;owned\\x07",
+    "\\x1b[2J",
+    "\\x1b[8mhidden",
+    "hidden\\rover",
+    "\\u{202e}gnp.exe",
+];
+
+fn shows_every_sequence_escaped(what: &str, screen: &str) {
+    for shown in ESCAPED {
+        assert!(
+            screen.contains(shown),
+            "{what} does not show {shown}:\n{screen}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_childs_text_is_drawn_escaped_and_a_pipe_gets_plain_text() {
+    // A workspace named with HOSTILE, a model named with it, a child that answered it and
+    // one whose endpoint refused with it as the error body.
+    let env = Env::new(vec![
+        Reply::text(&format!("{HOSTILE}\nline two")),
+        Reply::status(400, HOSTILE),
+    ]);
+    let workspace = env.dir.path().join(format!("ws {HOSTILE}"));
+    std::fs::create_dir(&workspace).expect("hostile workspace");
+    let mut command = env.command("broker");
+    command.workspace = workspace.clone();
+    let s = McpSession::start(&command).await.expect("broker starts");
+    let model = json!({"url": env.server.base_url(), "model": format!("scripted{HOSTILE}"), "credentialRef": CRED});
+    let mut children = Vec::new();
+    for prompt in ["Answer", "Answer again"] {
+        let out = ok(
+            &s,
+            "subzero_spawn",
+            json!({"prompt": prompt, "templateId": "researcher", "model": model}),
+        )
+        .await;
+        let child = out["childId"].as_str().expect("childId").to_owned();
+        settle(&s, &child, Duration::from_secs(30)).await;
+        children.push(child);
+    }
+    s.close().await.expect("close");
+
+    let mut term = watch_in(&env, &workspace, &[], 240, 40);
+    let board = term.wait_text("2 children", SCREEN);
+    // The header names the workspace, the details the selected child's model.
+    shows_every_sequence_escaped("the board", &board);
+    // Each child's event stream: the answer in the completed event, the endpoint's error
+    // body in the failed one.
+    for child in &children {
+        term.send(HOME);
+        term.wait_text("1/2", SCREEN);
+        if !term.text().contains(child.as_str()) {
+            term.send(DOWN);
+            term.wait_text(child, SCREEN);
+        }
+        term.send("\r");
+        let events = term.wait_text(&format!("events of {child}"), SCREEN);
+        shows_every_sequence_escaped(&format!("the events of {child}"), &events);
+        term.send(ESC);
+        term.wait_text("LAST EVENT", SCREEN);
+    }
+    term.send("q");
+    assert!(term.finish(SCREEN).success());
+    let acting = controls_beyond(&term.bytes(), |csi| !matches!(csi, "2J" | "8m"));
+    assert!(
+        acting.is_empty(),
+        "watch let these reach the terminal: {acting:?}"
+    );
+
+    // Piped, the board is printed once, as plain text.
+    let out = Command::new(env!("CARGO_BIN_EXE_subzero"))
+        .args(["watch", "--workspace"])
+        .arg(&workspace)
+        .arg("--state-dir")
+        .arg(env.state_dir())
+        .env("COLUMNS", "240")
+        .stdin(Stdio::null())
+        .output()
+        .expect("watch runs");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.starts_with("subzero watch · "), "{text}");
+    assert!(text.contains("gnp.exe · 2 children"), "{text}");
+    assert!(
+        !text.contains(['\x1b', '\x07', '\r', '\u{202e}']),
+        "{text:?}"
     );
 }

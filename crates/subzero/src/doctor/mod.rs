@@ -8,6 +8,8 @@
 //! - No secret is printed: credentials are resolved into memory and dropped; only their
 //!   configured source (variable name or file path) is named.
 //! - `--json` prints `{"ok": bool, "checks": [{name, status, detail, fix?}]}`.
+//! - On a terminal, text from outside (a model URL, an error, a path) is shown escaped
+//!   (`crate::terminal_text`).
 
 mod config;
 mod containment;
@@ -22,6 +24,7 @@ use std::path::PathBuf;
 
 use subzero_runtime::paths::{PathEnv, resolve_config_path, resolve_state_dir};
 
+use crate::terminal_text::Printing;
 use report::{Check, Report};
 
 /// Flags of `subzero doctor`.
@@ -50,11 +53,12 @@ pub struct DoctorArgs {
 /// Run every check, print the report, return the exit code.
 pub fn run(args: DoctorArgs) -> u8 {
     let report = diagnose(&args);
+    let printing = Printing::of_stdout(false);
     let mut out = std::io::stdout().lock();
     let written = if args.json {
-        writeln!(out, "{}", report.to_json())
+        writeln!(out, "{}", printing.json(&report.to_json().to_string()))
     } else {
-        report.write(&mut out, std::io::stdout().is_terminal())
+        report.write(&mut out, std::io::stdout().is_terminal(), printing)
     };
     if let Err(e) = written
         && e.kind() != std::io::ErrorKind::BrokenPipe

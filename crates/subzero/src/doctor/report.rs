@@ -4,7 +4,8 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use crate::inspect::table::{Cell, Table, Tone, paint, sanitize};
+use crate::inspect::table::{Cell, Table, Tone, paint};
+use crate::terminal_text::Printing;
 
 /// The verdict of one check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,14 +125,19 @@ impl Report {
     }
 
     /// The table: STATUS, CHECK, DETAIL, with each fix on the line below its check.
-    /// It is aligned everywhere (it is meant to be read); colors only when `color`.
-    pub fn write(&self, out: &mut dyn Write, color: bool) -> io::Result<()> {
+    /// It is aligned everywhere (it is meant to be read); colors only when `color`. Names,
+    /// details and fixes quote URLs, paths and errors from outside: each is a one-line
+    /// field of `printing` (escaped on a terminal).
+    pub fn write(&self, out: &mut dyn Write, color: bool, printing: Printing) -> io::Result<()> {
         let mut table = Table::new(vec!["STATUS", "CHECK", "DETAIL"]);
         for c in &self.checks {
-            let note = c
-                .fix
-                .as_ref()
-                .map(|fix| format!("{} {}", paint("fix:", Tone::Dim, color), sanitize(fix)));
+            let note = c.fix.as_ref().map(|fix| {
+                format!(
+                    "{} {}",
+                    paint("fix:", Tone::Dim, color),
+                    printing.field(fix)
+                )
+            });
             table.push_with_note(
                 vec![
                     Cell::new(c.status.as_str().to_uppercase(), c.status.tone()),
@@ -141,7 +147,7 @@ impl Report {
                 note,
             );
         }
-        table.write(out, true, color)?;
+        table.write(out, true, color, printing)?;
         let (pass, warn, fail) = self.counts();
         let summary = format!("{pass} passed, {warn} warnings, {fail} failed");
         let tone = if fail > 0 {

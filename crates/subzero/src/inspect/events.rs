@@ -2,13 +2,15 @@
 
 use serde_json::Value;
 
-use super::table::{Tone, paint, sanitize};
+use super::table::{Tone, paint};
+use crate::terminal_text::Printing;
 
 /// Longest text shown inline; `subzero output` has the whole result.
 const INLINE_TEXT: usize = 160;
 
-/// `seq  at  type  details` (tab-separated when not on a terminal).
-pub fn line(event: &Value, color: bool) -> String {
+/// `seq  at  type  details` (tab-separated when not on a terminal); the time, type and
+/// details are one-line fields of `printing`.
+pub fn line(event: &Value, color: bool, printing: Printing) -> String {
     let kind = event["type"].as_str().unwrap_or("?");
     let tone = match kind {
         "completed" => Tone::Green,
@@ -18,13 +20,15 @@ pub fn line(event: &Value, color: bool) -> String {
         _ => Tone::Plain,
     };
     let seq = event["seq"].as_u64().unwrap_or(0);
-    let at = event["at"].as_str().unwrap_or("");
-    let details = sanitize(&details(kind, event));
+    let details = details(kind, event);
+    let details = printing.field(&details);
+    let at = printing.field(event["at"].as_str().unwrap_or(""));
+    let kind = printing.field(kind);
     if color {
         format!(
             "{seq:>5}  {}  {:<15} {details}",
-            paint(at, Tone::Dim, true),
-            paint(kind, tone, true)
+            paint(&at, Tone::Dim, true),
+            paint(&kind, tone, true)
         )
     } else {
         format!("{seq}\t{at}\t{kind}\t{details}")
@@ -84,7 +88,7 @@ mod tests {
     fn a_compaction_shows_its_tokens_and_the_branch_it_kept() {
         let event = json!({"seq": 9, "at": "2026-11-29T20:05:36.123Z", "type": "compacted",
             "runId": "run_1", "tokensBefore": 1712, "tokensAfter": 418, "branchFrom": "e_9"});
-        let line = super::line(&event, false);
+        let line = super::line(&event, false, crate::terminal_text::Printing::Piped);
         assert!(
             line.ends_with(
                 "run_1  1712 → 418 prompt tokens; the earlier branch is kept, ending at e_9"

@@ -12,6 +12,7 @@ use subzero_runtime::store::{EventPage, Store};
 
 use super::state::ReadOnlyState;
 use super::{Outcome, StateDirArg, events, runtime, written};
+use crate::terminal_text::Printing;
 
 /// Flags of `subzero logs`.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,6 +29,10 @@ pub struct LogsArgs {
     /// Print one `ChildEvent` JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// Print what the child, its model and its tools wrote as it is, control characters
+    /// included (on a terminal they are shown escaped otherwise).
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub state_dir: StateDirArg,
 }
@@ -47,6 +52,7 @@ pub(super) fn run(args: LogsArgs) -> Outcome {
     let printer = Printer {
         json: args.json,
         color: std::io::stdout().is_terminal(),
+        printing: Printing::of_stdout(args.raw),
     };
     let reader = Reader {
         store: state.store()?,
@@ -92,6 +98,7 @@ impl Reader<'_> {
 struct Printer {
     json: bool,
     color: bool,
+    printing: Printing,
 }
 
 impl Printer {
@@ -108,9 +115,10 @@ impl Printer {
         let mut out = std::io::stdout().lock();
         for event in &lines {
             if self.json {
-                written(writeln!(out, "{event}"))?;
+                written(writeln!(out, "{}", self.printing.json(&event.to_string())))?;
             } else {
-                written(writeln!(out, "{}", events::line(event, self.color)))?;
+                let line = events::line(event, self.color, self.printing);
+                written(writeln!(out, "{line}"))?;
             }
         }
         written(out.flush())

@@ -11,6 +11,7 @@ use subzero_runtime::scope::WorkspaceScope;
 use super::state::ReadOnlyState;
 use super::table::{Cell, Table, Tone};
 use super::{Outcome, StateDirArg, runtime, written};
+use crate::terminal_text::Printing;
 
 /// Flags of `subzero ls`.
 #[derive(Debug, Clone, clap::Args)]
@@ -24,6 +25,10 @@ pub struct LsArgs {
     /// Print `{"children": [ChildSummary…]}` as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print what children and their hosts named (workspaces, templates) as it is, control
+    /// characters included (on a terminal they are shown escaped otherwise).
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub state_dir: StateDirArg,
 }
@@ -63,15 +68,17 @@ pub(super) fn run(args: LsArgs) -> Outcome {
         children.retain(|c| c["state"] == filter.as_str());
     }
     children.sort_by(|a, b| a["childId"].as_str().cmp(&b["childId"].as_str()));
+    let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     if args.json {
-        return written(writeln!(out, "{}", json!({ "children": children })));
+        let doc = json!({ "children": children }).to_string();
+        return written(writeln!(out, "{}", printing.json(&doc)));
     }
     let tty = std::io::stdout().is_terminal();
     if children.is_empty() && tty {
         return written(writeln!(out, "no children"));
     }
-    written(table(&children).write(&mut out, tty, tty))
+    written(table(&children).write(&mut out, tty, tty, printing))
 }
 
 async fn summaries(

@@ -12,6 +12,9 @@
 //! - `--json` prints the wire documents of `docs/protocol.md` (`ChildSummary`,
 //!   `ChildSnapshot`, `ChildEvent`, the `subzero_output` chunk); without it, a table
 //!   with colors on a terminal and tab-separated lines otherwise.
+//! - On a terminal, what children, models and tools wrote is shown with its control
+//!   characters and bidi overrides escaped; a pipe, or `--raw`, gets it as it is (see
+//!   `crate::terminal_text`).
 //! - A failure prints `error[code]: message` on stderr and exits 1.
 
 pub(crate) mod events;

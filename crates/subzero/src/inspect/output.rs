@@ -8,6 +8,7 @@ use subzero_runtime::artifacts::{ArtifactFiles, MAX_CHUNK_BYTES};
 
 use super::state::ReadOnlyState;
 use super::{InspectError, Outcome, StateDirArg, runtime, written};
+use crate::terminal_text::Printing;
 
 /// Flags of `subzero output`.
 #[derive(Debug, Clone, clap::Args)]
@@ -24,6 +25,10 @@ pub struct OutputArgs {
     /// Print each chunk as a `subzero_output` JSON object, one per line.
     #[arg(long)]
     pub json: bool,
+    /// Print the artifact's bytes as they are, control characters included (on a terminal
+    /// they are shown escaped otherwise; to a pipe or a file they always are as they are).
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub state_dir: StateDirArg,
 }
@@ -37,6 +42,7 @@ pub(super) fn run(args: OutputArgs) -> Outcome {
     let files = ArtifactFiles::new(state.paths());
     let mut offset = args.offset;
     let mut left = args.length.unwrap_or(u64::MAX);
+    let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     loop {
         let chunk = files.read_chunk(&row, offset, left.min(MAX_CHUNK_BYTES))?;
@@ -49,9 +55,9 @@ pub(super) fn run(args: OutputArgs) -> Outcome {
                 "eof": chunk.eof,
                 "totalBytes": chunk.total_bytes,
             });
-            written(writeln!(out, "{doc}"))?;
+            written(writeln!(out, "{}", printing.json(&doc.to_string())))?;
         } else {
-            written(out.write_all(chunk.text.as_bytes()))?;
+            written(out.write_all(printing.text(&chunk.text).as_bytes()))?;
         }
         let read = chunk.next_offset.saturating_sub(offset);
         offset = chunk.next_offset;

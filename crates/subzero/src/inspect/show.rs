@@ -7,8 +7,9 @@ use subzero_core::{ChildId, EventSeq};
 use subzero_runtime::broker::child_snapshot;
 
 use super::state::ReadOnlyState;
-use super::table::{Tone, paint, sanitize};
+use super::table::{Tone, paint};
 use super::{Outcome, StateDirArg, events, runtime, written};
+use crate::terminal_text::Printing;
 
 /// Flags of `subzero show`.
 #[derive(Debug, Clone, clap::Args)]
@@ -22,6 +23,10 @@ pub struct ShowArgs {
     /// Print the `ChildSnapshot` document as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print what the child, its model and its tools wrote as it is, control characters
+    /// included (on a terminal they are shown escaped otherwise).
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub state_dir: StateDirArg,
 }
@@ -51,21 +56,32 @@ pub(super) fn run(args: ShowArgs) -> Outcome {
         doc["waited"] = json!({"ms": 0, "reason": "immediate"});
         Ok::<_, super::Failure>(doc)
     })?;
+    let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     if args.json {
-        return written(writeln!(out, "{doc}"));
+        return written(writeln!(out, "{}", printing.json(&doc.to_string())));
     }
-    written(render(&mut out, &doc, std::io::stdout().is_terminal()))
+    written(render(
+        &mut out,
+        &doc,
+        std::io::stdout().is_terminal(),
+        printing,
+    ))
 }
 
-fn render(out: &mut dyn Write, doc: &Value, color: bool) -> std::io::Result<()> {
+fn render(
+    out: &mut dyn Write,
+    doc: &Value,
+    color: bool,
+    printing: Printing,
+) -> std::io::Result<()> {
     let s = |key: &str| doc[key].as_str().unwrap_or("-").to_owned();
     let field = |out: &mut dyn Write, name: &str, value: String| {
         writeln!(
             out,
             "{}  {}",
             paint(&format!("{name:<12}"), Tone::Dim, color),
-            sanitize(&value)
+            printing.field(&value)
         )
     };
     field(out, "child", s("childId"))?;
@@ -120,7 +136,7 @@ fn render(out: &mut dyn Write, doc: &Value, color: bool) -> std::io::Result<()> 
         if let Some(preview) = last["preview"].as_str().filter(|p| !p.is_empty()) {
             writeln!(out)?;
             for line in preview.lines() {
-                writeln!(out, "    {}", sanitize(line))?;
+                writeln!(out, "    {}", printing.line(line))?;
             }
             if last["previewTruncated"] == true {
                 writeln!(out, "    …")?;
@@ -149,7 +165,7 @@ fn render(out: &mut dyn Write, doc: &Value, color: bool) -> std::io::Result<()> 
         )
     )?;
     for event in events {
-        writeln!(out, "{}", events::line(event, color))?;
+        writeln!(out, "{}", events::line(event, color, printing))?;
     }
     Ok(())
 }

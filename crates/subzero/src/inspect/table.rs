@@ -3,6 +3,8 @@
 
 use std::io::{self, Write};
 
+use crate::terminal_text::Printing;
+
 /// How a cell is emphasized on a terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tone {
@@ -88,10 +90,16 @@ impl Table {
     }
 
     /// Write the table: `aligned` gives padded columns under a header, otherwise
-    /// tab-separated lines without one; `color` adds ANSI colors (aligned only).
-    /// Control characters in cells are replaced so a cell cannot break the layout or
-    /// emit escape sequences.
-    pub fn write(&self, out: &mut dyn Write, aligned: bool, color: bool) -> io::Result<()> {
+    /// tab-separated lines without one; `color` adds ANSI colors (aligned only). Each cell
+    /// is a one-line field of `printing` (escaped on a terminal, so a cell can neither break
+    /// the layout nor act on the terminal).
+    pub fn write(
+        &self,
+        out: &mut dyn Write,
+        aligned: bool,
+        color: bool,
+        printing: Printing,
+    ) -> io::Result<()> {
         let notes: Vec<Option<&String>> = self.rows.iter().map(|(_, n)| n.as_ref()).collect();
         let rows: Vec<Vec<(String, Tone)>> = self
             .rows
@@ -100,7 +108,7 @@ impl Table {
                 (0..self.header.len())
                     .map(|i| {
                         row.get(i).map_or((String::new(), Tone::Plain), |c| {
-                            (sanitize(&c.text), c.tone)
+                            (printing.field(&c.text).into_owned(), c.tone)
                         })
                     })
                     .collect()
@@ -156,11 +164,4 @@ fn pad(text: &str, width: usize, last: bool) -> String {
     }
     let fill = width.saturating_sub(text.chars().count());
     format!("{text}{}", " ".repeat(fill))
-}
-
-/// Replace control characters (tabs, newlines, escapes) with spaces.
-pub fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }

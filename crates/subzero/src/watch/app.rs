@@ -7,6 +7,7 @@ use super::board::{Board, Target};
 use super::child::ChildLine;
 use super::stop::StopTarget;
 use super::stream::Stream;
+use crate::terminal_text::Printing;
 
 /// The screen under any dialog.
 #[derive(Debug)]
@@ -57,11 +58,14 @@ pub struct App {
     pub page_rows: usize,
     /// Colour on (a terminal, no `NO_COLOR`).
     pub color: bool,
+    /// How text written by others is drawn: escaped in the terminal view, plain (controls
+    /// as spaces) in the board printed to a pipe.
+    pub printing: Printing,
 }
 
 impl App {
     /// An empty view of `target`.
-    pub fn new(target: Target, color: bool) -> App {
+    pub fn new(target: Target, color: bool, printing: Printing) -> App {
         App {
             board: Board::default(),
             target,
@@ -70,6 +74,7 @@ impl App {
             dialog: None,
             page_rows: 10,
             color,
+            printing,
         }
     }
 

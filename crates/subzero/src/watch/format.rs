@@ -1,5 +1,7 @@
 //! Short renderings for narrow columns: durations, token counts, times, ids.
 
+use crate::terminal_text::Printing;
+
 /// Milliseconds since the Unix epoch of a wire timestamp (`2026-11-29T20:05:36.123Z`, the
 /// contract's RFC 3339 UTC form); `None` for anything else.
 pub fn epoch_ms(at: &str) -> Option<i64> {
@@ -82,15 +84,13 @@ pub fn short_id(id: &str, n: usize) -> String {
     format!("…{tail}")
 }
 
-/// `text` cut to `width` characters, ending in `…` when cut; control characters become
-/// spaces so a cell cannot break the layout.
-pub fn fit(text: &str, width: usize) -> String {
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+/// `text` as a one-line field of `printing` (escaped in the terminal view, control
+/// characters as spaces in the piped board, so a cell can neither break the layout nor act
+/// on the terminal), cut to `width` characters, ending in `…` when cut.
+pub fn fit(text: &str, width: usize, printing: Printing) -> String {
+    let clean = printing.field(text);
     if clean.chars().count() <= width {
-        return clean;
+        return clean.into_owned();
     }
     if width == 0 {
         return String::new();
@@ -138,9 +138,15 @@ mod tests {
     fn ids_and_cells_are_cut_with_an_ellipsis() {
         assert_eq!(short_id("ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D", 6), "…8B9C0D");
         assert_eq!(short_id("ch_1", 6), "ch_1");
-        assert_eq!(fit("researcher", 10), "researcher");
-        assert_eq!(fit("researchers", 10), "researche…");
-        assert_eq!(fit("a\tb\nc", 10), "a b c");
+        assert_eq!(fit("researcher", 10, Printing::Escaped), "researcher");
+        assert_eq!(fit("researchers", 10, Printing::Escaped), "researche…");
+        assert_eq!(fit("a\tb\nc", 10, Printing::Piped), "a b c");
+        assert_eq!(fit("a\tb\nc", 10, Printing::Escaped), "a\\tb\\nc");
+        assert_eq!(
+            fit("x\x1b]0;t\x07\u{202e}y", 40, Printing::Escaped),
+            "x\\x1b]0;t\\x07\\u{202e}y"
+        );
+        assert_eq!(fit("\x1b[2J clear", 6, Printing::Escaped), "\\x1b[…");
         assert_eq!(clock("2026-11-29T20:25:36.123Z"), "20:25:36");
     }
 }

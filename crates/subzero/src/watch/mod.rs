@@ -11,6 +11,9 @@
 //!   process that is not the owning broker is carried out (or refused, saying what to do).
 //! - With stdout not a terminal it prints the board once as plain text and exits, so
 //!   `subzero watch | cat` is a snapshot. Colour only on a terminal and without `NO_COLOR`.
+//! - What children, models and hosts wrote (answers, errors, model names, paths) is drawn
+//!   escaped (`crate::terminal_text`): a control character or bidi override shows as
+//!   `\x1b` or `\u{202e}`, never acts on the terminal; the piped board has them as spaces.
 //! - A failure prints `error[code]: message` on stderr and exits 1, like `subzero ls`.
 
 mod app;
@@ -31,6 +34,7 @@ use subzero_core::ChildId;
 use subzero_runtime::paths::{PathEnv, resolve_config_path};
 
 use crate::inspect::{self, Failure, InspectError, Outcome, StateDirArg};
+use crate::terminal_text::Printing;
 use app::{Action, App, Dialog, Screen};
 use board::Reader;
 use stop::StopContext;
@@ -72,7 +76,7 @@ fn watch(args: WatchArgs) -> Outcome {
     )?;
     let terminal = std::io::stdout().is_terminal();
     let color = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let mut app = App::new(reader.target().clone(), color);
+    let mut app = App::new(reader.target().clone(), color, Printing::of_stdout(false));
     runtime.block_on(reader.refresh(&mut app.board, true))?;
     if !terminal {
         let width = std::env::var("COLUMNS")

@@ -19,6 +19,7 @@ use super::board::Target;
 use super::child::ChildLine;
 use super::format;
 use crate::inspect::events;
+use crate::terminal_text::Printing;
 
 /// From this width on, STATE, PHASE and MODEL get columns of their own.
 pub const WIDE: u16 = 110;
@@ -35,10 +36,11 @@ enum Tone {
     Dim,
 }
 
-/// Styles, or none at all without colour.
+/// Styles, or none at all without colour; and how text written by others is drawn.
 #[derive(Clone, Copy, Debug)]
 struct Palette {
     color: bool,
+    printing: Printing,
 }
 
 impl Palette {
@@ -71,7 +73,10 @@ impl Palette {
 
 /// Draw the whole view.
 pub fn draw(frame: &mut Frame<'_>, app: &mut App, table: &mut TableState, now_ms: i64) {
-    let palette = Palette { color: app.color };
+    let palette = Palette {
+        color: app.color,
+        printing: app.printing,
+    };
     let area = frame.area();
     match &app.screen {
         Screen::Board => draw_board(frame, app, table, area, palette, now_ms),
@@ -153,7 +158,7 @@ fn header(frame: &mut Frame<'_>, app: &App, area: Rect, palette: Palette, now_ms
     let room = usize::from(area.width).saturating_sub(
         clock.chars().count() + counts.chars().count() + "subzero watch ·  · ".len() + 1,
     );
-    let label = fit_left(&app.target.label(), room.max(8));
+    let label = fit_left(&palette.printing.field(&app.target.label()), room.max(8));
     let left = Line::from(vec![
         Span::styled("subzero watch", palette.bold()),
         Span::styled(format!(" · {label} · "), palette.style(Tone::Dim)),
@@ -169,7 +174,10 @@ fn header(frame: &mut Frame<'_>, app: &App, area: Rect, palette: Palette, now_ms
 fn empty_board(app: &App, palette: Palette) -> Paragraph<'static> {
     let mut text = vec![
         Line::raw(""),
-        Line::raw(format!("  No children in {}.", app.target.label())),
+        Line::raw(format!(
+            "  No children in {}.",
+            palette.printing.field(&app.target.label())
+        )),
         Line::raw(""),
         Line::styled(
             "  A host's parent agent starts them with subzero_spawn (README: \"Adding Subzero to a host\").",
@@ -253,7 +261,7 @@ fn board_table(app: &App, width: u16, palette: Palette, now_ms: i64) -> Table<'s
         Row::new(cols.iter().map(|c| {
             let w = usize::from(if c.width == 0 { last } else { c.width });
             let (text, tone) = (c.cell)(line, now_ms);
-            let text = format::fit(&text, w);
+            let text = format::fit(&text, w, palette.printing);
             let text = if c.right { format!("{text:>w$}") } else { text };
             Cell::from(Span::styled(text, palette.style(tone)))
         }))
@@ -411,8 +419,13 @@ fn details_pane(line: &ChildLine, width: u16, palette: Palette, now_ms: i64) -> 
         Some(e) => format!("#{} {} {}", e.seq, format::clock(&e.at), e.text),
         None => "none".to_owned(),
     };
+    let printing = palette.printing;
     let labelled = |label: &str, text: String| {
-        let text = format::fit(&text, room.saturating_sub(label.chars().count() + 1));
+        let text = format::fit(
+            &text,
+            room.saturating_sub(label.chars().count() + 1),
+            printing,
+        );
         Line::from(vec![
             Span::styled(format!("{label} "), dim),
             Span::raw(text),
@@ -420,13 +433,16 @@ fn details_pane(line: &ChildLine, width: u16, palette: Palette, now_ms: i64) -> 
     };
     let text = vec![
         Line::from(vec![
-            Span::styled(format!("{} ", line.template), palette.bold()),
+            Span::styled(
+                format!("{} ", printing.field(&line.template)),
+                palette.bold(),
+            ),
             Span::styled(phase.clone(), palette.style(state_tone(line))),
             Span::styled(
                 format!(
                     " · {}",
                     fit_left(
-                        &line.scope.root().display().to_string(),
+                        &printing.field(&line.scope.root().display().to_string()),
                         room.saturating_sub(line.template.len() + phase.len() + 4)
                     )
                 ),
@@ -439,7 +455,7 @@ fn details_pane(line: &ChildLine, width: u16, palette: Palette, now_ms: i64) -> 
         ),
         labelled(
             run_label,
-            fit_parts(&run, room.saturating_sub(run_label.len() + 1)),
+            fit_parts(&run, room.saturating_sub(run_label.len() + 1), printing),
         ),
         labelled("last event", event),
     ];
@@ -448,7 +464,7 @@ fn details_pane(line: &ChildLine, width: u16, palette: Palette, now_ms: i64) -> 
 
 /// `parts` joined by ` · `, leaving out trailing parts that do not fit `width` (the first is
 /// always kept, cut if it must be).
-fn fit_parts(parts: &[String], width: usize) -> String {
+fn fit_parts(parts: &[String], width: usize, printing: Printing) -> String {
     let mut text = String::new();
     for part in parts {
         let next = if text.is_empty() {
@@ -461,7 +477,7 @@ fn fit_parts(parts: &[String], width: usize) -> String {
         }
         text = next;
     }
-    format::fit(&text, width)
+    format::fit(&text, width, printing)
 }
 
 fn footer(frame: &mut Frame<'_>, area: Rect, keys: &str, right: &str, palette: Palette) {
@@ -491,7 +507,10 @@ fn draw_events(frame: &mut Frame<'_>, app: &mut App, area: Rect, palette: Palett
     let about = app
         .board
         .line(&child)
-        .map(|l| format!(" ({}, {})", l.template, state_phase_cell(l, 0).0))
+        .map(|l| {
+            let about = format!("{}, {}", l.template, state_phase_cell(l, 0).0);
+            format!(" ({})", palette.printing.field(&about))
+        })
         .unwrap_or_default();
     frame.render_widget(
         Paragraph::new(Line::from(vec![
@@ -532,8 +551,9 @@ fn draw_events(frame: &mut Frame<'_>, app: &mut App, area: Rect, palette: Palett
 
 /// `seq  HH:MM:SS  type  details`, the type coloured as `subzero logs` colours it.
 fn event_line(event: &serde_json::Value, palette: Palette) -> Line<'static> {
-    // The plain `subzero logs` line is tab-separated: seq, at, type, details.
-    let plain = events::line(event, false);
+    // The plain `subzero logs` line is tab-separated: seq, at, type, details (one-line
+    // fields: a tab or a newline in them is escaped, or a space in the piped board).
+    let plain = events::line(event, false, palette.printing);
     let mut parts = plain.splitn(4, '\t');
     let seq = parts.next().unwrap_or("").to_owned();
     let at = format::clock(parts.next().unwrap_or(""));
@@ -568,6 +588,8 @@ fn draw_dialog(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, palette: Pale
         ),
         Dialog::Message(title, text) => (title.as_str(), text.clone(), "any key closes this"),
     };
+    // A stop's answer quotes the host's command line and the broker's message.
+    let body = palette.printing.text(&body).into_owned();
     let width = area.width.saturating_sub(4).min(76);
     let inner = usize::from(width.saturating_sub(2)).max(1);
     // Room for the wrapped text, a blank line and the keys, inside the borders.
@@ -629,7 +651,10 @@ pub fn board_text(app: &mut App, width: u16, now_ms: i64) -> String {
     let rows = app.board.lines.len().max(5) as u16 + 2;
     let backend = ratatui::backend::TestBackend::new(width, rows);
     let Ok(mut terminal) = ratatui::Terminal::new(backend);
-    let palette = Palette { color: false };
+    let palette = Palette {
+        color: false,
+        printing: app.printing,
+    };
     let _ = terminal.draw(|frame| {
         let area = frame.area();
         let [head, body] =
@@ -680,8 +705,9 @@ mod tests {
         assert_eq!(wrapped_lines("aaaa bbbbb", 9), 2);
         assert_eq!(wrapped_lines("aaaaaaaaaaaaaaaaaaaa", 9), 3);
         let parts = ["run_1 running for 3s".to_owned(), "in bash".to_owned()];
-        assert_eq!(fit_parts(&parts, 40), "run_1 running for 3s · in bash");
-        assert_eq!(fit_parts(&parts, 25), "run_1 running for 3s");
-        assert_eq!(fit_parts(&parts, 10), "run_1 run…");
+        let fit = |width| fit_parts(&parts, width, Printing::Escaped);
+        assert_eq!(fit(40), "run_1 running for 3s · in bash");
+        assert_eq!(fit(25), "run_1 running for 3s");
+        assert_eq!(fit(10), "run_1 run…");
     }
 }

@@ -3,7 +3,8 @@
 //! The program gets a fresh pty as its stdin, stdout, stderr and controlling terminal (its
 //! own session, as a terminal emulator starts a shell), at a fixed size. Everything it
 //! writes goes through a VT100 emulator (`vt100`), so the test reads the rendered screen —
-//! cell by cell, with colours — not the escape sequences.
+//! cell by cell, with colours — not the escape sequences. The bytes themselves are kept
+//! too ([`Terminal::bytes`]), for tests of what the program lets reach the terminal.
 #![allow(dead_code)]
 // `setsid` and `TIOCSCTTY` run between fork and exec: two raw syscalls, nothing else.
 #![allow(unsafe_code)]
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 pub struct Terminal {
     master: File,
     parser: Arc<Mutex<vt100::Parser>>,
+    transcript: Arc<Mutex<Vec<u8>>>,
     child: Child,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -61,6 +63,8 @@ impl Terminal {
         )));
         let mut source = master.try_clone().expect("dup the pty master");
         let sink = Arc::clone(&parser);
+        let transcript = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&transcript);
         let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             // EIO once the program and every holder of the slave are gone.
@@ -69,11 +73,16 @@ impl Terminal {
                     break;
                 }
                 sink.lock().expect("screen").process(&buf[..n]);
+                record
+                    .lock()
+                    .expect("transcript")
+                    .extend_from_slice(&buf[..n]);
             }
         });
         Terminal {
             master,
             parser,
+            transcript,
             child,
             reader: Some(reader),
         }
@@ -187,10 +196,74 @@ impl Terminal {
         }
     }
 
+    /// Wait (bounded) for the program to exit and for everything it wrote to be read, so
+    /// [`Terminal::bytes`] is all of it.
+    pub fn finish(&mut self, limit: Duration) -> ExitStatus {
+        let status = self.wait_exit(limit);
+        if let Some(reader) = self.reader.take() {
+            // The reader ends at EIO once the program is gone.
+            let _ = reader.join();
+        }
+        status
+    }
+
+    /// Every byte the program wrote to the terminal so far, escape sequences included. The
+    /// pty's line discipline writes each `\n` as `\r\n`.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.transcript.lock().expect("transcript").clone()
+    }
+
     /// The pty master's descriptor (for a test that resizes it).
     pub fn master_fd(&self) -> i32 {
         self.master.as_raw_fd()
     }
+}
+
+/// What in `bytes` (as a program wrote them to a terminal) would make the terminal do
+/// something other than show text: BEL, OSC and every other non-CSI escape, the C1 controls,
+/// the bidi controls, a CR that does not end a line (newline and tab are text), and each CSI sequence (given without
+/// its `ESC [`, as `32m` or `2J`) that `allowed` refuses. Each finding is named, with its
+/// offset, for the failure message.
+pub fn controls_beyond(bytes: &[u8], allowed: impl Fn(&str) -> bool) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut found = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\x1b' if chars.peek().is_some_and(|(_, n)| *n == '[') => {
+                chars.next();
+                let mut csi = String::new();
+                for (_, n) in chars.by_ref() {
+                    csi.push(n);
+                    if ('\x40'..='\x7e').contains(&n) {
+                        break;
+                    }
+                }
+                if !allowed(&csi) {
+                    found.push(format!("CSI {csi:?} at {at}"));
+                }
+            }
+            '\x1b' => found.push(format!(
+                "ESC {:?} at {at}",
+                chars.peek().map(|(_, n)| *n).unwrap_or(' ')
+            )),
+            '\r' if chars.peek().is_some_and(|(_, n)| *n == '\n') => {}
+            '\n' | '\t' => {}
+            c if c.is_control()
+                || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                found.push(format!("{c:?} at {at}"));
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The CSI sequences of a plain colour view (`ls`, `show`, `logs`, `doctor`): reset, bold,
+/// dim, red, green, yellow.
+pub fn colours_only(csi: &str) -> bool {
+    matches!(csi, "0m" | "1m" | "2m" | "31m" | "32m" | "33m")
 }
 
 impl Drop for Terminal {
