@@ -2,7 +2,7 @@
 //! `tests/compiletest.rs`. This library only builds the values the cases start from, and
 //! it builds each one the way the runtime does: by legal transitions (spawn, stop,
 //! complete with a recorded leaf, fail, lose the worker), with tokens minted by a
-//! designated supervisor. Nothing here materialises a state from a plain record, so
+//! supervisor taken once, as the runtime takes it. Nothing here materialises a state from a plain record, so
 //! each case shows one illegal step and nothing else.
 
 use subzero_core::lifecycle::child::{Interrupted, Next, Ready, Running, Stopping};
@@ -120,11 +120,10 @@ pub fn steering() -> Steering {
         .unwrap_or_else(|| panic!("fixture: advertised"))
 }
 
-/// The supervisor's authority, as the runtime designates it where evidence arrives. The
-/// cases use it to hold real tokens, so each shows only its one illegal step; the
-/// fixture is for these cases only.
-#[allow(unsafe_code, reason = "fixture: the cases script the evidence")]
-pub fn supervisor() -> Supervisor {
-    // SAFETY: test fixture; the cases' tokens stand for evidence the cases script.
-    unsafe { Supervisor::designate() }
+/// The supervisor's authority, taken once by this process as the runtime takes it where
+/// evidence arrives. The cases use it to hold real tokens, so each shows only its one
+/// illegal step; the fixture is for these cases only.
+pub fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY.get_or_init(|| Supervisor::take().unwrap_or_else(|| panic!("fixture: taken once")))
 }

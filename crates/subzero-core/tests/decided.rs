@@ -2,10 +2,6 @@
 //! change — the child after, its custody and phase, each run move — and nothing else can
 //! describe one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(
-    unsafe_code,
-    reason = "tests stand for the store (its key) and the supervisor (its tokens)"
-)]
 
 use subzero_core::lifecycle::{
     ActiveRunRecord, ChildRecord, CustodyRecord, Decided, Failure, LeafRef, Loaded,
@@ -18,14 +14,18 @@ use subzero_core::{
 
 const OWNER: &str = "bk_A";
 
-fn key() -> StorageKey {
-    // SAFETY: test; the records loaded here stand for what a store holds.
-    unsafe { StorageKey::designate() }
+/// The store's key: these tests stand in for the store. Taken once per process.
+fn key() -> &'static StorageKey {
+    static KEY: std::sync::OnceLock<StorageKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
 }
 
-fn supervisor() -> Supervisor {
-    // SAFETY: test; the tokens stand for worker reports the test scripts.
-    unsafe { Supervisor::designate() }
+/// The minting authority: these tests stand in for the supervisor that observes the
+/// worker's reports. The core hands it out once per process; every test borrows it.
+fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY
+        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }
 
 /// A stored running child held by `OWNER`, its active run `run` (in `status`) and
@@ -76,7 +76,7 @@ fn load(record: ChildRecord, ownership: Ownership, phase: Phase) -> Loaded {
         phase,
         version: 7,
     };
-    Loaded::load(stored, &key()).unwrap()
+    Loaded::load(stored, key()).unwrap()
 }
 
 fn moves<T>(decided: &Decided<T>) -> Vec<(RunId, RunStatus, RunStatus)> {

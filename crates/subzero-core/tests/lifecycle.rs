@@ -1,9 +1,5 @@
 //! The lifecycle rules, read like the spec, on the typed API and its value-level twin.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(
-    unsafe_code,
-    reason = "tests mint capability tokens through the supervisor"
-)]
 
 use subzero_core::lifecycle::any::{RunRecord, WrongState};
 use subzero_core::lifecycle::child::{Next, Ready};
@@ -20,9 +16,12 @@ fn leaf(n: u8) -> LeafRef {
     LeafRef::new(&format!("leaf-{n}"), Sha256Digest::of(&[n])).unwrap()
 }
 
-fn supervisor() -> Supervisor {
-    // SAFETY: test; the tokens stand for worker reports and transcript reads the test scripts.
-    unsafe { Supervisor::designate() }
+/// The minting authority: these tests stand in for the supervisor that observes the
+/// worker's reports. The core hands it out once per process; every test borrows it.
+fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY
+        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }
 
 #[test]
@@ -127,7 +126,7 @@ fn steer_on_a_stopping_child_is_not_running_and_changes_nothing() {
         assert_eq!(child.record(), before);
     }
     // Loaded from storage, as the broker meets it.
-    let loaded = AnyChild::load(before, &storage_key()).unwrap();
+    let loaded = AnyChild::load(before, storage_key()).unwrap();
     assert!(matches!(loaded, AnyChild::Active(ActiveChild::Stopping(_))));
     let err = loaded.steer(&supervisor.capabilities(true)).unwrap_err();
     assert_eq!(err.to_string(), expected);
@@ -197,7 +196,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         reaped: None,
         reason: None,
     };
-    let run = AnyRun::load(base.clone(), &storage_key()).unwrap();
+    let run = AnyRun::load(base.clone(), storage_key()).unwrap();
     assert!(run.is_terminal());
     assert_eq!(run.record(), base);
     let completed = Completed::try_from(run).unwrap();
@@ -208,7 +207,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base.clone()
     };
     assert_eq!(
-        AnyRun::load(no_leaf, &storage_key()).unwrap_err().code(),
+        AnyRun::load(no_leaf, storage_key()).unwrap_err().code(),
         ErrorCode::Internal
     );
     let failed_with_leaf = RunRecord {
@@ -220,7 +219,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base.clone()
     };
     assert_eq!(
-        AnyRun::load(failed_with_leaf, &storage_key())
+        AnyRun::load(failed_with_leaf, storage_key())
             .unwrap_err()
             .code(),
         ErrorCode::Internal
@@ -231,7 +230,7 @@ fn runs_load_from_records_and_refuse_inconsistent_ones() {
         ..base
     };
     assert_eq!(
-        AnyRun::load(queued_without_prompt, &storage_key())
+        AnyRun::load(queued_without_prompt, storage_key())
             .unwrap_err()
             .code(),
         ErrorCode::Internal
@@ -283,7 +282,7 @@ fn a_budget_exhausted_record_needs_its_leaf_and_its_budget() {
         reaped: None,
         reason: None,
     };
-    let run = AnyRun::load(exhausted.clone(), &storage_key()).unwrap();
+    let run = AnyRun::load(exhausted.clone(), storage_key()).unwrap();
     assert_eq!(run.status(), RunStatus::BudgetExhausted);
     assert_eq!(run.record(), exhausted);
     for broken in [
@@ -301,7 +300,7 @@ fn a_budget_exhausted_record_needs_its_leaf_and_its_budget() {
         },
     ] {
         assert_eq!(
-            AnyRun::load(broken, &storage_key()).unwrap_err().code(),
+            AnyRun::load(broken, storage_key()).unwrap_err().code(),
             ErrorCode::Internal
         );
     }
@@ -326,9 +325,11 @@ fn every_lifecycle_error_starts_with_its_code() {
     }
 }
 
-/// The store's key: these tests stand in for the store that reads the records.
-fn storage_key() -> subzero_core::lifecycle::StorageKey {
+/// The store's key: these tests stand in for the store that reads the records. The core
+/// hands it out once per process; every test of this binary borrows it.
+fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
+    use std::sync::OnceLock;
     use subzero_core::lifecycle::StorageKey;
-    // SAFETY: test; the records loaded here stand for what a store holds.
-    unsafe { StorageKey::designate() }
+    static KEY: OnceLock<StorageKey> = OnceLock::new();
+    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
 }

@@ -7,10 +7,6 @@
 //! queued again; event sequence numbers strictly increase; the child survives a
 //! `record` → `load` round trip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(
-    unsafe_code,
-    reason = "tests mint capability tokens through the supervisor"
-)]
 
 use std::collections::HashSet;
 
@@ -70,7 +66,7 @@ struct World {
     settled: Vec<RunId>,
     events: EventLog,
     last_seq: EventSeq,
-    supervisor: Supervisor,
+    supervisor: &'static Supervisor,
     leaves: u32,
 }
 
@@ -241,7 +237,7 @@ impl World {
         }
         let record = self.child.record();
         assert_eq!(
-            AnyChild::load(record.clone(), &storage_key())
+            AnyChild::load(record.clone(), storage_key())
                 .unwrap()
                 .record(),
             record
@@ -264,7 +260,7 @@ proptest! {
             settled: Vec::new(),
             last_seq: EventSeq::START,
             // SAFETY: test; the tokens stand for the worker reports the operations script.
-            supervisor: unsafe { Supervisor::designate() },
+            supervisor: supervisor(),
             leaves: 0,
         };
         let limits = Limits::default();
@@ -298,9 +294,19 @@ proptest! {
     }
 }
 
-/// The store's key: these tests stand in for the store that reads the records.
-fn storage_key() -> subzero_core::lifecycle::StorageKey {
+/// The store's key: these tests stand in for the store that reads the records. The core
+/// hands it out once per process; every test of this binary borrows it.
+fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
+    use std::sync::OnceLock;
     use subzero_core::lifecycle::StorageKey;
-    // SAFETY: test; the records loaded here stand for what a store holds.
-    unsafe { StorageKey::designate() }
+    static KEY: OnceLock<StorageKey> = OnceLock::new();
+    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
+}
+
+/// The minting authority: these tests stand in for the supervisor that observes the
+/// worker's reports. The core hands it out once per process; every test borrows it.
+fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY
+        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }

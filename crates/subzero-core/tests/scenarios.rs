@@ -8,10 +8,6 @@
 //! survives a `record` → `load` round trip, and after a refused step that nothing
 //! changed. Every trace is validated against `scenario.schema.json` first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![allow(
-    unsafe_code,
-    reason = "the replayer mints the capability tokens a trace's steps assert"
-)]
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -79,7 +75,7 @@ struct Replay {
     child: Option<AnyChild>,
     checkpoint: Option<Checkpoint>,
     events: EventLog,
-    supervisor: Supervisor,
+    supervisor: &'static Supervisor,
     limits: Limits,
 }
 
@@ -125,7 +121,7 @@ impl Replay {
             checkpoint: None,
             events: EventLog::new(child, retention),
             // SAFETY: test; a trace's steps are the worker reports and transcript reads.
-            supervisor: unsafe { Supervisor::designate() },
+            supervisor: supervisor(),
             limits,
         }
     }
@@ -200,7 +196,7 @@ impl Replay {
             }
             "load" => {
                 let record = self.record_from(&input["record"]);
-                self.child = Some(AnyChild::load(record, &storage_key()).map_err(|e| code(&e))?);
+                self.child = Some(AnyChild::load(record, storage_key()).map_err(|e| code(&e))?);
                 Ok(json!({}))
             }
             "followup" => {
@@ -444,7 +440,7 @@ fn load_traces() -> Vec<(String, Value)> {
 fn assert_round_trips(child: Option<&AnyChild>, at: &str) {
     if let Some(child) = child {
         let record = child.record();
-        let reloaded = AnyChild::load(record.clone(), &storage_key())
+        let reloaded = AnyChild::load(record.clone(), storage_key())
             .unwrap_or_else(|e| panic!("{at}: reload failed: {e}"));
         assert_eq!(
             reloaded.record(),
@@ -549,9 +545,19 @@ fn every_scenario_replays_as_recorded() {
     writeln!(err, "replayed {} scenarios, {steps} steps", traces.len()).unwrap();
 }
 
-/// The store's key: these tests stand in for the store that reads the records.
-fn storage_key() -> subzero_core::lifecycle::StorageKey {
+/// The store's key: these tests stand in for the store that reads the records. The core
+/// hands it out once per process; every test of this binary borrows it.
+fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
+    use std::sync::OnceLock;
     use subzero_core::lifecycle::StorageKey;
-    // SAFETY: test; the records loaded here stand for what a store holds.
-    unsafe { StorageKey::designate() }
+    static KEY: OnceLock<StorageKey> = OnceLock::new();
+    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
+}
+
+/// The minting authority: these tests stand in for the supervisor that observes the
+/// worker's reports. The core hands it out once per process; every test borrows it.
+fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY
+        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }

@@ -233,15 +233,23 @@ impl Store {
 
     /// The run whose prompt carries `tag`, with its status, when that status is terminal.
     fn ended_run(&mut self, tag: &str) -> Option<(String, String)> {
+        const ENDED: [&str; 5] = [
+            "completed",
+            "budget_exhausted",
+            "failed",
+            "stopped",
+            "interrupted",
+        ];
         let pattern = format!("%[soak tag={tag} %");
-        self.conn()?
+        let (run, status): (String, String) = self
+            .conn()?
             .query_row(
-                "SELECT run_id, status FROM runs WHERE prompt LIKE ?1 AND status IN \
-                 ('completed', 'budget_exhausted', 'failed', 'stopped', 'interrupted')",
+                "SELECT run_id, status FROM runs WHERE prompt LIKE ?1",
                 [pattern],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
-            .ok()
+            .ok()?;
+        ENDED.contains(&status.as_str()).then_some((run, status))
     }
 
     fn is_coder(&mut self, child: &str) -> bool {

@@ -13,15 +13,17 @@ fn main() {
     let mut child = AnyChild::spawn(ChildId::generate(), first, "go".to_owned(), 2);
     assert_eq!(child.followup(RunId::generate(), "next".to_owned()), Ok(Delivery::Queued { position: 1 }));
 
-    // SAFETY: test; stands for a worker whose hello did not advertise steering.
-    let capabilities = unsafe { Supervisor::designate() }.capabilities(false);
+    // Stands for a worker whose hello did not advertise steering.
+    let supervisor = Supervisor::take().unwrap();
+    let capabilities = supervisor.capabilities(false);
     let refused = child.steer(&capabilities);
     assert_eq!(refused.map_err(|e| e.code()), Err(ErrorCode::UnsupportedSteer));
     let stale = child.stop(RunId::generate());
     assert_eq!(stale.map_err(|e| e.code()), Err(ErrorCode::StaleRun));
 
-    // SAFETY: test; the records below stand for what a store holds.
-    let key = unsafe { StorageKey::designate() };
+    // The records below stand for what a store holds; this process takes the key once.
+    let key = StorageKey::take().unwrap();
+    assert!(StorageKey::take().is_none(), "the key exists once per process");
     let reloaded = AnyChild::load(child.record(), &key).unwrap();
     let typed: Child<Running> = Child::try_from(reloaded).unwrap();
     assert_eq!(typed.active_run().id(), first);

@@ -7,8 +7,10 @@ use subzero_core::lifecycle::{Child, LeafRef, Supervisor};
 use subzero_core::{ChildId, RunId, Sha256Digest};
 
 fn main() {
-    // SAFETY: test; the tokens stand for worker reports and a transcript read it scripts.
-    let supervisor = unsafe { Supervisor::designate() };
+    // The tokens stand for worker reports and a transcript read it scripts; the authority
+    // is taken once per process.
+    let supervisor = Supervisor::take().unwrap();
+    assert!(Supervisor::take().is_none(), "the authority exists once per process");
     let child_id = ChildId::generate();
     let first = RunId::generate();
     let child = Child::spawn(child_id, first, "survey the repo".to_owned(), 4);

@@ -16,8 +16,11 @@ use super::error::{CheckpointIncompatible, ForeignRun, StaleRun};
 use super::proof::{
     Checkpoint, CompactionReported, LeafRecorded, LeafRef, ObservedLeaf, Steering, StopConfirmed,
 };
-use super::run::{self, ActivePhase, Completed, Failed, Failure, Queued, Run, Stopped};
+use super::run::{
+    self, ActivePhase, Completed, Failed, Failure, Queued, Run, StopRequested, Stopped,
+};
 use super::sealed::Sealed;
+use super::step::RunMove;
 use crate::budget::BudgetReached;
 use crate::events::EventBody;
 use crate::ids::{ChildId, RunId};
@@ -97,6 +100,9 @@ pub struct Settled<O> {
     pub withdrawn: Vec<Stopped>,
     /// The child afterwards.
     pub next: Next,
+    /// Every run status this settlement changed, as its typed steps made them: the active
+    /// run's end, the withdrawn runs, the run that started next.
+    pub moves: Vec<RunMove>,
 }
 
 /// A compaction the core accepted: the `compacted` event to record. Only
@@ -121,6 +127,9 @@ pub struct StopAccepted {
     pub child: Child<Stopping>,
     /// Queued follow-ups cleared by the stop, oldest first.
     pub withdrawn: Vec<Stopped>,
+    /// The run statuses the stop changed (the active run asked to stop, the queue
+    /// withdrawn), as its typed steps made them.
+    pub moves: Vec<RunMove>,
 }
 
 /// A lost worker: the interrupted child, its interrupted active run, and the queued runs
@@ -134,6 +143,8 @@ pub struct LostWorker {
     pub run: run::Interrupted,
     /// Queued runs, interrupted with it (never started, never replayed).
     pub abandoned: Vec<run::Interrupted>,
+    /// The run statuses the loss changed, as its typed steps made them.
+    pub moves: Vec<RunMove>,
 }
 
 impl<S: ChildPhase> Child<S> {
@@ -225,7 +236,11 @@ impl Child<Running> {
         let Running { active, mut queue } = self.state;
         match active.request_stop(expected) {
             Ok(stopping) => {
-                let withdrawn = queue.drain().into_iter().map(Run::withdraw).collect();
+                let mut moves = vec![RunMove::step::<Run<run::Running>, _>(
+                    stopping.id(),
+                    &stopping,
+                )];
+                let withdrawn = withdraw_all(&mut queue, &mut moves);
                 let child = Child {
                     id: self.id,
                     queue_capacity: self.queue_capacity,
@@ -235,7 +250,11 @@ impl Child<Running> {
                         queue,
                     },
                 };
-                Ok(StopAccepted { child, withdrawn })
+                Ok(StopAccepted {
+                    child,
+                    withdrawn,
+                    moves,
+                })
             }
             Err((active, err)) => {
                 let back = Child {
@@ -256,7 +275,10 @@ impl Child<Stopping> {
     pub fn confirm_stop(self, proof: StopConfirmed) -> Result<Settled<Stopped>, (Self, StaleRun)> {
         let (child, Running { active, queue }) = self.split();
         match active.confirm_stop(proof) {
-            Ok(outcome) => Ok(child.dispatch(outcome, queue)),
+            Ok(outcome) => {
+                let ended = RunMove::step::<Run<StopRequested>, _>(outcome.id(), &outcome);
+                Ok(child.dispatch(outcome, queue, ended))
+            }
             Err((active, err)) => Err((child.with(Running { active, queue }), err)),
         }
     }
@@ -333,9 +355,10 @@ impl<R: ActivePhase> Child<Running<R>> {
         let (child, Running { active, queue }) = self.split();
         match run::complete_active(active, proof, budget) {
             Ok(outcome) => {
+                let ended = RunMove::step::<Run<R>, _>(outcome.id(), &outcome);
                 let mut child = child;
                 child.last_leaf = Some(outcome.leaf().clone());
-                Ok(child.dispatch(outcome, queue))
+                Ok(child.dispatch(outcome, queue, ended))
             }
             Err((active, err)) => Err((child.with(Running { active, queue }), err)),
         }
@@ -354,12 +377,14 @@ impl<R: ActivePhase> Child<Running<R>> {
         }
         let (child, Running { active, mut queue }) = self.split();
         let outcome = run::fail_active(active, failure);
-        let withdrawn = queue.drain().into_iter().map(Run::withdraw).collect();
+        let mut moves = vec![RunMove::step::<Run<R>, _>(outcome.id(), &outcome)];
+        let withdrawn = withdraw_all(&mut queue, &mut moves);
         let ready = child.with(Ready { _private: () });
         Ok(Settled {
             outcome,
             withdrawn,
             next: Next::Idle(ready),
+            moves,
         })
     }
 
@@ -369,11 +394,17 @@ impl<R: ActivePhase> Child<Running<R>> {
         let (child, Running { active, mut queue }) = self.split();
         let run_id = active.id();
         let run = run::interrupt_active(active, reason);
-        let abandoned = queue
+        let mut moves = vec![RunMove::step::<Run<R>, _>(run.id(), &run)];
+        let abandoned: Vec<run::Interrupted> = queue
             .drain()
             .into_iter()
             .map(|r| r.abandon(reason))
             .collect();
+        moves.extend(
+            abandoned
+                .iter()
+                .map(|a| RunMove::step::<Run<Queued>, _>(a.id(), a)),
+        );
         let child = child.with(Interrupted {
             run: Some(run_id),
             reason: reason.to_owned(),
@@ -382,6 +413,7 @@ impl<R: ActivePhase> Child<Running<R>> {
             child,
             run,
             abandoned,
+            moves,
         }
     }
 
@@ -451,12 +483,15 @@ impl Child<Ready> {
         }
     }
 
-    /// Settle into this idle shell: start the queue's head if there is one.
-    fn dispatch<O>(self, outcome: O, mut queue: FollowUpQueue) -> Settled<O> {
+    /// Settle into this idle shell after the active run's `ended` step: start the queue's
+    /// head if there is one.
+    fn dispatch<O>(self, outcome: O, mut queue: FollowUpQueue, ended: RunMove) -> Settled<O> {
+        let mut moves = vec![ended];
         let next = match queue.pop() {
             None => Next::Idle(self),
             Some(head) => {
                 let active = head.start();
+                moves.push(RunMove::step::<Run<Queued>, _>(active.id(), &active));
                 Next::Started(self.with(Running { active, queue }))
             }
         };
@@ -464,8 +499,20 @@ impl Child<Ready> {
             outcome,
             withdrawn: Vec::new(),
             next,
+            moves,
         }
     }
+}
+
+/// Withdraws every queued run (never started), recording each step in `moves`.
+fn withdraw_all(queue: &mut FollowUpQueue, moves: &mut Vec<RunMove>) -> Vec<Stopped> {
+    let withdrawn: Vec<Stopped> = queue.drain().into_iter().map(Run::withdraw).collect();
+    moves.extend(
+        withdrawn
+            .iter()
+            .map(|w| RunMove::step::<Run<Queued>, _>(w.id(), w)),
+    );
+    withdrawn
 }
 
 impl Child<Interrupted> {

@@ -11,6 +11,7 @@ pub mod decided;
 pub mod error;
 pub mod proof;
 pub mod run;
+pub mod step;
 pub mod storage;
 
 pub use any::{
@@ -20,7 +21,7 @@ pub use any::{
 pub use child::{Child, Compaction, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
 pub use custody::{Activity, Custody, CustodyRecord, CustodyRefused, LockObservation, Recovery};
 pub use decided::{
-    Admitted, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned,
+    Admitted, Commit, Decided, NamedRun, Recovered, RunEnding, RunMove, SettledRun, Spawned,
 };
 pub use error::LifecycleError;
 pub use proof::{
@@ -28,6 +29,7 @@ pub use proof::{
     Supervisor, WorkerCapabilities,
 };
 pub use run::{Failure, Run};
+pub use step::{Landing, StepTo};
 pub use storage::{Loaded, Origin, StorageKey, StoredChild};
 
 mod sealed {

@@ -19,21 +19,20 @@
 //! All have private fields, no `Default`, no `Clone` (a proof is spent once), no
 //! `Deserialize` and no public constructor other than the ones named above.
 //!
-//! # Why minting starts with `unsafe`
-//! Rust cannot restrict a constructor to one module of *another* crate, yet the
-//! evidence these tokens stand for is observed in the runtime: a worker's control line
-//! parsed by its driver, a transcript read from disk. So the one minting authority is
-//! [`Supervisor::designate`], an `unsafe fn`. Its obligation is not memory safety but
-//! truth: call it only in code that has just observed what each minted token asserts.
-//! The workspace denies `unsafe_code`, so every mint point is an `unsafe { … }` block
-//! with a `// SAFETY:` comment, inside a module that opts in with `#[allow(unsafe_code)]`
-//! — a new one cannot slip through review unnoticed. `tests/capabilities.rs` lists the
-//! mint points the workspace has (the runtime's worker driver and its checkpoint
-//! verification, plus test fixtures) and fails when one appears elsewhere or without its
-//! `SAFETY` comment. Without `unsafe` nothing can be forged; the ui-tests show each
-//! path that is closed.
+//! # One minting authority, taken once
+//! Rust cannot restrict a constructor to one module of *another* crate, yet the evidence
+//! these tokens stand for is observed in the runtime: a worker's control line parsed by
+//! its driver, a transcript read from disk. So the minting authority is a capability that
+//! exists once per process, taken the way a HAL hands out its peripherals:
+//! [`Supervisor::take`] gives it to the first caller and `None` to every later one. The
+//! runtime takes it when its broker starts and lends it, by reference, to the code that
+//! observes the evidence (the worker driver, the checkpoint verification); nothing else in
+//! the process can mint, because nothing else can get it. `tests/capabilities.rs` pins
+//! where `take` is called. The authority is not `Clone` and has no public constructor:
+//! a second one does not compile (the ui-tests show each path that is closed).
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -112,38 +111,30 @@ impl fmt::Display for LeafRef {
     }
 }
 
-/// The authority to mint [`StopConfirmed`], [`LeafRecorded`], [`ObservedLeaf`] and
-/// [`WorkerCapabilities`].
+/// The authority to mint [`StopConfirmed`], [`LeafRecorded`], [`ObservedLeaf`],
+/// [`CompactionReported`] and [`WorkerCapabilities`].
 ///
-/// Obtained only through the `unsafe` [`Supervisor::designate`], at the point where the
-/// evidence is observed; see the module docs. Not `Clone`: each mint point designates
-/// its own.
+/// Exists once per process: [`Supervisor::take`] hands it to its first caller. Not
+/// `Clone`, no `Default`, no public field; code that observes evidence borrows it.
 #[derive(Debug)]
 pub struct Supervisor {
     _private: (),
 }
 
+/// Whether the one [`Supervisor`] of this process was taken.
+static SUPERVISOR_TAKEN: AtomicBool = AtomicBool::new(false);
+
 impl Supervisor {
-    /// The one way to obtain the minting authority.
+    /// The minting authority, for the first caller in this process; `None` after.
     ///
-    /// # Safety
-    /// Call only in code that has just observed the evidence each token minted with the
-    /// returned authority asserts: a parsed worker control line (`hello` for
-    /// [`WorkerCapabilities`], `leaf_committed` for [`LeafRecorded`], `cancel_confirmed`
-    /// of a run the worker reported stopped for [`StopConfirmed`]) or a transcript leaf
-    /// read from disk for [`ObservedLeaf`]. The lifecycle trusts these tokens instead of
-    /// re-checking: a forged `StopConfirmed` records a run `stopped` while its tools may
-    /// still run, a forged `LeafRecorded` dispatches the next run before the result is
-    /// durable, a forged `ObservedLeaf` resumes from a transcript nobody read. The
-    /// obligation is about truth, not memory; `unsafe` is the marker the compiler makes
-    /// every caller spell out. Write each call as `unsafe { Supervisor::designate() }`
-    /// with a `// SAFETY:` comment naming the evidence.
-    #[allow(
-        unsafe_code,
-        reason = "the mint authority's contract is unchecked by the compiler; `unsafe` makes every caller visible"
-    )]
-    pub unsafe fn designate() -> Self {
-        Self { _private: () }
+    /// The runtime takes it when its broker starts (`supervisor::proof`), before any
+    /// worker runs, and lends it to the points that observe each token's evidence: a
+    /// parsed worker control line (`hello` for [`WorkerCapabilities`], `leaf_committed`
+    /// for [`LeafRecorded`], `cancel_confirmed` of a run the worker reported stopped for
+    /// [`StopConfirmed`], `compacted` for [`CompactionReported`]) or a transcript leaf
+    /// read from disk for [`ObservedLeaf`].
+    pub fn take() -> Option<Supervisor> {
+        (!SUPERVISOR_TAKEN.swap(true, Ordering::SeqCst)).then_some(Supervisor { _private: () })
     }
 
     /// The worker sent `cancel_confirmed` for `run` and every process of its tree is

@@ -7,14 +7,14 @@
 //! code that is not the store cannot materialise a state (say a completed run with a
 //! recorded leaf, or a custody naming itself the owner) from plain records.
 //!
-//! # Why the key is designated with `unsafe`
-//! As with the capability tokens ([`Supervisor`](super::Supervisor)), Rust cannot limit
-//! a constructor to one module of another crate, and the store lives in the runtime. So
-//! the key comes from one `unsafe fn`, [`StorageKey::designate`], whose contract is
-//! "call only in the store, the code that reads the records these loads check". The
-//! workspace denies `unsafe_code`; the store designates the key once per process
-//! (`crates/subzero-runtime/src/store/mod.rs`), and `tests/capabilities.rs` fails when
-//! another production file designates one.
+//! # The key is taken once
+//! As with the capability tokens ([`Supervisor`](super::Supervisor)), Rust cannot limit a
+//! constructor to one module of another crate, and the store lives in the runtime. So the
+//! key exists once per process: [`StorageKey::take`] hands it to its first caller, the
+//! store (`crates/subzero-runtime/src/store/mod.rs`), which keeps it; `tests/capabilities.rs`
+//! fails when another production file takes it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::any::{AnyChild, ChildRecord};
 use super::custody::{Custody, CustodyRecord};
@@ -24,31 +24,21 @@ use crate::state::{ChildState, Phase};
 
 /// The store's authority to load lifecycle values from stored records.
 ///
-/// Obtained only through the `unsafe` [`StorageKey::designate`]. Not `Clone`, no
-/// `Default`, no public field: the store keeps the one it designated.
+/// Exists once per process: [`StorageKey::take`] hands it to its first caller. Not
+/// `Clone`, no `Default`, no public field: the store keeps the one it took.
 #[derive(Debug)]
 pub struct StorageKey {
     _private: (),
 }
 
+/// Whether the one [`StorageKey`] of this process was taken.
+static KEY_TAKEN: AtomicBool = AtomicBool::new(false);
+
 impl StorageKey {
-    /// The one way to obtain the key.
-    ///
-    /// # Safety
-    /// Call only in the store: the code that reads the stored records it loads with the
-    /// key, from the database the lifecycle writes through its decided values. A key used
-    /// elsewhere materialises states no transition produced (a run `completed` with a
-    /// leaf nobody recorded, a custody naming a broker that never claimed the child), and
-    /// the lifecycle trusts loaded values as it trusts its own. The obligation is about
-    /// where the records come from, not memory; `unsafe` is the marker the compiler makes
-    /// every caller spell out. Write each call as `unsafe { StorageKey::designate() }`
-    /// under a `// SAFETY:` comment.
-    #[allow(
-        unsafe_code,
-        reason = "the storage key's contract is unchecked by the compiler; `unsafe` makes every caller visible"
-    )]
-    pub unsafe fn designate() -> Self {
-        Self { _private: () }
+    /// The key, for the first caller in this process; `None` after. The store takes it
+    /// before it reads a record; every load borrows it.
+    pub fn take() -> Option<StorageKey> {
+        (!KEY_TAKEN.swap(true, Ordering::SeqCst)).then_some(StorageKey { _private: () })
     }
 }
 

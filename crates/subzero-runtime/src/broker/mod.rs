@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
+use subzero_core::lifecycle::Supervisor;
 use subzero_core::template::{TemplateId, Templates};
 use subzero_core::{ChildId, ErrorCode, Limits};
 use subzero_protocol as p;
@@ -92,6 +93,9 @@ pub struct TestedHost {
 /// The broker. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Broker {
+    /// The process's minting authority, lent to the code that observes each token's
+    /// evidence (the worker driver, the checkpoint verification).
+    supervisor: &'static Supervisor,
     paths: StatePaths,
     store: Store,
     templates: Templates,
@@ -184,6 +188,7 @@ impl Broker {
         )?;
         let artifacts = ArtifactFiles::new(&paths);
         Ok(Arc::new(Broker {
+            supervisor: crate::supervisor::proof::authority()?,
             paths,
             store,
             templates,

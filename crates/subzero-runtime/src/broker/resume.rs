@@ -169,6 +169,7 @@ impl Broker {
             WorkerKind::Pi => checkpoint::Format::Pi,
         };
         let verified = checkpoint::verify(
+            self.supervisor,
             child,
             &self.transcript_path(child),
             row.last_leaf.as_ref(),

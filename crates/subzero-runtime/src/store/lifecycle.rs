@@ -16,7 +16,7 @@ use subzero_core::{AnyChild, ChildId, ChildState, RunId, RunStatus, Sha256Digest
 
 use super::rows::{ChildRow, LeafRef, QueuedRow};
 use super::sql::{RowExt, Sql};
-use super::{STORAGE_KEY, StoreOptions};
+use super::{StoreOptions, storage_key};
 use crate::error::{RuntimeError, RuntimeResult};
 
 /// Load `row` (with its active run and queue) into the core. A row that describes no
@@ -32,7 +32,7 @@ pub(crate) fn load(
         phase: row.phase,
         version: row.generation,
     };
-    Loaded::load(stored, &STORAGE_KEY).map_err(|e| RuntimeError::Lifecycle(e.into()))
+    Loaded::load(stored, storage_key()?).map_err(|e| RuntimeError::Lifecycle(e.into()))
 }
 
 /// The lifecycle of `row` alone, for requests the core decides without writing.
@@ -42,13 +42,18 @@ pub(crate) fn load_child(
     row: &ChildRow,
 ) -> RuntimeResult<AnyChild> {
     let record = record_of(conn, options, row)?;
-    AnyChild::load(record, &STORAGE_KEY).map_err(|e| RuntimeError::Lifecycle(e.into()))
+    AnyChild::load(record, storage_key()?).map_err(|e| RuntimeError::Lifecycle(e.into()))
 }
 
 /// Who holds `row`'s child, as the core's [`Custody`] (for the owner checks of writes
 /// that change no lifecycle column: events, worker identity, artifacts).
-pub(crate) fn custody(row: &ChildRow) -> Custody {
-    Custody::load(row.child_id, row.state, custody_record(row), &STORAGE_KEY)
+pub(crate) fn custody(row: &ChildRow) -> RuntimeResult<Custody> {
+    Ok(Custody::load(
+        row.child_id,
+        row.state,
+        custody_record(row),
+        storage_key()?,
+    ))
 }
 
 fn custody_record(row: &ChildRow) -> CustodyRecord {

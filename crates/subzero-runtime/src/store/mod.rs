@@ -19,8 +19,8 @@
 //! - Nothing outside this module writes through a raw-SQL transaction: the public writes
 //!   are the operations of `ops/`, each one decided by the core and written by
 //!   `write.rs`; the transaction runner is private to the store.
-//! - The store holds the core's [`StorageKey`], designated once per process: only the
-//!   store loads lifecycle values from stored records.
+//! - The store holds the core's [`StorageKey`], taken once per process: only the store
+//!   loads lifecycle values from stored records.
 
 mod events;
 mod file;
@@ -63,11 +63,21 @@ pub use rows::{
 };
 pub use schema::SCHEMA_VERSION;
 
-/// The store's key to load lifecycle values, designated once per process.
-#[allow(unsafe_code, reason = "the store's storage key")]
-// SAFETY: the store is the code that reads the records these loads check, from the
-// database the lifecycle writes only through the core's decided values (`write.rs`).
-static STORAGE_KEY: LazyLock<StorageKey> = LazyLock::new(|| unsafe { StorageKey::designate() });
+/// The store's key to load lifecycle values, taken the first time a store is used in this
+/// process (the core hands it out once).
+static STORAGE_KEY: LazyLock<Option<StorageKey>> = LazyLock::new(StorageKey::take);
+
+/// The store's key; an error when code other than the store took it first (nothing can
+/// then be loaded from the records, so nothing is written either).
+pub(crate) fn storage_key() -> RuntimeResult<&'static StorageKey> {
+    STORAGE_KEY.as_ref().ok_or_else(|| {
+        RuntimeError::Internal(
+            "the storage key of this process was taken by code other than the store; \
+             the store cannot load lifecycle values without it"
+                .to_owned(),
+        )
+    })
+}
 
 /// The name of the writer thread (tests assert mutations run there).
 pub const WRITER_THREAD_NAME: &str = "subzero-store-writer";

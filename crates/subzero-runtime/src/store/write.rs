@@ -12,7 +12,7 @@
 //! (`tests/sql_literals.rs`).
 
 use rusqlite::{Connection, params};
-use subzero_core::lifecycle::{Admitted, Decided, RunMove, Spawned};
+use subzero_core::lifecycle::{Admitted, Commit, RunMove, Spawned};
 use subzero_core::{AnyChild, ArtifactId, BudgetReached, ChildId, ErrorCode, RunStatus};
 
 use super::rows::{ErrorDetails, NewChild, RunUsage, Timestamp};
@@ -79,10 +79,11 @@ fn columns(after: &AnyChild) -> Columns {
 
 /// Write `decided` over the row it was decided from: the child, each run move, the
 /// admitted run. One child row changes, or nothing does and the transaction fails. A
-/// decision that changes nothing writes nothing.
+/// decision that changes nothing writes nothing. Only [`Decided::commit`]
+/// (`subzero_core::lifecycle::Decided`) lends a [`Commit`], once per decision.
 pub(super) fn apply<T>(
     conn: &Connection,
-    decided: &Decided<T>,
+    decided: Commit<'_, T>,
     details: &Details<'_>,
     at: &Timestamp,
 ) -> RuntimeResult<()> {
@@ -133,7 +134,7 @@ pub(super) fn apply<T>(
 pub(super) fn insert(
     conn: &Connection,
     new: &NewChild,
-    decided: &Decided<Spawned>,
+    decided: Commit<'_, Spawned>,
     request_id: Option<&str>,
     at: &Timestamp,
 ) -> RuntimeResult<()> {

@@ -4,10 +4,6 @@
 //! evidence; these tests have neither, so the fixtures here mint what the scripted
 //! worker would have reported (the only mint point of the runtime's tests).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-#![allow(
-    unsafe_code,
-    reason = "fixtures mint the tokens a scripted worker would earn"
-)]
 
 use std::path::PathBuf;
 
@@ -152,23 +148,31 @@ pub fn spawn_input(scope: &WorkspaceScope, token: &str) -> AdmitSpawn {
 }
 
 /// The supervisor's proof that `run` of `child` committed transcript leaf `leaf_id`.
+/// The minting authority: these tests stand in for the supervisor (no broker runs in a
+/// store test's process, so the test takes the process's one authority).
+pub fn supervisor() -> &'static Supervisor {
+    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+    AUTHORITY
+        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
+}
+
 pub fn leaf(child: ChildId, run: RunId, leaf_id: &str) -> LeafRecorded {
     let leaf = LeafRef::new(leaf_id, subzero_core::Sha256Digest::of(leaf_id.as_bytes())).unwrap();
-    // SAFETY: test; stands for the scripted worker's `leaf_committed` for `run`.
-    unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf)
+    // Stands for the scripted worker's `leaf_committed` for `run`.
+    supervisor().leaf_recorded(child, run, leaf)
 }
 
 /// A `stopped` settlement carrying the supervisor's confirmation for `run` of `child`.
 pub fn stopped(child: ChildId, run: RunId, reaped: u32) -> subzero_runtime::store::Settlement {
-    // SAFETY: test; stands for the scripted worker's `cancel_confirmed` for `run`.
-    let confirmed = unsafe { Supervisor::designate() }.confirm_stop(child, run, reaped);
+    // Stands for the scripted worker's `cancel_confirmed` for `run`.
+    let confirmed = supervisor().confirm_stop(child, run, reaped);
     subzero_runtime::store::Settlement::Stopped { confirmed }
 }
 
 /// `leaf` as if just read from `child`'s transcript.
 pub fn observed(child: ChildId, leaf: LeafRef) -> ObservedLeaf {
-    // SAFETY: test; stands for the broker's read of `child`'s transcript.
-    unsafe { Supervisor::designate() }.observed_leaf(child, leaf)
+    // Stands for the broker's read of `child`'s transcript.
+    supervisor().observed_leaf(child, leaf)
 }
 
 /// A result file a completed run registers (the store records the row; these tests write

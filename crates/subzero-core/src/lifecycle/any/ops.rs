@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::super::step::RunMove;
 use super::{ActiveChild, AnyChild, AnyRun};
 use crate::budget::BudgetReached;
 use crate::ids::RunId;
@@ -41,6 +42,8 @@ pub struct StopReceipt {
     pub newly_requested: bool,
     /// Queued follow-ups the stop cleared (their status is now `stopped`).
     pub withdrawn: Vec<RunId>,
+    /// The run statuses the stop changed, as its typed steps made them.
+    pub moves: Vec<RunMove>,
 }
 
 /// What the worker reports when a run ends on its own.
@@ -68,6 +71,8 @@ pub struct Settlement {
     pub withdrawn: Vec<AnyRun>,
     /// The queued run that started next, if any.
     pub started: Option<RunId>,
+    /// The run statuses the settlement changed, as its typed steps made them.
+    pub moves: Vec<RunMove>,
 }
 
 /// The outcome of a lost worker.
@@ -77,6 +82,8 @@ pub struct WorkerLost {
     pub run: AnyRun,
     /// Queued runs interrupted with it.
     pub abandoned: Vec<AnyRun>,
+    /// The run statuses the loss changed, as its typed steps made them.
+    pub moves: Vec<RunMove>,
 }
 
 /// The outcome of a resume.
@@ -205,6 +212,7 @@ impl AnyChild {
                         run: expected,
                         newly_requested: true,
                         withdrawn: accepted.withdrawn.iter().map(Stopped::id).collect(),
+                        moves: accepted.moves,
                     };
                     (accepted.child.into(), Ok(receipt))
                 })
@@ -216,6 +224,7 @@ impl AnyChild {
                         run: expected,
                         newly_requested: false,
                         withdrawn: Vec::new(),
+                        moves: Vec::new(),
                     })
                 } else {
                     Err(StaleRun {
@@ -392,6 +401,7 @@ fn settle_into<O>(settled: Settled<O>, wrap: impl FnOnce(O) -> AnyRun) -> Step<S
         outcome,
         withdrawn,
         next,
+        moves,
     } = settled;
     let started = match &next {
         child::Next::Started(c) => Some(c.active_run().id()),
@@ -401,6 +411,7 @@ fn settle_into<O>(settled: Settled<O>, wrap: impl FnOnce(O) -> AnyRun) -> Step<S
         run: wrap(outcome),
         withdrawn: withdrawn.into_iter().map(AnyRun::Stopped).collect(),
         started,
+        moves,
     };
     (next.into(), Ok(settlement))
 }
@@ -413,6 +424,7 @@ fn lost_into(lost: child::LostWorker) -> Step<WorkerLost> {
             .into_iter()
             .map(AnyRun::Interrupted)
             .collect(),
+        moves: lost.moves,
     };
     (lost.child.into(), Ok(report))
 }

@@ -12,6 +12,7 @@
 
 use super::any::AnyChild;
 use super::custody::Custody;
+pub use super::step::RunMove;
 use super::storage::Origin;
 use crate::ids::RunId;
 use crate::state::{Phase, RunStatus};
@@ -19,31 +20,6 @@ use crate::state::{Phase, RunStatus};
 mod ops;
 
 pub use ops::{NamedRun, Recovered, RunEnding, SettledRun, Spawned};
-
-/// One run's change of status, as the core decided it. Only a [`Decided`] holds one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunMove {
-    run: RunId,
-    from: RunStatus,
-    to: RunStatus,
-}
-
-impl RunMove {
-    /// The run.
-    pub fn run(&self) -> RunId {
-        self.run
-    }
-
-    /// Its status when the child was loaded.
-    pub fn from(&self) -> RunStatus {
-        self.from
-    }
-
-    /// The status the core decided.
-    pub fn to(&self) -> RunStatus {
-        self.to
-    }
-}
 
 /// A run the decision adds: started at once (`running`) or queued behind the active run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,16 +86,9 @@ fn decision<T>(
 }
 
 impl<T> Decided<T> {
-    fn moved(mut self, run: RunId, from: RunStatus, to: RunStatus) -> Self {
-        self.moves.push(RunMove { run, from, to });
-        self
-    }
-
-    fn moved_all(mut self, runs: impl IntoIterator<Item = (RunId, RunStatus, RunStatus)>) -> Self {
-        self.moves.extend(
-            runs.into_iter()
-                .map(|(run, from, to)| RunMove { run, from, to }),
-        );
+    /// The moves the child's transition made, in the order it made them.
+    fn moved(mut self, moves: Vec<RunMove>) -> Self {
+        self.moves.extend(moves);
         self
     }
 
@@ -180,5 +149,63 @@ impl<T> Decided<T> {
     /// The answer, once the decision is written.
     pub fn into_outcome(self) -> T {
         self.outcome
+    }
+
+    /// Writes the decision with `write` (the store's writer: the child row over the row it
+    /// was decided from, each run move, the admitted run) and gives back its answer.
+    /// Consumes the decision, so it is written at most once: a second `commit` of the same
+    /// value does not compile.
+    pub fn commit<E>(self, write: impl FnOnce(Commit<'_, T>) -> Result<(), E>) -> Result<T, E> {
+        write(Commit { decided: &self })?;
+        Ok(self.outcome)
+    }
+}
+
+/// A decision lent to the store for its one write. Only [`Decided::commit`] makes one, so
+/// the store's write function, which takes nothing else, runs once per decision.
+#[derive(Debug)]
+pub struct Commit<'a, T> {
+    decided: &'a Decided<T>,
+}
+
+impl<'a, T> Commit<'a, T> {
+    /// What the child was decided from; `None` for a child that did not exist (spawn).
+    pub fn origin(&self) -> Option<Origin> {
+        self.decided.origin
+    }
+
+    /// The child afterwards.
+    pub fn child(&self) -> &'a AnyChild {
+        &self.decided.child
+    }
+
+    /// Who holds it afterwards.
+    pub fn custody(&self) -> &'a Custody {
+        &self.decided.custody
+    }
+
+    /// The phase it shows afterwards.
+    pub fn phase(&self) -> Phase {
+        self.decided.phase
+    }
+
+    /// The runs whose status changes, in the order the store applies them.
+    pub fn moves(&self) -> &'a [RunMove] {
+        &self.decided.moves
+    }
+
+    /// The run the decision adds, if any.
+    pub fn admitted(&self) -> Option<&'a Admitted> {
+        self.decided.admitted.as_ref()
+    }
+
+    /// Whether anything is to be written.
+    pub fn changes(&self) -> bool {
+        self.decided.changes
+    }
+
+    /// The answer the decision gives once written.
+    pub fn outcome(&self) -> &'a T {
+        &self.decided.outcome
     }
 }

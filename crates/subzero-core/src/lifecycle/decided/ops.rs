@@ -94,11 +94,6 @@ pub enum Recovered {
     },
 }
 
-/// The moves of runs the core took out of the queue, each from `queued`.
-fn dequeued(runs: &[AnyRun]) -> impl Iterator<Item = (RunId, RunStatus, RunStatus)> + '_ {
-    runs.iter().map(|r| (r.id(), RunStatus::Queued, r.status()))
-}
-
 /// The internal error for a settled run that the child had no active run for.
 fn no_active_run(child: ChildId, what: &str) -> LifecycleError {
     LoadError {
@@ -177,18 +172,12 @@ impl Loaded {
         self.custody.check_owner(owner)?;
         let phase = self.custody.phase_of(&self.child);
         let newly = receipt.newly_requested;
-        let withdrawn: Vec<_> = receipt
-            .withdrawn
-            .iter()
-            .map(|run| (*run, RunStatus::Queued, RunStatus::Stopped))
-            .collect();
+        let moves = receipt.moves.clone();
         let decided = decision(Some(self.origin), self.child, self.custody, phase, receipt);
         if !newly {
             return Ok(decided.unchanged());
         }
-        Ok(decided
-            .moved(expected, RunStatus::Running, RunStatus::StopRequested)
-            .moved_all(withdrawn))
+        Ok(decided.moved(moves))
     }
 
     /// The active run ended as `ending` says (with its proof), reported to its holder
@@ -233,9 +222,9 @@ impl Loaded {
                 (lost(self.child.lose_worker(&reason)?), tree_gone)
             }
         };
-        let Some((_, from)) = before else {
+        if before.is_none() {
             return Err(no_active_run(id, "a settlement"));
-        };
+        }
         self.custody.check_owner(owner)?;
         let state = self.child.state();
         let custody = match settled.started {
@@ -249,13 +238,7 @@ impl Loaded {
             withdrawn: settled.withdrawn.iter().map(AnyRun::id).collect(),
             started: settled.started,
         };
-        let decided = decision(Some(self.origin), self.child, custody, phase, outcome)
-            .moved(settled.run.id(), from, settled.run.status())
-            .moved_all(dequeued(&settled.withdrawn));
-        Ok(match settled.started {
-            Some(next) => decided.moved(next, RunStatus::Queued, RunStatus::Running),
-            None => decided,
-        })
+        Ok(decision(Some(self.origin), self.child, custody, phase, outcome).moved(settled.moves))
     }
 
     /// `resume(checkpoint, message?)` by the child's holder `owner`: `observed` is the
@@ -326,7 +309,7 @@ impl Loaded {
             }
             Recovery::LoseWorker(custody) => custody,
         };
-        let Some((run, from)) = self.child.active_run() else {
+        let Some((run, _)) = self.child.active_run() else {
             return Err(no_active_run(self.child.id(), "a lost worker"));
         };
         let lost = self.child.lose_worker(reason)?;
@@ -335,11 +318,7 @@ impl Loaded {
             run,
             abandoned: lost.abandoned.iter().map(AnyRun::id).collect(),
         };
-        let abandoned: Vec<_> = dequeued(&lost.abandoned).collect();
-        Ok(self
-            .decide(custody, phase, outcome)
-            .moved(run, from, lost.run.status())
-            .moved_all(abandoned))
+        Ok(self.decide(custody, phase, outcome).moved(lost.moves))
     }
 
     fn decide<T>(self, custody: Custody, phase: Phase, outcome: T) -> Decided<T> {
@@ -386,5 +365,6 @@ fn lost(lost: WorkerLost) -> Settlement {
         run: lost.run,
         withdrawn: lost.abandoned,
         started: None,
+        moves: lost.moves,
     }
 }

@@ -58,6 +58,7 @@ pub(super) enum Format {
 
 /// Verify the recorded leaf (or, with none recorded, the transcript root).
 pub(super) fn verify(
+    supervisor: &Supervisor,
     child: ChildId,
     transcript: &Path,
     recorded: Option<&StoredLeaf>,
@@ -85,7 +86,14 @@ pub(super) fn verify(
         }
     };
     if format == Format::Pi {
-        return pi::verify(child, &text, recorded, transcript_version, &incompatible);
+        return pi::verify(
+            supervisor,
+            child,
+            &text,
+            recorded,
+            transcript_version,
+            &incompatible,
+        );
     }
     let tree = Tree::parse(&text).map_err(&incompatible)?;
     if tree.version != Some(transcript_version) {
@@ -109,11 +117,9 @@ pub(super) fn verify(
         .map(|d| LeafRef::new(target, d))
         .transpose()
         .map_err(|e| incompatible(e.to_string()))?;
-    // SAFETY: `tree` was parsed from `child`'s transcript, read from disk above, and
+    // Mint point: `tree` was parsed from `child`'s transcript, read from disk above, and
     // `digest_of` computed this leaf's digest from the lines on its root→leaf path.
-    #[allow(unsafe_code, reason = "mint point: the transcript leaf read from disk")]
-    let observed =
-        observed.map(|leaf| unsafe { Supervisor::designate() }.observed_leaf(child, leaf));
+    let observed = observed.map(|leaf| supervisor.observed_leaf(child, leaf));
     let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
         .map_err(|e| incompatible(e.to_string()))?;
     let start = match checkpoint.leaf() {

@@ -76,6 +76,7 @@ impl<'t> Session<'t> {
 
 /// Verifies the recorded leaf of a Pi transcript (or, with none recorded, its first root).
 pub(super) fn verify(
+    supervisor: &Supervisor,
     child: ChildId,
     text: &str,
     recorded: Option<&StoredLeaf>,
@@ -109,11 +110,10 @@ pub(super) fn verify(
         .map(|d| LeafRef::new(&target, d))
         .transpose()
         .map_err(|e| incompatible(e.to_string()))?;
-    #[allow(unsafe_code, reason = "mint point: the Pi session leaf read from disk")]
-    // SAFETY: `session` was parsed from `child`'s transcript, read from disk by the caller,
-    // and `digest_of` computed this leaf's digest from the lines on its root→leaf path.
-    let observed =
-        observed.map(|leaf| unsafe { Supervisor::designate() }.observed_leaf(child, leaf));
+    // Mint point: `session` was parsed from `child`'s transcript, read from disk by the
+    // caller, and `digest_of` computed this leaf's digest from the lines on its root→leaf
+    // path.
+    let observed = observed.map(|leaf| supervisor.observed_leaf(child, leaf));
     let checkpoint = Checkpoint::verify(child, recorded.as_ref(), observed.as_ref())
         .map_err(|e| incompatible(e.to_string()))?;
     let start = match checkpoint.leaf() {
@@ -134,6 +134,11 @@ pub(super) fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The process's minting authority (no broker runs in this test process).
+    fn authority() -> &'static Supervisor {
+        crate::supervisor::proof::authority().expect("the runtime takes the authority")
+    }
 
     const HEADER: &str =
         "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/w\"}\n";
@@ -171,20 +176,22 @@ mod tests {
             leaf_id: "c".to_owned(),
             digest: digest.clone(),
         };
-        let verified = verify(child(), &text, Some(&recorded), 3, &refuse).expect("verified");
+        let verified =
+            verify(authority(), child(), &text, Some(&recorded), 3, &refuse).expect("verified");
         assert_eq!(verified.start, Some(("c".to_owned(), digest)));
         let tampered = text.replace(
             "\"b\",\"parentId\":\"a\"",
             "\"b\",\"parentId\":\"a\",\"x\":1",
         );
-        let err = verify(child(), &tampered, Some(&recorded), 3, &refuse).expect_err("refused");
+        let err = verify(authority(), child(), &tampered, Some(&recorded), 3, &refuse)
+            .expect_err("refused");
         assert_eq!(err.code(), subzero_core::ErrorCode::CheckpointIncompatible);
     }
 
     #[test]
     fn an_unknown_session_version_is_refused_never_migrated() {
         let text = format!("{}{A}", HEADER.replace("\"version\":3", "\"version\":4"));
-        let err = verify(child(), &text, None, 3, &refuse).expect_err("refused");
+        let err = verify(authority(), child(), &text, None, 3, &refuse).expect_err("refused");
         assert!(
             err.message().contains("never migrated"),
             "{}",
@@ -195,7 +202,7 @@ mod tests {
     #[test]
     fn without_a_recorded_leaf_a_resume_starts_at_the_first_root() {
         let text = format!("{HEADER}{A}{B}");
-        let verified = verify(child(), &text, None, 3, &refuse).expect("verified");
+        let verified = verify(authority(), child(), &text, None, 3, &refuse).expect("verified");
         let digest = Sha256Digest::of(format!("{HEADER}{A}").as_bytes()).to_string();
         assert_eq!(verified.start, Some(("a".to_owned(), digest)));
     }

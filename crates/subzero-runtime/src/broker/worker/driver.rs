@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use subzero_core::lifecycle::{Activity, LeafRef, Supervisor};
+use subzero_core::lifecycle::{Activity, LeafRef};
 use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
@@ -242,10 +242,9 @@ impl Driver {
                 tokens_after,
                 tokens_before,
             } => {
-                // SAFETY: this is the worker's parsed `compacted` line for `run`, the run
-                // it works on; the tokens and the branch left behind are from that line.
-                #[allow(unsafe_code, reason = "mint point: the worker's compacted")]
-                let report = unsafe { Supervisor::designate() }.compaction_reported(
+                // Mint point: this is the worker's parsed `compacted` line for `run`, the
+                // run it works on; the tokens and the branch left behind are from that line.
+                let report = self.broker.supervisor.compaction_reported(
                     self.child,
                     run,
                     (*tokens_before, *tokens_after),

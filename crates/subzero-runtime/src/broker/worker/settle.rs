@@ -303,7 +303,14 @@ impl Broker {
                 leaf,
                 artifact,
                 budget,
-            } => completed(child, run, result, leaf, artifact.clone(), *budget),
+            } => completed(
+                self.supervisor,
+                (child, run),
+                result,
+                leaf,
+                artifact.clone(),
+                *budget,
+            ),
             Ended::Failed {
                 code,
                 message,
@@ -344,11 +351,10 @@ impl Broker {
                 })
             }
             Ended::Stopped { reaped } => {
-                // SAFETY: the worker sent `cancel_confirmed` for `run`, the run it reported
-                // `stopped`, only once its tool tree was gone; `reaped` is from that line.
-                #[allow(unsafe_code, reason = "mint point: the worker's cancel_confirmed")]
-                let confirmed =
-                    unsafe { Supervisor::designate() }.confirm_stop(child, run, *reaped);
+                // Mint point: the worker sent `cancel_confirmed` for `run`, the run it
+                // reported `stopped`, only once its tool tree was gone; `reaped` is from
+                // that line.
+                let confirmed = self.supervisor.confirm_stop(child, run, *reaped);
                 Ok(Settlement::Stopped { confirmed })
             }
             Ended::Interrupted { reason, tree_gone } => Ok(Settlement::Interrupted {
@@ -378,8 +384,8 @@ impl Broker {
 /// (minted again for each attempt: a failed one is rolled back whole, and the evidence is
 /// kept unchanged until one succeeds).
 fn completed(
-    child: ChildId,
-    run: RunId,
+    supervisor: &Supervisor,
+    (child, run): (ChildId, RunId),
     result: &str,
     leaf: &LeafRef,
     artifact: Option<NewArtifact>,
@@ -391,10 +397,9 @@ fn completed(
         )));
     };
     let preview = artifacts::preview(result, PREVIEW_BYTES);
-    // SAFETY: `leaf` is the worker's `leaf_committed` line for run `run`, parsed at its
-    // `run_settled completed`; the settlement records it as the last leaf.
-    #[allow(unsafe_code, reason = "mint point: the worker's leaf_committed")]
-    let leaf = unsafe { Supervisor::designate() }.leaf_recorded(child, run, leaf.clone());
+    // Mint point: `leaf` is the worker's `leaf_committed` line for run `run`, parsed at
+    // its `run_settled completed`; the settlement records it as the last leaf.
+    let leaf = supervisor.leaf_recorded(child, run, leaf.clone());
     Ok(Settlement::Completed {
         preview: preview.text,
         preview_truncated: preview.truncated,

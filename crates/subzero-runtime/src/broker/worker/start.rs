@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use secrecy::ExposeSecret;
-use subzero_core::lifecycle::Supervisor;
 use subzero_core::{ChildId, ErrorCode, RunId};
 use subzero_protocol::{self as p, BrokerMessage};
 use tokio::sync::mpsc;
@@ -119,10 +118,9 @@ impl Broker {
                 },
             )
             .await?;
-        // SAFETY: `hello` is this worker's first control line, parsed and validated by
+        // Mint point: `hello` is this worker's first control line, parsed and validated by
         // `WorkerConn::start` just above; `steering` is what the worker advertised in it.
-        #[allow(unsafe_code, reason = "mint point: the worker's parsed hello")]
-        let capabilities = unsafe { Supervisor::designate() }.capabilities(hello.steering);
+        let capabilities = self.supervisor.capabilities(hello.steering);
         let (tx, rx) = mpsc::unbounded_channel();
         {
             let mut live = lock(&self.live);

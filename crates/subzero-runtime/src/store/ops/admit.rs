@@ -80,11 +80,11 @@ pub(super) fn admit_spawn_tx(
         &input.owner_token,
     );
     let request_id = input.receipt.as_ref().map(|r| r.request_id.as_str());
-    write::insert(conn, child, &decided, request_id, &at)?;
+    let owner_generation = decided.custody().generation();
+    let spawned = decided.commit(|c| write::insert(conn, child, c, request_id, &at))?;
     if let Some(receipt) = &input.receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }
-    let spawned = decided.outcome();
     events::append(
         conn,
         options,
@@ -96,7 +96,7 @@ pub(super) fn admit_spawn_tx(
     Ok(Admit::New(Admission {
         child_id: spawned.child,
         run_id: spawned.run,
-        owner_generation: decided.custody().generation(),
+        owner_generation,
     }))
 }
 
@@ -120,9 +120,9 @@ pub(super) fn admit_followup_tx(
         request_id: input.receipt.as_ref().map(|r| r.request_id.as_str()),
         ..Details::default()
     };
-    write::apply(conn, &decided, &details, &at)?;
+    let delivered = decided.commit(|c| write::apply(conn, c, &details, &at))?;
     let run_id = input.run_id;
-    let (event, delivery) = match *decided.outcome() {
+    let (event, delivery) = match delivered {
         Delivery::Queued { position } => (
             EventBody::RunQueued {
                 run_id,

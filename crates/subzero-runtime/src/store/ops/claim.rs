@@ -24,10 +24,11 @@ pub(super) fn claim_tx(
     let row = load_child_in(conn, scope, child)?;
     let decided = lifecycle::load(conn, options, &row)?.claim(owner_token)?;
     let at = now(conn)?;
-    write::apply(conn, &decided, &Details::default(), &at)?;
+    let owner_generation = decided.custody().generation();
+    decided.commit(|c| write::apply(conn, c, &Details::default(), &at))?;
     Ok(Claim {
         child_id: child,
-        owner_generation: decided.custody().generation(),
+        owner_generation,
         state: row.state,
     })
 }
@@ -42,7 +43,7 @@ pub(super) fn release_tx(
     let row = load_child(conn, child)?;
     let decided = lifecycle::load(conn, options, &row)?.release(owner_token)?;
     let at = now(conn)?;
-    write::apply(conn, &decided, &Details::default(), &at)
+    decided.commit(|c| write::apply(conn, c, &Details::default(), &at))
 }
 
 impl Store {

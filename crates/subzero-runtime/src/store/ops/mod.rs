@@ -135,6 +135,6 @@ pub(super) fn require_owner(
     owner_token: &str,
 ) -> RuntimeResult<ChildRow> {
     let row = load_child(conn, child)?;
-    lifecycle::custody(&row).check_owner(owner_token)?;
+    lifecycle::custody(&row)?.check_owner(owner_token)?;
     Ok(row)
 }

@@ -43,8 +43,8 @@ pub(super) fn recover_tx(
         withdrawn: Some("cancelled: the active run was interrupted"),
         request_id: None,
     };
-    write::apply(conn, &decided, &details, &at)?;
-    Ok(match decided.outcome() {
+    let recovered = decided.commit(|c| write::apply(conn, c, &details, &at))?;
+    Ok(match &recovered {
         Recovered::Unchanged => RecoveryOutcome::Changed,
         Recovered::Held => RecoveryOutcome::MarkedRecoveryRequired,
         Recovered::Released => RecoveryOutcome::Released,

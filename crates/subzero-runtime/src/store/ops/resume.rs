@@ -61,7 +61,8 @@ pub(super) fn resume_tx(
         request_id: receipt.map(|r| r.request_id.as_str()),
         ..Details::default()
     };
-    write::apply(conn, &decided, &details, &at)?;
+    let admitted = decided.admitted().map(|a| a.run());
+    let resumed = decided.commit(|c| write::apply(conn, c, &details, &at))?;
     conn.execute(
         "UPDATE children SET model_url = ?2, model_name = ?3, model_api = ?4, credential_ref = ?5, \
          model_context_window = ?6 WHERE child_id = ?1",
@@ -74,20 +75,12 @@ pub(super) fn resume_tx(
             model.context_window
         ],
     )?;
-    if let Some(admitted) = decided.admitted() {
-        events::append(
-            conn,
-            options,
-            child,
-            &EventBody::RunStarted {
-                run_id: admitted.run(),
-            },
-        )?;
+    if let Some(run_id) = admitted {
+        events::append(conn, options, child, &EventBody::RunStarted { run_id })?;
     }
     if let Some(receipt) = receipt {
         insert_receipt(conn, &scope_key, receipt, &at)?;
     }
-    let resumed = decided.outcome();
     Ok(Admit::New(Resumed {
         state: resumed.state,
         run_id: resumed.run,

@@ -301,11 +301,12 @@ pub(super) fn settle_tx(
         withdrawn: Some(record.withdrawn),
         request_id: None,
     };
-    write::apply(conn, &decided, &details, &at)?;
+    let child_state = decided.child().state();
+    let settled = decided.commit(|c| write::apply(conn, c, &details, &at))?;
     if let Some(artifact) = &record.artifact {
         insert_artifact(conn, child, Some(run), artifact, &at)?;
     }
-    let settled = decided.outcome();
+    let settled = &settled;
     events::append(
         conn,
         options,
@@ -328,7 +329,7 @@ pub(super) fn settle_tx(
         None => None,
     };
     Ok(Settled {
-        child_state: decided.child().state(),
+        child_state,
         next,
         cancelled: settled.withdrawn.clone(),
     })

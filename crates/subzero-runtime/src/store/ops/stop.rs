@@ -32,8 +32,7 @@ pub(super) fn begin_stop_tx(
         NamedRun::Unknown
     };
     let decided = loaded.stop(expected, named, owner_token)?;
-    let receipt = decided.outcome();
-    if !receipt.newly_requested {
+    if !decided.outcome().newly_requested {
         return Ok(StopBegun {
             run_id: expected,
             cleared: Vec::new(),
@@ -45,8 +44,8 @@ pub(super) fn begin_stop_tx(
         withdrawn: Some("cleared by stop"),
         ..Details::default()
     };
-    write::apply(conn, &decided, &details, &at)?;
-    let cleared = receipt.withdrawn.clone();
+    let receipt = decided.commit(|c| write::apply(conn, c, &details, &at))?;
+    let cleared = receipt.withdrawn;
     events::append(
         conn,
         options,

@@ -57,12 +57,12 @@ impl Store {
             let row = load_child(tx, child)?;
             let decided = lifecycle::load(tx, o, &row)?.record_compaction(report, &token)?;
             let at = now(tx)?;
-            write::apply(tx, &decided, &Details::default(), &at)?;
+            let compaction = decided.commit(|c| write::apply(tx, c, &Details::default(), &at))?;
             tx.execute(
                 "UPDATE children SET last_progress_at = ?2 WHERE child_id = ?1",
                 params![Sql(child), Sql(&at)],
             )?;
-            events::append(tx, o, child, decided.outcome().event())
+            events::append(tx, o, child, compaction.event())
         })
         .await
     }
@@ -80,7 +80,7 @@ impl Store {
             let row = load_child(tx, child)?;
             let decided = lifecycle::load(tx, o, &row)?.report_activity(activity, &token)?;
             let at = now(tx)?;
-            write::apply(tx, &decided, &Details::default(), &at)?;
+            decided.commit(|c| write::apply(tx, c, &Details::default(), &at))?;
             tx.execute(
                 "UPDATE children SET last_progress_at = ?2 WHERE child_id = ?1",
                 params![Sql(child), Sql(&at)],
