@@ -27,7 +27,7 @@
 //! [`Supervisor::take`] gives it to the first caller and `None` to every later one. The
 //! runtime takes it when its broker starts and lends it, by reference, to the code that
 //! observes the evidence (the worker driver, the checkpoint verification); nothing else in
-//! the process can mint, because nothing else can get it. `tests/capabilities.rs` pins
+//! the process can mint, because nothing else can get it. `tests/testsuite/capabilities.rs` pins
 //! where `take` is called. The authority is not `Clone` and has no public constructor:
 //! a second one does not compile (the ui-tests show each path that is closed).
 

@@ -11,7 +11,7 @@
 //! As with the capability tokens ([`Supervisor`](super::Supervisor)), Rust cannot limit a
 //! constructor to one module of another crate, and the store lives in the runtime. So the
 //! key exists once per process: [`StorageKey::take`] hands it to its first caller, the
-//! store (`crates/subzero-runtime/src/store/mod.rs`), which keeps it; `tests/capabilities.rs`
+//! store (`crates/subzero-runtime/src/store/mod.rs`), which keeps it; `tests/testsuite/capabilities.rs`
 //! fails when another production file takes it.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,7 +9,7 @@
 //! and inserts the run it admitted; [`insert`] writes a spawned child. There is no
 //! function here that takes a status, a state or a custody by itself. Their values are
 //! bound from the typed enums; no SQL text in the runtime spells one
-//! (`tests/sql_literals.rs`).
+//! (`tests/testsuite/sql_literals.rs`).
 
 use rusqlite::{Connection, params};
 use subzero_core::lifecycle::{Admitted, Commit, RunMove, Spawned};

@@ -19,7 +19,7 @@
 //! * `broker::checkpoint` — the resume path's transcript read (`observed_leaf`).
 //!
 //! There is deliberately no helper here that mints from its arguments: that would let any
-//! caller assert evidence it never saw. `crates/subzero-core/tests/capabilities.rs` pins
+//! caller assert evidence it never saw. `crates/subzero-core/tests/testsuite/capabilities.rs` pins
 //! where the authority is taken and where it is used.
 
 use std::sync::LazyLock;

@@ -1,12 +1,11 @@
 //! The lifecycle rules, read like the spec, on the typed API and its value-level twin.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::support::{storage_key, supervisor};
 use subzero_core::lifecycle::any::{RunRecord, WrongState};
 use subzero_core::lifecycle::child::{Next, Ready};
 use subzero_core::lifecycle::run::Completed;
-use subzero_core::lifecycle::{
-    ActiveChild, AnyChild, AnyRun, Checkpoint, Child, Failure, LeafRef, Supervisor,
-};
+use subzero_core::lifecycle::{ActiveChild, AnyChild, AnyRun, Checkpoint, Child, Failure, LeafRef};
 use subzero_core::{
     BudgetName, BudgetReached, ChildId, ChildState, Coded, ErrorCode, RunId, RunStatus,
     Sha256Digest,
@@ -14,14 +13,6 @@ use subzero_core::{
 
 fn leaf(n: u8) -> LeafRef {
     LeafRef::new(&format!("leaf-{n}"), Sha256Digest::of(&[n])).unwrap()
-}
-
-/// The minting authority: these tests stand in for the supervisor that observes the
-/// worker's reports. The core hands it out once per process; every test borrows it.
-fn supervisor() -> &'static Supervisor {
-    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
-    AUTHORITY
-        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }
 
 #[test]
@@ -323,13 +314,4 @@ fn every_lifecycle_error_starts_with_its_code() {
             "message does not start with its code: {text}"
         );
     }
-}
-
-/// The store's key: these tests stand in for the store that reads the records. The core
-/// hands it out once per process; every test of this binary borrows it.
-fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
-    use std::sync::OnceLock;
-    use subzero_core::lifecycle::StorageKey;
-    static KEY: OnceLock<StorageKey> = OnceLock::new();
-    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
 }

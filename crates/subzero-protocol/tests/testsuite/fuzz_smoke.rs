@@ -2,7 +2,7 @@
 //! through the same check the cargo-fuzz target runs (`fuzz/checks/protocol.rs`, included by
 //! path), on stable and without libFuzzer. See docs/fuzzing.md.
 
-#[path = "../../../fuzz/checks/protocol.rs"]
+#[path = "../../../../fuzz/checks/protocol.rs"]
 mod checks;
 
 use std::path::PathBuf;

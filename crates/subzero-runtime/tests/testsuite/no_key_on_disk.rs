@@ -1,13 +1,11 @@
 //! A run with a resolved credential leaves no trace of the key on disk or in logs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{Fixture, TOKEN};
+use crate::common::{Fixture, TOKEN};
 use secrecy::ExposeSecret;
 use subzero_core::ErrorCode;
 use subzero_core::events::{EventBody, ToolState};
@@ -76,7 +74,7 @@ async fn a_whole_run(fx: &Fixture) {
                 preview: p.text,
                 preview_truncated: p.truncated,
                 artifact,
-                leaf: common::leaf(child, run, "leaf"),
+                leaf: crate::common::leaf(child, run, "leaf"),
                 budget: None,
             },
         )

@@ -3,30 +3,17 @@
 //! describe one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::support::storage_key as key;
+use crate::support::supervisor;
 use subzero_core::lifecycle::{
     ActiveRunRecord, ChildRecord, CustodyRecord, Decided, Failure, LeafRef, Loaded,
-    LockObservation, NamedRun, QueuedRunRecord, Recovered, RunEnding, StorageKey, StoredChild,
-    Supervisor,
+    LockObservation, NamedRun, QueuedRunRecord, Recovered, RunEnding, StoredChild,
 };
 use subzero_core::{
     ChildId, ChildState, Coded, ErrorCode, Ownership, Phase, RunId, RunStatus, Sha256Digest,
 };
 
 const OWNER: &str = "bk_A";
-
-/// The store's key: these tests stand in for the store. Taken once per process.
-fn key() -> &'static StorageKey {
-    static KEY: std::sync::OnceLock<StorageKey> = std::sync::OnceLock::new();
-    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
-}
-
-/// The minting authority: these tests stand in for the supervisor that observes the
-/// worker's reports. The core hands it out once per process; every test borrows it.
-fn supervisor() -> &'static Supervisor {
-    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
-    AUTHORITY
-        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
-}
 
 /// A stored running child held by `OWNER`, its active run `run` (in `status`) and
 /// `queued` behind it.

@@ -2,11 +2,9 @@
 //! bounds, and waits that wake on new events or time out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Fixture, TOKEN};
+use crate::common::{Fixture, TOKEN};
 use subzero_core::events::{EventBody, ToolState};
 use subzero_core::{ErrorCode, EventSeq, RunId};
 use subzero_runtime::store::StoreOptions;

@@ -82,7 +82,7 @@ const TEST_TAKERS: &[&str] = &[
 ];
 
 /// This file, which names the calls in its patterns.
-const THIS: &str = "crates/subzero-core/tests/capabilities.rs";
+const THIS: &str = "crates/subzero-core/tests/testsuite/capabilities.rs";
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -4,14 +4,12 @@
 //! `SUBZERO_TEST_ROLE` set); helpers print `@@ …` lines the parent waits for.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TOKEN, spawn_input};
+use crate::common::{TOKEN, spawn_input};
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId, RunStatus};
 use subzero_runtime::locks::{
     BrokerIdentity, ChildLock, SlotKind, holders, is_free, try_take_slot,
@@ -147,7 +145,7 @@ impl Helper {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "helper_process",
+            "cross_process::helper_process",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -8,6 +8,7 @@
 //! `record` → `load` round trip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::support::{storage_key, supervisor};
 use std::collections::HashSet;
 
 use proptest::prelude::*;
@@ -292,21 +293,4 @@ proptest! {
             world.check_invariants();
         }
     }
-}
-
-/// The store's key: these tests stand in for the store that reads the records. The core
-/// hands it out once per process; every test of this binary borrows it.
-fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
-    use std::sync::OnceLock;
-    use subzero_core::lifecycle::StorageKey;
-    static KEY: OnceLock<StorageKey> = OnceLock::new();
-    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
-}
-
-/// The minting authority: these tests stand in for the supervisor that observes the
-/// worker's reports. The core hands it out once per process; every test borrows it.
-fn supervisor() -> &'static Supervisor {
-    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
-    AUTHORITY
-        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }

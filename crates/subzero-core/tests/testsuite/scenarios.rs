@@ -9,6 +9,7 @@
 //! changed. Every trace is validated against `scenario.schema.json` first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::support::{storage_key, supervisor};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -543,21 +544,4 @@ fn every_scenario_replays_as_recorded() {
     // capture it and every run shows the count.
     let mut err = std::io::stderr();
     writeln!(err, "replayed {} scenarios, {steps} steps", traces.len()).unwrap();
-}
-
-/// The store's key: these tests stand in for the store that reads the records. The core
-/// hands it out once per process; every test of this binary borrows it.
-fn storage_key() -> &'static subzero_core::lifecycle::StorageKey {
-    use std::sync::OnceLock;
-    use subzero_core::lifecycle::StorageKey;
-    static KEY: OnceLock<StorageKey> = OnceLock::new();
-    KEY.get_or_init(|| StorageKey::take().expect("this test process takes the storage key once"))
-}
-
-/// The minting authority: these tests stand in for the supervisor that observes the
-/// worker's reports. The core hands it out once per process; every test borrows it.
-fn supervisor() -> &'static Supervisor {
-    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
-    AUTHORITY
-        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
 }
