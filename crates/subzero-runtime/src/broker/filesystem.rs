@@ -105,7 +105,9 @@ impl Broker {
         if !needs.kernel {
             return Ok(());
         }
-        let hello = self.hello().await?;
+        let hello = self
+            .hello_for(subzero_core::template::WorkerKind::Rust)
+            .await?;
         match support(&hello) {
             (Some(_), _) => Ok(()),
             (None, why) => Err(BrokerError::new(

@@ -28,13 +28,18 @@ const INFO: &str = "info result";
 impl Broker {
     /// `subzero_info`.
     pub async fn info(&self) -> Result<p::Info, BrokerError> {
-        let hello = self.hello().await?;
+        let hello = self
+            .hello_for(subzero_core::template::WorkerKind::Rust)
+            .await?;
         let templates = self
             .templates
             .ids()
             .into_iter()
             .filter_map(|id| self.templates.resolve(&id).ok())
-            .map(|(id, t)| template_info(&id, &t, self.templates.tool_limits(&t)))
+            .map(|(id, t)| {
+                let worker = self.engines.template_worker(t.worker);
+                template_info(&id, &t, self.templates.tool_limits(&t), worker)
+            })
             .collect::<Result<_, _>>()?;
         let credentials = self.info_credentials()?;
         let config_problems = self.info_config_problems()?;
@@ -260,6 +265,7 @@ fn template_info(
     id: &TemplateId,
     t: &Template,
     resolved: ToolLimits,
+    worker: Option<p::WorkerName>,
 ) -> Result<p::TemplateInfo, BrokerError> {
     let at = |field: &str| format!("templates[{id}].{field}");
     let tools = t
@@ -288,7 +294,7 @@ fn template_info(
         })
         .collect::<Result<_, BrokerError>>()?;
     Ok(p::TemplateInfo {
-        worker: (t.worker == subzero_core::template::WorkerKind::Pi).then_some(p::WorkerName::Pi),
+        worker,
         builtin: Template::BUILTIN_IDS.contains(&id.as_str()),
         description: wire(t.description.as_str(), INFO, &at("description"))?,
         mcp_servers: p::TemplateInfoMcpServers(mcp_servers),

@@ -30,14 +30,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use subzero_core::lifecycle::Supervisor;
 use subzero_core::template::{TemplateId, Templates};
 use subzero_core::{ChildId, ErrorCode, Limits};
 use subzero_protocol as p;
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::Notify;
 
 use crate::artifacts::ArtifactFiles;
 use crate::config::{Config, ConfigProblem, LoadedConfig};
@@ -49,7 +48,7 @@ use crate::secret_env::SecretEnv;
 use crate::store::{Store, StoreOptions};
 use crate::supervisor::limits::LimitParents;
 use crate::supervisor::{
-    FilesystemMode, Hello, ProcessMode, ProcessPlan, Spawner, WorkerConn, WorkerLaunch, WorkerSetup,
+    FilesystemMode, ProcessMode, ProcessPlan, Spawner, WorkerLaunch, WorkerSetup,
 };
 use info::{CredentialSource, credential_sources};
 
@@ -120,13 +119,8 @@ pub struct Broker {
     writer_slots: u32,
     live: Mutex<HashMap<ChildId, live::Live>>,
     shutting_down: AtomicBool,
-    hello: OnceCell<Hello>,
-    /// `[workers.pi]`: where the Pi worker is, when the config says.
-    pi_config: crate::config::PiWorkerConfig,
-    /// Where the Pi worker is installed, once found.
-    pi_install: OnceCell<crate::workers::PiInstall>,
-    /// The Pi worker's hello, learned once.
-    pi_hello: OnceCell<Hello>,
+    /// The workers a child can run on (`WorkerKind → Engine`).
+    engines: engines::Engines,
     steer_receipts: Mutex<receipts::SteerReceipts>,
     /// Worker drivers still running.
     drivers: AtomicUsize,
@@ -187,6 +181,7 @@ impl Broker {
             limit_cgroups,
         )?;
         let artifacts = ArtifactFiles::new(&paths);
+        let engines = engines::Engines::new(&config.workers.pi, &options.worker_exe);
         Ok(Arc::new(Broker {
             supervisor: crate::supervisor::proof::authority()?,
             paths,
@@ -215,10 +210,7 @@ impl Broker {
             writer_slots: config.limits.write_runs_per_workspace,
             live: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
-            hello: OnceCell::new(),
-            pi_config: config.workers.pi.clone(),
-            pi_install: OnceCell::new(),
-            pi_hello: OnceCell::new(),
+            engines,
             steer_receipts: Mutex::new(receipts::SteerReceipts::new()),
             drivers: AtomicUsize::new(0),
             worker_gone: Notify::new(),
@@ -240,31 +232,6 @@ impl Broker {
     /// The state directory layout.
     pub fn paths(&self) -> &StatePaths {
         &self.paths
-    }
-
-    /// The worker's self-description, learned once by starting a worker that runs nothing.
-    async fn hello(&self) -> Result<Hello, BrokerError> {
-        let hello = self
-            .hello
-            .get_or_try_init(|| async {
-                let launch = self.launch(Vec::new(), self.scope.root(), Vec::new());
-                let (mut conn, hello) =
-                    WorkerConn::start(&self.spawner, launch, "handshake".into())
-                        .await
-                        .map_err(|e| {
-                            let why = crate::supervisor::worker_missing(&self.worker_exe)
-                                .unwrap_or_else(|| format!(
-                                    "the worker (`{} worker`) could not be started: {e}; run `subzero doctor`",
-                                    self.worker_exe.display()
-                                ));
-                            BrokerError::new(ErrorCode::WorkerIncompatible, why)
-                        })?;
-                conn.close();
-                conn.wait_exit(Duration::from_secs(2)).await;
-                Ok::<_, BrokerError>(hello)
-            })
-            .await?;
-        Ok(hello.clone())
     }
 
     fn launch(

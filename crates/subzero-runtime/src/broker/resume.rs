@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use subzero_core::template::WorkerKind;
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
@@ -164,10 +163,7 @@ impl Broker {
             ));
         }
         self.check_stored_filesystem(&snapshot).await?;
-        let format = match kind {
-            WorkerKind::Rust => checkpoint::Format::Rust,
-            WorkerKind::Pi => checkpoint::Format::Pi,
-        };
+        let format = self.engines.transcript_format(kind)?;
         let verified = checkpoint::verify(
             self.supervisor,
             child,
