@@ -266,8 +266,32 @@ fn object_facts<R: Resolver>(
     names.sort();
     facts.insert("properties".to_string(), Value::from(names));
     facts.insert("required".to_string(), Value::from(required.clone()));
-    // A map with typed keys: the source says `propertyNames` (a `$ref` to a pattern type);
-    // schemars says `patternProperties: {<pattern>: values}, additionalProperties: false`.
+    let map = with_typed_keys_as_property_names(resolver, map)?;
+    additional_properties_facts(resolver, &map, path, facts, out, depth)?;
+    if let Some(names) = map.get("propertyNames") {
+        facts.insert("propertyNames".to_string(), names.clone());
+    }
+    for (name, prop) in &props {
+        flatten(
+            resolver,
+            prop,
+            &format!("{path}.{name}"),
+            required.contains(name),
+            out,
+            depth + 1,
+        )?;
+    }
+    Ok(())
+}
+
+/// A map with typed keys, said the same way on both sides. The source says
+/// `propertyNames` (a `$ref` to a pattern type); schemars says
+/// `patternProperties: {<pattern>: values}, additionalProperties: false`. Both become
+/// `additionalProperties: values, propertyNames: {pattern}`.
+fn with_typed_keys_as_property_names<R: Resolver>(
+    resolver: &R,
+    map: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
     let mut map = map.clone();
     if let Some(Value::Object(patterns)) = map.remove("patternProperties")
         && let (1, Some((pattern, values))) = (patterns.len(), patterns.iter().next())
@@ -286,6 +310,19 @@ fn object_facts<R: Resolver>(
             serde_json::json!({ "pattern": pattern }),
         );
     }
+    Ok(map)
+}
+
+/// `additionalProperties` as a fact (`true`, `false` or `"schema"`); a schema's own facts go
+/// under `<path>{*}`.
+fn additional_properties_facts<R: Resolver>(
+    resolver: &R,
+    map: &Map<String, Value>,
+    path: &str,
+    facts: &mut BTreeMap<String, Value>,
+    out: &mut Facts,
+    depth: usize,
+) -> Result<(), String> {
     match map.get("additionalProperties") {
         Some(Value::Bool(b)) => {
             facts.insert("additionalProperties".to_string(), Value::Bool(*b));
@@ -304,19 +341,6 @@ fn object_facts<R: Resolver>(
         None => {
             facts.insert("additionalProperties".to_string(), Value::Bool(true));
         }
-    }
-    if let Some(names) = map.get("propertyNames") {
-        facts.insert("propertyNames".to_string(), names.clone());
-    }
-    for (name, prop) in &props {
-        flatten(
-            resolver,
-            prop,
-            &format!("{path}.{name}"),
-            required.contains(name),
-            out,
-            depth + 1,
-        )?;
     }
     Ok(())
 }

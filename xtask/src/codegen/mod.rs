@@ -77,17 +77,47 @@ fn header(source: &str) -> String {
     )
 }
 
+/// One source file as the text of its generated module, plus the names of its types.
 fn generate_module(
     set: &SourceSet,
     index: &TypeIndex,
     schema: &SourceSchema,
 ) -> Result<(String, Vec<String>), String> {
     let (mut root_doc, mut own_defs) = hoist_bounded(schema)?;
-    // Rules between properties (`if`/`then`/`else`) are not types: typify does not see
-    // them; the schema export and `Validate` get them back below.
-    let mut rules: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    let rules = take_rules(schema, &mut root_doc, &mut own_defs);
+    let mut definitions = Map::new();
+    for (name, def) in &own_defs {
+        definitions.insert(name.clone(), rewrite_refs(def, index)?);
+    }
+    let mut settings = typify_settings();
+    replace_external(set, index, schema, &mut settings, &mut definitions)?;
+    for (name, path) in HAND_WRITTEN {
+        if own_defs.contains_key(name) {
+            settings.with_replacement(name, path, std::iter::empty());
+        }
+    }
+    patch_bounds_and_rules(schema, &own_defs, &rules, &mut settings);
+    let root_schema = typify_root(schema, index, root_doc, definitions)?;
+    let mut space = TypeSpace::new(&settings);
+    space
+        .add_root_schema(root_schema)
+        .map_err(|e| format!("{}: typify failed: {e}", schema.rel_path))?;
+    let (validate_src, names) = validate_impls(&space, schema, &own_defs, &rules)?;
+    let text = module_text(schema, &space, &validate_src)?;
+    Ok((text, names))
+}
+
+/// Rules between properties (`if`/`then`/`else`), by the name of the type that has them,
+/// taken out of the root and the own `$defs`. They are not types, so typify does not see
+/// them; the schema export ([`rule_patch`]) and `Validate` get them back.
+fn take_rules(
+    schema: &SourceSchema,
+    root_doc: &mut Map<String, Value>,
+    own_defs: &mut Defs,
+) -> BTreeMap<String, Map<String, Value>> {
+    let mut rules = BTreeMap::new();
     if let Some(title) = schema.root_title()
-        && let Some(rule) = strip_rules(&mut root_doc)
+        && let Some(rule) = strip_rules(root_doc)
     {
         rules.insert(title.to_string(), rule);
     }
@@ -96,20 +126,30 @@ fn generate_module(
             rules.insert(name.clone(), rule);
         }
     }
-    let mut definitions = Map::new();
-    for (name, def) in &own_defs {
-        definitions.insert(name.clone(), rewrite_refs(def, index)?);
-    }
-    // External types: include their (rewritten) schemas so typify can inspect them, and
-    // replace them with the owning module's type.
-    let mut external = BTreeSet::new();
-    collect_external(set, index, &schema.stem, &schema.doc, &mut external)?;
+    rules
+}
+
+fn typify_settings() -> TypeSpaceSettings {
     let mut settings = TypeSpaceSettings::default();
     settings
         .with_derive("schemars::JsonSchema".to_string())
         .with_derive("PartialEq".to_string())
         .with_map_type("::std::collections::BTreeMap")
         .with_struct_builder(false);
+    settings
+}
+
+/// External types: include their (rewritten) schemas so typify can inspect them, and
+/// replace them with the owning module's type.
+fn replace_external(
+    set: &SourceSet,
+    index: &TypeIndex,
+    schema: &SourceSchema,
+    settings: &mut TypeSpaceSettings,
+    definitions: &mut Map<String, Value>,
+) -> Result<(), String> {
+    let mut external = BTreeSet::new();
+    collect_external(set, index, &schema.stem, &schema.doc, &mut external)?;
     for name in &external {
         let owner = index
             .owners
@@ -126,12 +166,18 @@ fn generate_module(
             std::iter::empty(),
         );
     }
-    for (name, path) in HAND_WRITTEN {
-        if own_defs.contains_key(name) {
-            settings.with_replacement(name, path, std::iter::empty());
-        }
-    }
-    for (name, def) in &own_defs {
+    Ok(())
+}
+
+/// The attribute patches that put back what typify drops: the bounds of each own `$defs`
+/// entry (or else its rule), and the rule of the root type.
+fn patch_bounds_and_rules(
+    schema: &SourceSchema,
+    own_defs: &Defs,
+    rules: &BTreeMap<String, Map<String, Value>>,
+    settings: &mut TypeSpaceSettings,
+) {
+    for (name, def) in own_defs {
         let attr = bounds_patch(def).or_else(|| rules.get(name).map(rule_patch));
         if let Some(attr) = attr {
             let mut patch = TypeSpacePatch::default();
@@ -147,8 +193,15 @@ fn generate_module(
         patch.with_attr(rule_patch(rule));
         settings.with_patch(title, &patch);
     }
+}
 
-    let mut root = root_doc;
+/// The root schema as typify reads it: refs rewritten, `definitions` in place of `$defs`.
+fn typify_root(
+    schema: &SourceSchema,
+    index: &TypeIndex,
+    mut root: Map<String, Value>,
+    definitions: Map<String, Value>,
+) -> Result<schemars08::schema::RootSchema, String> {
     for key in ["$schema", "$id", "$defs"] {
         root.remove(key);
     }
@@ -156,18 +209,20 @@ fn generate_module(
     if let Some(map) = root.as_object_mut() {
         map.insert("definitions".to_string(), Value::Object(definitions));
     }
-    let root_schema: schemars08::schema::RootSchema = serde_json::from_value(root)
-        .map_err(|e| format!("{}: not a schema typify can read: {e}", schema.rel_path))?;
+    serde_json::from_value(root)
+        .map_err(|e| format!("{}: not a schema typify can read: {e}", schema.rel_path))
+}
 
-    let mut space = TypeSpace::new(&settings);
-    space
-        .add_root_schema(root_schema)
-        .map_err(|e| format!("{}: typify failed: {e}", schema.rel_path))?;
-
-    let (validate_src, names) = validate_impls(&space, schema, &own_defs, &rules)?;
+/// The module's text: header, typify's types with the `Validate` impls, derive helpers
+/// after their derives, patterns on `regex_lite`, through `prettyplease`.
+fn module_text(
+    schema: &SourceSchema,
+    space: &TypeSpace,
+    validate_src: &str,
+) -> Result<String, String> {
     let mut file: syn::File = syn::parse2(space.to_stream())
         .map_err(|e| format!("{}: typify produced unparsable Rust: {e}", schema.rel_path))?;
-    let extra = syn::parse_file(&validate_src).map_err(|e| {
+    let extra = syn::parse_file(validate_src).map_err(|e| {
         format!(
             "{}: generated Validate impls do not parse: {e}",
             schema.rel_path
@@ -181,8 +236,7 @@ fn generate_module(
     file.items.extend(transforms);
     patterns::use_regex_lite(&mut file).map_err(|e| format!("{}: {e}", schema.rel_path))?;
     let body = prettyplease::unparse(&file);
-    let text = format!("{}{}", header(&schema.rel_path), body);
-    Ok((text, names))
+    Ok(format!("{}{}", header(&schema.rel_path), body))
 }
 
 /// The schema a name stands for inside its owning file: a `$defs` entry or the root.

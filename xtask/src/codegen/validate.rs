@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
-use typify::{TypeDetails, TypeEnumVariant, TypeSpace};
+use typify::{TypeDetails, TypeEnum, TypeEnumVariant, TypeId, TypeSpace, TypeStruct};
 
 use crate::source::SourceSchema;
 
@@ -70,91 +70,125 @@ pub(super) fn validate_impls(
     own_defs: &BTreeMap<String, Value>,
     rules: &BTreeMap<String, Map<String, Value>>,
 ) -> Result<(String, Vec<String>), String> {
-    let json_names = json_property_names(&schema.doc);
-    let json_name = |field: &str| -> String {
-        json_names
-            .get(field)
-            .cloned()
-            .unwrap_or_else(|| field.to_string())
-    };
+    let json_names = JsonNames(json_property_names(&schema.doc));
     let mut impls = BTreeMap::new();
     for ty in space.iter_types() {
         let name = ty.name();
         let body = match ty.details() {
-            TypeDetails::Struct(details) => {
-                let mut body = String::new();
-                for prop in details.properties_info() {
-                    body += &format!(
-                        "crate::validate::Validate::validate_at(&self.{field}, &crate::validate::join(path, {json:?}))?;\n",
-                        field = prop.name,
-                        json = json_name(prop.name),
-                    );
-                }
-                if let Some(rule) = rules.get(&name) {
-                    let json = serde_json::to_string(&Value::Object(rule.clone()))
-                        .map_err(|e| format!("{}: rule of {name}: {e}", schema.rel_path))?;
-                    body += &format!("crate::validate::check_rule(path, self, {json:?})?;\n");
-                }
-                body + "Ok(())"
-            }
-            TypeDetails::Enum(details) => {
-                let mut arms = String::new();
-                for (variant, shape) in details.variants() {
-                    match shape {
-                        TypeEnumVariant::Simple => arms += &format!("Self::{variant} => Ok(()),\n"),
-                        TypeEnumVariant::Tuple(items) => {
-                            let bindings: Vec<String> =
-                                (0..items.len()).map(|i| format!("item{i}")).collect();
-                            let checks: String = bindings
-                                .iter()
-                                .map(|b| {
-                                    format!("crate::validate::Validate::validate_at({b}, path)?;")
-                                })
-                                .collect();
-                            arms += &format!(
-                                "Self::{variant}({}) => {{ {checks} Ok(()) }}\n",
-                                bindings.join(", ")
-                            );
-                        }
-                        TypeEnumVariant::Struct(fields) => {
-                            let names: Vec<&str> = fields.iter().map(|(field, _)| *field).collect();
-                            let checks: String = names
-                                .iter()
-                                .map(|field| {
-                                    format!(
-                                        "crate::validate::Validate::validate_at({field}, &crate::validate::join(path, {json:?}))?;",
-                                        json = json_name(field)
-                                    )
-                                })
-                                .collect();
-                            arms += &format!(
-                                "Self::{variant} {{ {} }} => {{ {checks} Ok(()) }}\n",
-                                names.join(", ")
-                            );
-                        }
-                    }
-                }
-                format!("match self {{ {arms} }}")
-            }
-            TypeDetails::Newtype(_) => {
-                let mut body =
-                    String::from("crate::validate::Validate::validate_at(&self.0, path)?;\n");
-                if let Some(def) = own_defs.get(&name) {
-                    body += &newtype_bounds(def);
-                }
-                body + "Ok(())"
-            }
+            TypeDetails::Struct(details) => struct_checks(&details, rules.get(&name), &json_names)
+                .map_err(|e| format!("{}: rule of {name}: {e}", schema.rel_path))?,
+            TypeDetails::Enum(details) => enum_checks(&details, &json_names),
+            TypeDetails::Newtype(_) => newtype_checks(own_defs.get(&name)),
             _ => continue,
         };
-        impls.insert(
-            name.clone(),
-            format!(
-                "impl crate::validate::Validate for {name} {{\n\
-                 #[allow(unused_variables)]\n\
-                 fn validate_at(&self, path: &str) -> ::std::result::Result<(), crate::validate::InvalidRequest> {{\n{body}\n}}\n}}\n"
-            ),
+        impls.insert(name.clone(), validate_impl(&name, &body));
+    }
+    every_rule_has_a_struct(space, schema, rules)?;
+    let names = impls.keys().cloned().collect();
+    Ok((impls.into_values().collect(), names))
+}
+
+/// Rust field names to the JSON property names the schema spells them with.
+struct JsonNames(BTreeMap<String, String>);
+
+impl JsonNames {
+    /// The JSON name of `field`; the field name itself when no property maps to it.
+    fn of(&self, field: &str) -> String {
+        self.0
+            .get(field)
+            .cloned()
+            .unwrap_or_else(|| field.to_string())
+    }
+}
+
+/// `impl Validate for <name>` whose `validate_at` runs `body`.
+fn validate_impl(name: &str, body: &str) -> String {
+    format!(
+        "impl crate::validate::Validate for {name} {{\n\
+         #[allow(unused_variables)]\nfn validate_at(&self, path: &str) -> ::std::result::Result<(), crate::validate::InvalidRequest> {{\n{body}\n}}\n}}\n"
+    )
+}
+
+/// A struct validates each field at its JSON path, then its rule (`if`/`then`/`else`), if
+/// it has one; `Err` when the rule cannot be written as JSON.
+fn struct_checks(
+    details: &TypeStruct,
+    rule: Option<&Map<String, Value>>,
+    json_names: &JsonNames,
+) -> Result<String, serde_json::Error> {
+    let mut body = String::new();
+    for prop in details.properties_info() {
+        body += &format!(
+            "crate::validate::Validate::validate_at(&self.{field}, &crate::validate::join(path, {json:?}))?;\n",
+            field = prop.name,
+            json = json_names.of(prop.name),
         );
     }
+    if let Some(rule) = rule {
+        let json = serde_json::to_string(&Value::Object(rule.clone()))?;
+        body += &format!("crate::validate::check_rule(path, self, {json:?})?;\n");
+    }
+    Ok(body + "Ok(())")
+}
+
+/// An enum validates what its variant holds: a tuple's items at the enum's path, a struct
+/// variant's fields at their JSON paths.
+fn enum_checks(details: &TypeEnum, json_names: &JsonNames) -> String {
+    let mut arms = String::new();
+    for (variant, shape) in details.variants() {
+        arms += &match shape {
+            TypeEnumVariant::Simple => format!("Self::{variant} => Ok(()),\n"),
+            TypeEnumVariant::Tuple(items) => tuple_variant_arm(variant, items.len()),
+            TypeEnumVariant::Struct(fields) => struct_variant_arm(variant, &fields, json_names),
+        };
+    }
+    format!("match self {{ {arms} }}")
+}
+
+fn tuple_variant_arm(variant: &str, arity: usize) -> String {
+    let bindings: Vec<String> = (0..arity).map(|i| format!("item{i}")).collect();
+    let checks: String = bindings
+        .iter()
+        .map(|b| format!("crate::validate::Validate::validate_at({b}, path)?;"))
+        .collect();
+    format!(
+        "Self::{variant}({}) => {{ {checks} Ok(()) }}\n",
+        bindings.join(", ")
+    )
+}
+
+fn struct_variant_arm(variant: &str, fields: &[(&str, TypeId)], json_names: &JsonNames) -> String {
+    let names: Vec<&str> = fields.iter().map(|(field, _)| *field).collect();
+    let checks: String = names
+        .iter()
+        .map(|field| {
+            format!(
+                "crate::validate::Validate::validate_at({field}, &crate::validate::join(path, {json:?}))?;",
+                json = json_names.of(field)
+            )
+        })
+        .collect();
+    format!(
+        "Self::{variant} {{ {} }} => {{ {checks} Ok(()) }}\n",
+        names.join(", ")
+    )
+}
+
+/// A newtype validates its inner value, then the bounds of its own `$defs` entry, if any.
+fn newtype_checks(def: Option<&Value>) -> String {
+    let mut body = String::from("crate::validate::Validate::validate_at(&self.0, path)?;\n");
+    if let Some(def) = def {
+        body += &newtype_bounds(def);
+    }
+    body + "Ok(())"
+}
+
+/// Only a struct's `Validate` checks a rule: a rule on any other type would go unchecked.
+fn every_rule_has_a_struct(
+    space: &TypeSpace,
+    schema: &SourceSchema,
+    rules: &BTreeMap<String, Map<String, Value>>,
+) -> Result<(), String> {
     if let Some(name) = rules.keys().find(|name| {
         !space
             .iter_types()
@@ -165,8 +199,7 @@ pub(super) fn validate_impls(
             schema.rel_path
         ));
     }
-    let names = impls.keys().cloned().collect();
-    Ok((impls.into_values().collect(), names))
+    Ok(())
 }
 
 /// The UTF-8 byte bound of a string schema. JSON Schema has no keyword for it (`maxLength`
