@@ -149,6 +149,31 @@ pub fn tool_use_steps(first: u64, calls: &[(&str, &str, &str)]) -> Vec<Step> {
 /// by a `tool_result` in the next (user) message, `tool_result`s first in it and answering
 /// only those calls; tool definitions present when tool blocks are. `Err` says what broke.
 pub fn check_request(body: &Value) -> Result<(), String> {
+    check_parameters(body)?;
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|m| !m.is_empty())
+        .ok_or("messages: at least one message is required")?;
+    let mut pairing = ToolPairing::default();
+    for (n, message) in messages.iter().enumerate() {
+        pairing.check_message(n, message)?;
+    }
+    let declared = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    if pairing.tool_blocks && !declared {
+        return Err("requests with tool_use or tool_result blocks must define tools".into());
+    }
+    if messages.last().and_then(|m| m.get("role")) != Some(&json!("user")) {
+        return Err("the last message must be a user message".into());
+    }
+    Ok(())
+}
+
+/// `model` and `max_tokens` present, `system` not empty when present.
+fn check_parameters(body: &Value) -> Result<(), String> {
     if !body.get("model").is_some_and(Value::is_string) {
         return Err("model is required".into());
     }
@@ -158,17 +183,38 @@ pub fn check_request(body: &Value) -> Result<(), String> {
     if body.get("system").is_some_and(|s| s.as_str() == Some("")) {
         return Err("system must not be empty when present".into());
     }
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .filter(|m| !m.is_empty())
-        .ok_or("messages: at least one message is required")?;
-    let mut ids = HashSet::new();
-    let mut open: Vec<String> = Vec::new();
-    let mut tool_blocks = false;
-    for (n, message) in messages.iter().enumerate() {
+    Ok(())
+}
+
+/// The tool calls of the conversation so far, carried from one message to the next.
+#[derive(Default)]
+struct ToolPairing {
+    /// Every `tool_use` id seen, to refuse a repeat.
+    ids: HashSet<String>,
+    /// The calls of the last assistant message, which the next user message must answer.
+    open: Vec<String>,
+    /// Whether any `tool_use` or `tool_result` block was seen (tools must then be declared).
+    tool_blocks: bool,
+}
+
+/// What one message has shown so far: the calls it answered, and whether a block other than
+/// a `tool_result` came (after which no `tool_result` may).
+#[derive(Default)]
+struct Turn {
+    answered: Vec<String>,
+    seen_other: bool,
+}
+
+impl ToolPairing {
+    /// Message `n`: its role in alternation, a non-empty block list, each block, and for a
+    /// user message every open call answered.
+    fn check_message(&mut self, n: usize, message: &Value) -> Result<(), String> {
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-        let expected = if n % 2 == 0 { "user" } else { "assistant" };
+        let expected = if n.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
         if role != expected {
             return Err(format!(
                 "messages.{n}: roles must alternate starting with user"
@@ -179,77 +225,96 @@ pub fn check_request(body: &Value) -> Result<(), String> {
             .and_then(Value::as_array)
             .filter(|c| !c.is_empty())
             .ok_or(format!("messages.{n}: content must be a non-empty list"))?;
-        let mut answered = Vec::new();
-        let mut seen_other = false;
+        let mut turn = Turn::default();
         for (b, block) in blocks.iter().enumerate() {
             let at = format!("messages.{n}.content.{b}");
-            match (role, block.get("type").and_then(Value::as_str)) {
-                (_, Some("text")) => {
-                    seen_other = true;
-                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                    if text.trim().is_empty() {
-                        return Err(format!("{at}: text content blocks must be non-empty"));
-                    }
-                }
-                ("assistant", Some("tool_use")) => {
-                    tool_blocks = true;
-                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                    if id.is_empty()
-                        || !id
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                    {
-                        return Err(format!("{at}.id: {id:?} must match ^[a-zA-Z0-9_-]+$"));
-                    }
-                    if !ids.insert(id.to_owned()) {
-                        return Err(format!("{at}.id: tool_use ids must be unique ({id})"));
-                    }
-                    if !block.get("input").is_some_and(Value::is_object) {
-                        return Err(format!("{at}.input: must be an object"));
-                    }
-                    open.push(id.to_owned());
-                }
-                ("user", Some("tool_result")) => {
-                    tool_blocks = true;
-                    if seen_other {
-                        return Err(format!("{at}: tool_result blocks must come first"));
-                    }
-                    let id = block
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if !open.iter().any(|o| o == id) {
-                        return Err(format!(
-                            "{at}: unexpected tool_use_id {id:?}; each tool_result must answer a tool_use of the previous message"
-                        ));
-                    }
-                    answered.push(id.to_owned());
-                }
-                (_, kind) => {
-                    return Err(format!(
-                        "{at}: unexpected block {kind:?} in a {role} message"
-                    ));
-                }
-            }
+            self.check_block(role, &at, block, &mut turn)?;
         }
         if role == "user" {
-            if let Some(missing) = open.iter().find(|o| !answered.contains(o)) {
-                return Err(format!(
-                    "messages.{n}: tool_use ids were found without tool_result blocks immediately after: {missing}"
-                ));
+            self.close(n, &turn.answered)?;
+        }
+        Ok(())
+    }
+
+    fn check_block(
+        &mut self,
+        role: &str,
+        at: &str,
+        block: &Value,
+        turn: &mut Turn,
+    ) -> Result<(), String> {
+        match (role, block.get("type").and_then(Value::as_str)) {
+            (_, Some("text")) => {
+                turn.seen_other = true;
+                check_text(at, block)
             }
-            open.clear();
+            ("assistant", Some("tool_use")) => self.open_call(at, block),
+            ("user", Some("tool_result")) => {
+                let id = self.answer_call(at, block, turn.seen_other)?;
+                turn.answered.push(id);
+                Ok(())
+            }
+            (_, kind) => Err(format!(
+                "{at}: unexpected block {kind:?} in a {role} message"
+            )),
         }
     }
-    let declared = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty());
-    if tool_blocks && !declared {
-        return Err("requests with tool_use or tool_result blocks must define tools".into());
+
+    /// A `tool_use` with a well-formed, unique id and an object input.
+    fn open_call(&mut self, at: &str, block: &Value) -> Result<(), String> {
+        self.tool_blocks = true;
+        let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!("{at}.id: {id:?} must match ^[a-zA-Z0-9_-]+$"));
+        }
+        if !self.ids.insert(id.to_owned()) {
+            return Err(format!("{at}.id: tool_use ids must be unique ({id})"));
+        }
+        if !block.get("input").is_some_and(Value::is_object) {
+            return Err(format!("{at}.input: must be an object"));
+        }
+        self.open.push(id.to_owned());
+        Ok(())
     }
-    if messages.last().and_then(|m| m.get("role")) != Some(&json!("user")) {
-        return Err("the last message must be a user message".into());
+
+    /// A `tool_result` before any other block, answering an open call; gives the call's id.
+    fn answer_call(&mut self, at: &str, block: &Value, seen_other: bool) -> Result<String, String> {
+        self.tool_blocks = true;
+        if seen_other {
+            return Err(format!("{at}: tool_result blocks must come first"));
+        }
+        let id = block
+            .get("tool_use_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !self.open.iter().any(|o| o == id) {
+            return Err(format!(
+                "{at}: unexpected tool_use_id {id:?}; each tool_result must answer a tool_use of the previous message"
+            ));
+        }
+        Ok(id.to_owned())
+    }
+
+    /// After user message `n`, no call of the previous message left unanswered.
+    fn close(&mut self, n: usize, answered: &[String]) -> Result<(), String> {
+        if let Some(missing) = self.open.iter().find(|o| !answered.contains(o)) {
+            return Err(format!(
+                "messages.{n}: tool_use ids were found without tool_result blocks immediately after: {missing}"
+            ));
+        }
+        self.open.clear();
+        Ok(())
+    }
+}
+
+fn check_text(at: &str, block: &Value) -> Result<(), String> {
+    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+    if text.trim().is_empty() {
+        return Err(format!("{at}: text content blocks must be non-empty"));
     }
     Ok(())
 }

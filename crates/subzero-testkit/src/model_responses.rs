@@ -21,6 +21,10 @@ use serde_json::{Value, json};
 
 use crate::{Reply, Step, split};
 
+mod check;
+
+pub use check::check_request;
+
 /// Usage every whole answer reports.
 pub const INPUT_TOKENS: u64 = 10;
 pub const OUTPUT_TOKENS: u64 = 5;
@@ -257,167 +261,6 @@ pub fn user_texts(body: &Value) -> Vec<String> {
             _ => String::new(),
         })
         .collect()
-}
-
-/// Refuses a request body the way the OpenAI Responses API does (its documented shapes and
-/// the validation errors it answers with HTTP 400), so a test can assert that what the
-/// worker sent would have been accepted: item types and roles, content part types per role,
-/// item ids (`msg_…`, `fc_…`) when present, every `function_call` answered by a
-/// `function_call_output` with its `call_id` and no output without its call, function tools
-/// with a valid name and object parameters, `tool_choice`, and `max_output_tokens` ≥ 16.
-pub fn check_request(body: &Value) -> Result<(), String> {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if model.is_empty() {
-        return Err("missing required parameter: 'model'".into());
-    }
-    if let Some(max) = body.get("max_output_tokens")
-        && max.as_u64().is_none_or(|m| m < 16)
-    {
-        return Err(format!(
-            "invalid 'max_output_tokens': expected an integer >= 16, got {max}"
-        ));
-    }
-    let items: Vec<Value> = match body.get("input") {
-        Some(Value::String(_)) => Vec::new(),
-        Some(Value::Array(items)) => items.clone(),
-        _ => return Err("missing required parameter: 'input'".into()),
-    };
-    let mut calls = Vec::new();
-    let mut outputs = Vec::new();
-    for (n, item) in items.iter().enumerate() {
-        let kind = item
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message");
-        let id = item.get("id").and_then(Value::as_str);
-        let at = |what: &str| format!("invalid 'input[{n}]{what}'");
-        match kind {
-            "message" => {
-                if id.is_some_and(|id| !id.starts_with("msg")) {
-                    return Err(format!(
-                        "{}: expected an ID that begins with 'msg'",
-                        at(".id")
-                    ));
-                }
-                let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
-                let allowed: &[&str] = match role {
-                    "user" | "system" | "developer" => &["input_text", "input_image", "input_file"],
-                    "assistant" => &["output_text", "refusal"],
-                    other => return Err(format!("{}: unknown role '{other}'", at(".role"))),
-                };
-                match item.get("content") {
-                    Some(Value::String(_)) => {}
-                    Some(Value::Array(parts)) => {
-                        for (p, part) in parts.iter().enumerate() {
-                            let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
-                            if !allowed.contains(&kind) {
-                                return Err(format!(
-                                    "{}: '{kind}' is not one of {allowed:?} for role '{role}'",
-                                    at(&format!(".content[{p}].type"))
-                                ));
-                            }
-                            if kind.ends_with("text")
-                                && !part.get("text").is_some_and(Value::is_string)
-                            {
-                                return Err(format!(
-                                    "{}: text must be a string",
-                                    at(&format!(".content[{p}].text"))
-                                ));
-                            }
-                        }
-                    }
-                    _ => return Err(format!("{}: missing content", at(".content"))),
-                }
-            }
-            "function_call" => {
-                if id.is_some_and(|id| !id.starts_with("fc")) {
-                    return Err(format!(
-                        "{}: expected an ID that begins with 'fc'",
-                        at(".id")
-                    ));
-                }
-                for field in ["call_id", "name", "arguments"] {
-                    if !item.get(field).is_some_and(Value::is_string) {
-                        return Err(format!(
-                            "{}: missing or not a string",
-                            at(&format!(".{field}"))
-                        ));
-                    }
-                }
-                calls.push((n, item["call_id"].as_str().unwrap_or_default().to_owned()));
-            }
-            "function_call_output" => {
-                let call_id = item
-                    .get("call_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                if !item
-                    .get("output")
-                    .is_some_and(|o| o.is_string() || o.is_array())
-                {
-                    return Err(format!(
-                        "{}: output must be a string or content list",
-                        at(".output")
-                    ));
-                }
-                outputs.push((n, call_id.to_owned()));
-            }
-            "reasoning" | "item_reference" => {}
-            other => return Err(format!("{}: unknown item type '{other}'", at(".type"))),
-        }
-    }
-    for (n, call_id) in &calls {
-        if !outputs.iter().any(|(m, id)| m > n && id == call_id) {
-            return Err(format!("No tool output found for function call {call_id}."));
-        }
-    }
-    for (n, call_id) in &outputs {
-        if !calls.iter().any(|(m, id)| m < n && id == call_id) {
-            return Err(format!(
-                "No tool call found for function call output with call_id {call_id}."
-            ));
-        }
-    }
-    for (n, tool) in body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if tool.get("type").and_then(Value::as_str) != Some("function") {
-            continue;
-        }
-        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid {
-            return Err(format!(
-                "invalid 'tools[{n}].name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'"
-            ));
-        }
-        if tool
-            .get("parameters")
-            .is_some_and(|p| !p.is_object() && !p.is_null())
-        {
-            return Err(format!(
-                "invalid 'tools[{n}].parameters': expected an object"
-            ));
-        }
-    }
-    match body.get("tool_choice") {
-        None => {}
-        Some(Value::String(choice)) if ["none", "auto", "required"].contains(&choice.as_str()) => {}
-        Some(Value::Object(_)) => {}
-        Some(other) => return Err(format!("invalid 'tool_choice': {other}")),
-    }
-    Ok(())
 }
 
 #[cfg(test)]
