@@ -3,7 +3,7 @@
 //! MCP client, a binding generator), and the command that runs them all.
 //!
 //! The groups record themselves in `target/tmp/skipped-groups/` (see
-//! `crates/subzero/tests/prereq_support`). This is a plain program (`harness = false`), so
+//! `crates/subzero/tests/testsuite/support/prereq.rs`). This is a plain program (`harness = false`), so
 //! cargo shows what it prints; it is the workspace's last test binary (cargo runs test
 //! binaries in package order, and `xtask` comes last), so the line closes the test output,
 //! before only the doc-test summaries.

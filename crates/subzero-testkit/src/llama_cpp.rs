@@ -1,5 +1,5 @@
 //! A real llama.cpp `llama-server` with a small instruction model, for the real-model tier
-//! (`crates/subzero/tests/model_llama_cpp.rs`) and the bench. Both come from PyPI as
+//! (`crates/subzero/tests/testsuite/model/llama_cpp.rs`) and the bench. Both come from PyPI as
 //! prebuilt wheels — no compiler, no model hub:
 //!
 //! - the server: [`SERVER_PACKAGE`] (llama.cpp build b10434, Vulkan build whose CPU backend

@@ -4,7 +4,7 @@ Usage: python3 python_bindings.py MODELS_DIR REPO_ROOT
 
 MODELS_DIR holds subzero_v1.py and subzero_v1_consumer.py, generated from
 generated/bundle/ (the commands are in docs/contract.md; crates/subzero/tests/
-contract_bindings.rs runs them). In strict mode:
+contract/bindings.rs runs them). In strict mode:
 - every fixtures/v1/<stem>/valid/*.json parses with the normative model of its schema's
   root type and dumps back to the same JSON (sorted keys); so does it with the consumer model;
 - every fixtures/v1-future/<stem>/*.json (a later v1's document) parses with the consumer

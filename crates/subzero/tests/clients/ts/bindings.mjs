@@ -3,7 +3,7 @@
 // of schema-src/v1 exported (unreachable `$defs` included), plus an index that exports the
 // normative module and the consumer module together (each bundle is first compiled by Ajv
 // 2020 in strict mode). `tsc --strict` then type-checks them
-// (crates/subzero/tests/contract_bindings.rs runs both steps; docs/contract.md has the
+// (crates/subzero/tests/testsuite/contract/bindings.rs runs both steps; docs/contract.md has the
 // commands).
 //
 // Usage: node bindings.mjs BUNDLE_DIR OUT_DIR

@@ -1,0 +1,3 @@
+//! The generated bindings (TypeScript, Python) against the real broker's answers.
+
+mod bindings;

@@ -1,0 +1,311 @@
+//! A process outside Subzero holds a child's lock file (`locks/children/<childId>.lock`,
+//! opened read-only, `flock(LOCK_EX)`). The test process itself plays that stranger.
+//! Every refusal it causes — `busy`, `recovery_required` — changes nothing: not the
+//! child's row (state, phase, owner generation), not its runs, events or queue, and no
+//! receipt is stored. The answers a ready or interrupted child gets regardless of its
+//! lock (`not_running`, `ready`) change nothing else either. Once the stranger lets go,
+//! the child works again: a followup completes, a stop is confirmed, a resume runs.
+
+use std::fs::File;
+use std::time::Duration;
+
+use crate::support::faults::{Proc, Reaper, alive, descendants, eventually, running_in, sigkill};
+use crate::support::mcp::*;
+use nix::fcntl::{Flock, FlockArg};
+use rusqlite::types::ValueRef;
+use serde_json::{Value, json};
+use subzero_testkit::Reply;
+use subzero_testkit::mcp_client::McpSession;
+
+/// The stranger: this test process takes the child's lock through a read-only descriptor.
+fn hold_child_lock(env: &Env, child: &str) -> Flock<File> {
+    let path = env
+        .state_dir()
+        .join("locks/children")
+        .join(format!("{child}.lock"));
+    let file = File::open(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the child's lock is free to take")
+}
+
+/// Every stored row that belongs to `child` (its row, runs, queue, events) and every
+/// receipt, as the database holds them: a refusal must leave all of it as it was.
+fn stored(env: &Env, child: &str) -> Value {
+    let db = env.state_dir().join("subzero.db");
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open the database read-only");
+    let mut all = serde_json::Map::new();
+    for (table, filter) in [
+        ("children", "WHERE child_id = ?1"),
+        ("runs", "WHERE child_id = ?1"),
+        ("followups", "WHERE child_id = ?1"),
+        ("events", "WHERE child_id = ?1"),
+        ("receipts", "WHERE ?1 IS NOT NULL"),
+    ] {
+        all.insert(table.to_owned(), rows(&conn, table, filter, child));
+    }
+    Value::Object(all)
+}
+
+fn rows(conn: &rusqlite::Connection, table: &str, filter: &str, child: &str) -> Value {
+    let mut stmt = conn
+        .prepare(&format!("SELECT * FROM {table} {filter} ORDER BY rowid"))
+        .expect("prepare");
+    let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+    let found = stmt
+        .query_map([child], |row| {
+            let mut record = serde_json::Map::new();
+            for (i, name) in names.iter().enumerate() {
+                let value = match row.get_ref(i)? {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(n) => json!(n),
+                    ValueRef::Real(x) => json!(x),
+                    ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                    ValueRef::Blob(b) => json!(format!("{} bytes", b.len())),
+                };
+                record.insert(name.clone(), value);
+            }
+            Ok(Value::Object(record))
+        })
+        .expect("query")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("rows");
+    Value::Array(found)
+}
+
+/// What a parent sees: the whole snapshot with every event, but for `waited`.
+async fn seen(s: &McpSession, child: &str) -> Value {
+    let mut snap = ok(
+        s,
+        "subzero_get",
+        json!({"childId": child, "eventLimit": 50}),
+    )
+    .await;
+    if let Some(fields) = snap.as_object_mut() {
+        fields.remove("waited");
+    }
+    snap
+}
+
+/// The child as stored and as seen; equal before and after a call that changed nothing.
+async fn observe(s: &McpSession, env: &Env, child: &str) -> (Value, Value) {
+    (stored(env, child), seen(s, child).await)
+}
+
+/// A refused call: its code, and its message names the stranger's pid.
+async fn refused_naming_us(s: &McpSession, tool: &str, args: Value) -> String {
+    let reply = call(s, tool, args).await;
+    assert!(
+        reply.is_error,
+        "{tool} unexpectedly succeeded: {}",
+        reply.text
+    );
+    let pid = format!("pid {}", std::process::id());
+    assert!(
+        reply.text.contains(&pid),
+        "{tool}'s refusal does not name the holder ({pid}): {}",
+        reply.text
+    );
+    reply.code().expect("error body has a code").to_owned()
+}
+
+fn assert_unchanged(before: &(Value, Value), after: &(Value, Value), what: &str) {
+    assert_eq!(before.0, after.0, "{what} changed what is stored");
+    assert_eq!(before.1, after.1, "{what} changed what get shows");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stranger_holding_a_ready_childs_lock_makes_send_stop_and_resume_change_nothing() {
+    let env = Env::new(vec![
+        Reply::text("First answer."),
+        Reply::text("Second answer."),
+        Reply::Hang,
+        Reply::text("Resumed answer."),
+    ]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let s = env.broker("broker").await;
+    reaper.broker(s.pid());
+    let (child, first_run) = spawn(&s, &env, "researcher", "Look around").await;
+    let done = settle(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(done["state"], "ready", "{done:#}");
+    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+
+    let held = hold_child_lock(&env, &child);
+    let before = observe(&s, &env, &child).await;
+
+    let followup = json!({
+        "childId": child, "mode": "followup", "message": "Look again", "requestId": "send-1"
+    });
+    let code = refused_naming_us(&s, "subzero_send", followup.clone()).await;
+    assert_eq!(code, "busy");
+    assert_unchanged(&before, &observe(&s, &env, &child).await, "a busy followup");
+
+    let stop = json!({"childId": child, "expectedRunId": first_run, "waitMs": 1000});
+    assert_eq!(err(&s, "subzero_stop", stop).await, "not_running");
+    assert_unchanged(
+        &before,
+        &observe(&s, &env, &child).await,
+        "a stop of a ready child",
+    );
+
+    let resume = json!({
+        "childId": child, "model": env.model(), "message": "Carry on", "requestId": "resume-1"
+    });
+    let code = refused_naming_us(&s, "subzero_resume", resume.clone()).await;
+    assert_eq!(code, "busy");
+    assert_unchanged(&before, &observe(&s, &env, &child).await, "a busy resume");
+
+    // Without a message nothing needs the lock: a ready child answers ready, and only its
+    // model record is rewritten (to the same model).
+    let resumed = ok(
+        &s,
+        "subzero_resume",
+        json!({"childId": child, "model": env.model()}),
+    )
+    .await;
+    assert_eq!(resumed["state"], "ready", "{resumed:#}");
+    let after = observe(&s, &env, &child).await;
+    for table in ["runs", "followups", "events"] {
+        assert_eq!(before.0[table], after.0[table], "resume changed {table}");
+    }
+    for field in [
+        "state",
+        "phase",
+        "activeRunId",
+        "lastRun",
+        "events",
+        "nextCursor",
+        "model",
+    ] {
+        assert_eq!(before.1[field], after.1[field], "resume changed {field}");
+    }
+    assert_eq!(env.server.requests().len(), 1, "the model was called again");
+
+    // The stranger lets go: the same requestId is a new call (no receipt was stored).
+    drop(held);
+    let sent = ok(&s, "subzero_send", followup).await;
+    assert_eq!(sent["delivery"], "started", "{sent:#}");
+    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
+    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(snap["lastRun"]["preview"], "Second answer.", "{snap:#}");
+
+    let long = ok(
+        &s,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "Think forever"}),
+    )
+    .await;
+    assert_eq!(long["delivery"], "started", "{long:#}");
+    assert!(env.server.wait_for_requests(3, Duration::from_secs(20)));
+    let stopped = ok(
+        &s,
+        "subzero_stop",
+        json!({"childId": child, "expectedRunId": long["runId"], "waitMs": 10000}),
+    )
+    .await;
+    assert_eq!(stopped["confirmed"], true, "{stopped:#}");
+    assert_eq!(stopped["status"], "stopped", "{stopped:#}");
+
+    let resumed = ok(&s, "subzero_resume", resume).await;
+    assert_eq!(resumed["state"], "running", "{resumed:#}");
+    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
+    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(snap["lastRun"]["preview"], "Resumed answer.", "{snap:#}");
+    s.close().await.expect("close");
+}
+
+/// SIGKILL the broker and wait until every process it started is gone.
+fn kill_broker(env: &Env, broker: u32) {
+    let tree: Vec<Proc> = descendants(broker);
+    sigkill(broker);
+    let gone = eventually(Duration::from_secs(5), || {
+        tree.iter().all(|p| !alive(p.pid)) && running_in(env.dir.path()).is_empty()
+    });
+    assert!(gone, "processes of the killed broker survived");
+}
+
+/// A child whose broker was SIGKILLed mid-run (its worker tree gone with it).
+async fn orphaned_mid_run(env: &Env, reaper: &mut Reaper) -> String {
+    let s = env.broker("broker1").await;
+    let broker = reaper.broker(s.pid());
+    let (child, _run) = spawn(&s, env, "researcher", "Slow work").await;
+    assert!(env.server.wait_for_requests(1, Duration::from_secs(20)));
+    kill_broker(env, broker);
+    drop(s);
+    child
+}
+
+/// The stranger has let go: resume with a message runs and completes.
+async fn resume_works(s: &McpSession, env: &Env, child: &str) {
+    let resumed = ok(
+        s,
+        "subzero_resume",
+        json!({"childId": child, "model": env.model(), "message": "Carry on"}),
+    )
+    .await;
+    assert_eq!(resumed["state"], "running", "{resumed:#}");
+    let snap = settle(s, child, Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
+    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+}
+
+/// Both resumes of a child held by the stranger are refused naming it, with nothing
+/// changed; the codes they answered.
+async fn resumes_refused(s: &McpSession, env: &Env, child: &str) -> Vec<String> {
+    let before = observe(s, env, child).await;
+    let mut codes = Vec::new();
+    for message in [Some("Carry on"), None] {
+        let mut args = json!({"childId": child, "model": env.model(), "requestId": "resume-1"});
+        if let Some(m) = message {
+            args["message"] = json!(m);
+        }
+        codes.push(refused_naming_us(s, "subzero_resume", args).await);
+        let what = format!("a refused resume (message: {message:?})");
+        assert_unchanged(&before, &observe(s, env, child).await, &what);
+    }
+    codes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stranger_holding_an_interrupted_childs_lock_makes_resume_refuse_with_nothing_changed() {
+    let env = Env::new(vec![Reply::Hang, Reply::text("Resumed.")]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let child = orphaned_mid_run(&env, &mut reaper).await;
+    let s = env.broker("broker2").await;
+    reaper.broker(s.pid());
+    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
+    assert_eq!(snap["state"], "interrupted", "{snap:#}");
+
+    let held = hold_child_lock(&env, &child);
+    for code in resumes_refused(&s, &env, &child).await {
+        assert!(code == "busy" || code == "recovery_required", "{code}");
+    }
+    drop(held);
+    resume_works(&s, &env, &child).await;
+    s.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stranger_holding_a_dead_brokers_child_makes_resume_recovery_required_with_nothing_changed()
+ {
+    let env = Env::new(vec![Reply::Hang, Reply::text("Resumed.")]);
+    let mut reaper = Reaper::new(env.dir.path());
+    let child = orphaned_mid_run(&env, &mut reaper).await;
+    // The stranger takes the lock before any broker recovers the child.
+    let held = hold_child_lock(&env, &child);
+    let s = env.broker("broker2").await;
+    reaper.broker(s.pid());
+    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
+    assert_eq!(snap["phase"], "recovery_required", "{snap:#}");
+
+    for code in resumes_refused(&s, &env, &child).await {
+        assert_eq!(code, "recovery_required");
+    }
+    drop(held);
+    resume_works(&s, &env, &child).await;
+    s.close().await.expect("close");
+}

@@ -1,0 +1,4 @@
+//! Kernel-enforced filesystem grants (Landlock), privileged and unprivileged.
+
+mod landlock;
+mod landlock_unprivileged;

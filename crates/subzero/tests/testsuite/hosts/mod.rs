@@ -1,0 +1,6 @@
+//! The real hosts (Codex, Claude Code, OpenCode, Pi) driving `subzero mcp` end to end.
+
+mod claude_code;
+mod codex;
+mod opencode;
+mod pi;

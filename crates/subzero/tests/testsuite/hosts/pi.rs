@@ -1,0 +1,131 @@
+//! Pi 1.x, the real host: `@earendil-works/pi-coding-agent` and the Node it needs (`node` from
+//! npm, >= 22.19) from `tests/hosts/pi/package-lock.json`, set up by `subzero hosts install pi`
+//! alone, run headless (`pi -p`) against the scripted parent on loopback through a custom
+//! `openai-completions` provider in `~/.pi/agent/models.json`.
+//!
+//! Pi reads a project's `.pi/mcp.json` only once the project is trusted, so each run passes
+//! `--approve` (the one-run trust the install message names) and `pi mcp list`, which has no
+//! such flag, runs after the trust decision is saved the way Pi's own prompt saves it.
+//!
+//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test testsuite hosts::pi` after
+//! `npm ci` in `crates/subzero/tests/hosts/pi` (without it the test is skipped, loudly, and
+//! fails in strict mode).
+
+use std::time::Duration;
+
+use crate::support::chat_hosts::*;
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+const PI: HostSpec = HostSpec {
+    name: "pi",
+    package: "@earendil-works/pi-coding-agent",
+    bin: ".bin/pi",
+    // Pi names an MCP tool `mcp__<server>__<tool>`.
+    tool_prefix: "mcp__subzero__",
+};
+
+/// No catalog refresh, version check or telemetry; what is left fails at the dead proxy.
+const QUIET: &[(&str, &str)] = &[
+    ("PI_OFFLINE", "1"),
+    ("PI_SKIP_VERSION_CHECK", "1"),
+    ("PI_TELEMETRY", "0"),
+];
+
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// A rig whose `~/.pi/agent/models.json` points Pi at the scripted parent, with Subzero
+/// installed in the project by `subzero hosts install pi`; `None` when Pi is not installed.
+fn rig() -> Option<Rig> {
+    let rig = Rig::new(PI, PI.binary()?);
+    let models = json!({
+        "providers": {
+            "scripted": {
+                "baseUrl": rig.parent_url(),
+                "api": "openai-completions",
+                "apiKey": "sk-parent-unused",
+                "models": [{"id": "parent", "name": "Scripted parent"}]
+            }
+        }
+    });
+    rig.write(
+        ".pi/agent/models.json",
+        &serde_json::to_string_pretty(&models).expect("json"),
+    );
+    let installed = rig.install_subzero();
+    for step in [
+        "--approve",
+        "trust.json",
+        "pi mcp list",
+        "mcp__subzero__subzero_spawn",
+    ] {
+        assert!(
+            installed.contains(step),
+            "install does not mention {step}: {installed}"
+        );
+    }
+    Some(rig)
+}
+
+fn prompt_args(prompt: &str) -> Vec<&str> {
+    vec!["-p", "--approve", "--model", "scripted/parent", prompt]
+}
+
+#[test]
+fn pi_node_is_the_one_pi_needs() {
+    let Some(rig) = rig() else { return };
+    let node = PI.project().join("node_modules/.bin/node");
+    let out = rig.command(&node).arg("--version").output().expect("node");
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let parts: Vec<u64> = version
+        .trim_start_matches('v')
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert!(
+        parts.as_slice() >= [22, 19].as_slice(),
+        "Pi 1.x needs Node >= 22.19, the npm project has {version}"
+    );
+    let pi = rig.run(&["--version"], QUIET, RUN_LIMIT);
+    assert_eq!(
+        String::from_utf8_lossy(&pi.stdout).trim(),
+        PI.installed_version(),
+        "{}",
+        text(&pi)
+    );
+}
+
+#[test]
+fn pi_delegates_follows_up_and_a_second_process_lists_the_child() {
+    let Some(rig) = rig() else { return };
+    // Untrusted, Pi skips the project's mcp.json (and says so).
+    let untrusted = rig.run(&["mcp", "list"], QUIET, RUN_LIMIT);
+    assert!(
+        String::from_utf8_lossy(&untrusted.stdout).contains("not trusted"),
+        "{}",
+        text(&untrusted)
+    );
+    // The user's "Trust" answer, as Pi saves it.
+    rig.write(
+        ".pi/agent/trust.json",
+        &json!({ rig.workspace.to_str().expect("utf-8"): true }).to_string(),
+    );
+    let listed = rig.run(&["mcp", "list"], QUIET, RUN_LIMIT);
+    assert!(
+        listed.status.success()
+            && String::from_utf8_lossy(&listed.stdout)
+                .contains("subzero: connected, 8 tools (direct, project)"),
+        "`pi mcp list` does not show subzero connected with direct tools: {}",
+        text(&listed)
+    );
+    let run = |prompt: &str| rig.run(&prompt_args(prompt), QUIET, RUN_LIMIT);
+    let child = delegate_and_follow_up(&rig, &run);
+    a_second_process_lists(&rig, &run, &child);
+}
+
+#[test]
+fn pi_quitting_mid_run_leaves_no_process_and_records_the_run_stopped() {
+    let Some(rig) = rig() else { return };
+    let start = |prompt: &str| rig.start(&prompt_args(prompt), QUIET);
+    quitting_mid_run_stops_the_run(&rig, &start, Signal::SIGTERM);
+}

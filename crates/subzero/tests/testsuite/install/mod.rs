@@ -1,0 +1,3 @@
+//! What an install lays out and how the three binaries find each other.
+
+mod layout;

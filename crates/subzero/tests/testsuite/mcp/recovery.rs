@@ -1,0 +1,200 @@
+//! A broker that dies mid-run: the next broker on the same state sees the child
+//! interrupted, refuses new work until resume supplies credentials, and resumes from
+//! the last completed checkpoint — on a different model if asked — without replaying.
+
+use std::time::Duration;
+
+use crate::support::mcp::*;
+use serde_json::json;
+use subzero_testkit::{Reply, ScriptedServer};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_checkpoint() {
+    let env = Env::new(vec![
+        Reply::text("first answer: the project is a demo"),
+        Reply::Hang,
+    ]);
+    let other = ScriptedServer::start(vec![Reply::text("resumed answer")]).expect("second model");
+    let other_origin = other.base_url().trim_end_matches("/v1").to_owned();
+    std::fs::write(
+        env.config(),
+        format!(
+            "[credentials.{CRED}]\nenv = \"SUBZERO_TEST_KEY\"\norigins = [\"{}\", \"{other_origin}\"]\n",
+            env.origin()
+        ),
+    )
+    .expect("config");
+
+    let first = env.broker("first").await;
+    let (child, _) = spawn(&first, &env, "researcher", "What is this project?").await;
+    let done = settle(&first, &child, Duration::from_secs(30)).await;
+    assert_eq!(done["lastRun"]["status"], "completed");
+    let interrupted_prompt = "INTERRUPTED-PROMPT-7c1e: look deeper";
+    let running = ok(
+        &first,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": interrupted_prompt}),
+    )
+    .await;
+    assert_eq!(running["delivery"], "started");
+    assert!(
+        env.server.wait_for_requests(2, Duration::from_secs(10)),
+        "the second run never reached the model"
+    );
+
+    sigkill(first.pid().expect("broker pid"));
+    assert!(
+        wait_no_workers(&env.workspace(), Duration::from_secs(5)),
+        "workers survived their broker: {:?}",
+        workers_in(&env.workspace())
+    );
+    drop(first);
+
+    let second = env.broker("second").await;
+    let listed = ok(&second, "subzero_list", json!({})).await;
+    assert_eq!(listed["children"][0]["childId"], child.as_str());
+    assert_eq!(listed["children"][0]["state"], "interrupted", "{listed:#}");
+    let snap = ok(&second, "subzero_get", json!({"childId": child})).await;
+    assert_eq!(snap["lastRun"]["runId"], running["runId"]);
+    assert_eq!(snap["lastRun"]["status"], "interrupted");
+
+    // No key in this broker's memory: work continues only through resume.
+    let code = err(
+        &second,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "go on"}),
+    )
+    .await;
+    assert_eq!(code, "credentials_required");
+
+    let other_model = json!({"url": other.base_url(), "model": "other", "credentialRef": CRED});
+    let resumed = ok(
+        &second,
+        "subzero_resume",
+        json!({"childId": child, "model": other_model, "message": "Continue from where you were."}),
+    )
+    .await;
+    assert_eq!(resumed["state"], "running");
+    let after = settle(&second, &child, Duration::from_secs(30)).await;
+    assert_eq!(after["lastRun"]["runId"], resumed["runId"]);
+    assert_eq!(after["lastRun"]["preview"], "resumed answer");
+    assert_eq!(after["model"]["url"], other.base_url().as_str());
+
+    // The resumed run started from the checkpoint: it saw the completed first run and a
+    // recovery notice, and the interrupted prompt was not replayed.
+    let body = other.requests()[0].json().unwrap_or_default().to_string();
+    assert!(
+        body.contains("first answer: the project is a demo"),
+        "{body}"
+    );
+    assert!(body.contains("Recovery notice"), "{body}");
+    assert!(!body.contains("INTERRUPTED-PROMPT-7c1e"), "{body}");
+    assert_eq!(
+        env.server.requests().len(),
+        2,
+        "nothing was retried against the first model"
+    );
+    second.close().await.expect("close");
+    assert!(
+        env.files_containing(KEY).is_empty(),
+        "key on disk: {:?}",
+        env.files_containing(KEY)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_without_a_message_makes_the_child_ready_and_starts_nothing() {
+    let env = Env::new(vec![Reply::text("answer"), Reply::text("after resume")]);
+    let first = env.broker("first").await;
+    let (child, _) = spawn(&first, &env, "researcher", "q").await;
+    settle(&first, &child, Duration::from_secs(30)).await;
+    first.close().await.expect("close");
+
+    let second = env.broker("second").await;
+    let resumed = ok(
+        &second,
+        "subzero_resume",
+        json!({"childId": child, "model": env.model()}),
+    )
+    .await;
+    assert_eq!(resumed["state"], "ready");
+    assert!(resumed.get("runId").is_none_or(serde_json::Value::is_null));
+    assert!(
+        workers_in(&env.workspace()).is_empty(),
+        "resume without a message started a worker"
+    );
+    assert_eq!(env.server.requests().len(), 1);
+    let sent = ok(
+        &second,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "more"}),
+    )
+    .await;
+    assert_eq!(sent["delivery"], "started");
+    let snap = settle(&second, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap["lastRun"]["preview"], "after resume");
+    second.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_active_runs_clears_queues_and_records_the_outcome() {
+    let env = Env::new(vec![Reply::Hang]);
+    let first = env.broker("first").await;
+    let (child, run) = spawn(&first, &env, "researcher", "never ends").await;
+    let queued = ok(
+        &first,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup", "message": "later"}),
+    )
+    .await;
+    assert!(env.server.wait_for_requests(1, Duration::from_secs(10)));
+    let pid = first.pid().expect("broker pid");
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        std::time::Instant::now() < deadline,
+        "the broker did not exit within 15 s of SIGTERM"
+    );
+    assert!(
+        wait_no_workers(&env.workspace(), Duration::from_secs(5)),
+        "workers outlived a clean shutdown"
+    );
+    drop(first);
+    let second = env.broker("second").await;
+    let snap = ok(
+        &second,
+        "subzero_get",
+        json!({"childId": child, "eventLimit": 50}),
+    )
+    .await;
+    assert_ne!(snap["state"], "running", "{snap:#}");
+    assert_eq!(snap["queuedRuns"], json!([]));
+    let runs: Vec<(String, String)> = snap["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| matches!(e["type"].as_str(), Some("stop_confirmed" | "interrupted")))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["runId"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        runs.iter().any(|(_, r)| r == &run),
+        "the active run's end was not recorded: {runs:?}"
+    );
+    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
+    let _ = queued;
+    second.close().await.expect("close");
+}

@@ -1,0 +1,176 @@
+//! The real-model tier with a small window: one child on a real llama.cpp `llama-server`
+//! whose slot holds 2,048 tokens, through the real `subzero mcp`, taking followup after
+//! followup past that window. It must never die of it: every run ends `completed` (or in a
+//! budget handoff), never `context_exhausted` or `model_request_failed`, and the child
+//! compacts on its way (`compacted` events, each with fewer tokens after than before).
+//! What the model says is not asserted beyond that (a real model is not deterministic);
+//! whether the fact given in the first prompt survived the summaries is printed.
+
+use std::time::Duration;
+
+use crate::support;
+use crate::support::llama_cpp::{Tier, Timed};
+use crate::support::mcp::ok;
+use serde_json::{Value, json};
+
+/// The server's context, and the window the child is told.
+const CONTEXT: u32 = 2048;
+/// Followups after the first run (the bar: 20 without dying).
+const FOLLOWUPS: usize = 24;
+/// Output-token cap of every run: keeps each followup to seconds on 2 cores.
+const MAX_OUTPUT_TOKENS: u64 = 160;
+const STEP_LIMIT: Duration = Duration::from_secs(240);
+
+const TOPICS: [&str; 12] = [
+    "a linked list",
+    "a hash map",
+    "a binary search tree",
+    "a priority queue",
+    "a mutex",
+    "a TCP handshake",
+    "a B-tree",
+    "garbage collection",
+    "a bloom filter",
+    "copy-on-write",
+    "a trie",
+    "consistent hashing",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
+    let Some(tier) = Tier::start_with_context(CONTEXT) else {
+        return;
+    };
+    let s = tier.broker("broker").await;
+    let mut model = tier.model();
+    model["contextWindow"] = json!(CONTEXT);
+    let spawned = ok(
+        &s,
+        "subzero_spawn",
+        json!({
+            "prompt": "Remember this codename for later: BLUEFINCH. Do not use any tool. In two sentences, what is a stack?",
+            "templateId": "researcher",
+            "model": model,
+            "budget": {"maxOutputTokens": MAX_OUTPUT_TOKENS, "maxTurns": 3},
+        }),
+    )
+    .await;
+    let child = spawned["childId"].as_str().expect("childId").to_owned();
+    let mut cursor = 0u64;
+    let mut compactions = Vec::new();
+    let first = Timed::start("first run");
+    settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
+    first.done();
+    for (i, topic) in TOPICS.iter().cycle().enumerate().take(FOLLOWUPS) {
+        let step = Timed::start("followup");
+        let message = format!(
+            "Question {}: do not use any tool. In three or four sentences, what is {topic} and when is it used?",
+            i + 1
+        );
+        ok(
+            &s,
+            "subzero_send",
+            json!({"childId": child, "mode": "followup", "message": message}),
+        )
+        .await;
+        let snap = settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
+        step.done();
+        eprintln!(
+            "   context {}/{} tokens, {} compactions so far",
+            snap["contextTokens"],
+            snap["contextWindow"],
+            compactions.len()
+        );
+    }
+    ok(
+        &s,
+        "subzero_send",
+        json!({"childId": child, "mode": "followup",
+               "message": "Without using any tool: what codename did I ask you to remember at the start?"}),
+    )
+    .await;
+    let snap = settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
+    let remembered = snap["lastRun"]["preview"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase()
+        .contains("bluefinch");
+    eprintln!(
+        "{} compactions over {} runs; the codename {} the summaries",
+        compactions.len(),
+        FOLLOWUPS + 2,
+        if remembered {
+            "survived"
+        } else {
+            "did not survive"
+        }
+    );
+    assert!(
+        !compactions.is_empty(),
+        "{} followups past a {CONTEXT}-token window and no compaction: {}",
+        FOLLOWUPS,
+        tier.diagnostics()
+    );
+    // The branches left behind are kept whole: the first prompt is still in the file, and
+    // it holds one summary per compaction.
+    let transcripts = std::fs::read_dir(tier.dir.path().join("state/transcripts"))
+        .expect("transcripts")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("transcript"))
+        .collect::<Vec<_>>();
+    assert_eq!(transcripts.len(), 1, "one child, one transcript");
+    assert!(transcripts[0].contains("Remember this codename for later: BLUEFINCH"));
+    assert_eq!(
+        transcripts[0].matches("\"type\":\"summary\"").count(),
+        compactions.len(),
+        "one summary entry per compaction"
+    );
+    for event in &compactions {
+        let (before, after) = (
+            event["tokensBefore"].as_u64().expect("tokensBefore"),
+            event["tokensAfter"].as_u64().expect("tokensAfter"),
+        );
+        assert!(after < before && after < u64::from(CONTEXT), "{event}");
+    }
+    s.close().await.expect("close");
+}
+
+/// Waits for the child's run to end, collects its `compacted` events, and checks that the
+/// run did not die of its context.
+async fn settle(
+    tier: &Tier,
+    s: &subzero_testkit::mcp_client::McpSession,
+    child: &str,
+    cursor: &mut u64,
+    compactions: &mut Vec<Value>,
+) -> Value {
+    let snap = support::mcp::settle(s, child, STEP_LIMIT).await;
+    assert_ne!(
+        snap["state"],
+        "running",
+        "still running: {}",
+        tier.diagnostics()
+    );
+    loop {
+        let page = ok(
+            s,
+            "subzero_get",
+            json!({"childId": child, "cursor": *cursor, "eventLimit": 50}),
+        )
+        .await;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        compactions.extend(events.iter().filter(|e| e["type"] == "compacted").cloned());
+        let next = page["nextCursor"].as_u64().expect("nextCursor");
+        if next == *cursor || events.is_empty() {
+            break;
+        }
+        *cursor = next;
+    }
+    let status = snap["lastRun"]["status"].as_str().unwrap_or_default();
+    assert!(
+        status == "completed" || status == "budget_exhausted",
+        "a run died: {snap:#}\n{}",
+        tier.diagnostics()
+    );
+    snap
+}

@@ -1,0 +1,393 @@
+//! Outside MCP clients against the real `subzero mcp`: the official Python SDK (which
+//! validates structured content against the advertised output schemas and receives
+//! progress notifications), raw JSON-RPC `initialize` for each protocol version current
+//! hosts send, and every client SDK — rmcp, Python, TypeScript 1.x and 2.x — reading the
+//! error code of each case in `tests/clients/error_cases.json`. Ajv 2020 in strict mode
+//! compiles every published schema (`tests/clients/ts/strict_schemas.mjs`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::support;
+use crate::support::mcp::*;
+use serde_json::{Map, Value, json};
+use subzero_testkit::{Reply, Step};
+
+/// The group of the Python SDK cases.
+const PYTHON_SDK: &str = "outside_clients:python-sdk";
+/// The group of the TypeScript SDK and Ajv cases.
+const TYPESCRIPT_SDKS: &str = "outside_clients:typescript-sdks";
+
+/// Whether the Python SDK is installed (else the test is skipped, or fails in strict mode).
+fn python_sdk_available() -> bool {
+    if support::prereq::python_runs("import mcp") {
+        support::prereq::present(PYTHON_SDK);
+        return true;
+    }
+    support::prereq::missing(
+        PYTHON_SDK,
+        "the Python MCP SDK (mcp 2.x)",
+        "python3 -m pip install 'mcp==2.3.0'",
+    );
+    false
+}
+
+#[test]
+fn the_python_sdk_client_delegates_and_validates_every_result() {
+    if !python_sdk_available() {
+        return;
+    }
+    let slow_tool_turn = Reply::Sse(vec![
+        Step::delay_ms(300),
+        Step::tool_delta(Some(0), Some("c1"), Some("read"), r#"{"path":"README.md"}"#),
+        Step::finish("tool_calls"),
+        Step::done(),
+    ]);
+    let env = Env::new(vec![slow_tool_turn, Reply::text("It is a demo project.")]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/python_sdk_client.py");
+    let output = Command::new(support::prereq::python())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_subzero"))
+        .arg(env.workspace())
+        .arg(env.state_dir())
+        .arg(env.config())
+        .arg(env.server.base_url())
+        .env("SUBZERO_TEST_KEY", KEY)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("report");
+    assert_eq!(report["server"], "subzero");
+    assert_eq!(report["tools"].as_array().map(Vec::len), Some(8));
+    assert_eq!(report["state"], "ready", "{report:#}");
+    assert_eq!(report["lastRun"]["status"], "completed");
+    assert_eq!(report["lastRun"]["preview"], "It is a demo project.");
+    assert_eq!(report["badIsError"], true);
+    assert_eq!(report["badStructured"], false);
+    assert_eq!(report["badCode"], "invalid_request");
+    assert_eq!(report["infoText"], "1");
+    let progress: Vec<&str> = report["progress"]
+        .as_array()
+        .expect("progress")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        progress.iter().any(|m| m.contains("tool read")),
+        "no tool progress reached the client: {progress:?}"
+    );
+    eprintln!(
+        "python sdk: protocol {} progress {progress:?}",
+        report["protocolVersion"]
+    );
+}
+
+/// One raw JSON-RPC exchange: initialize with `version`, then tools/list.
+fn initialize_with(env: &Env, version: &str) -> (Value, Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_subzero"))
+        .args(["mcp", "--workspace"])
+        .arg(env.workspace())
+        .arg("--state-dir")
+        .arg(env.state_dir())
+        .arg("--config")
+        .arg(env.config())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("broker starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{init}").expect("write");
+    let reply: Value =
+        serde_json::from_str(&lines.next().expect("a reply").expect("read")).expect("json");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    )
+    .expect("write");
+    let tools: Value =
+        serde_json::from_str(&lines.next().expect("a reply").expect("read")).expect("json");
+    drop(stdin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (reply, tools)
+}
+
+#[test]
+fn every_protocol_version_current_hosts_send_is_accepted() {
+    let env = Env::new(vec![]);
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let (reply, tools) = initialize_with(&env, version);
+        assert_eq!(reply["result"]["protocolVersion"], version, "{reply:#}");
+        assert_eq!(reply["result"]["serverInfo"]["name"], "subzero");
+        assert_eq!(
+            tools["result"]["tools"].as_array().map(Vec::len),
+            Some(8),
+            "{tools:#}"
+        );
+    }
+}
+
+/// `tests/clients/`.
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// The steps every client makes: `tests/clients/error_cases.json`.
+fn error_cases() -> Vec<Value> {
+    let text = std::fs::read_to_string(clients_dir().join("error_cases.json")).expect("cases");
+    let cases: Value = serde_json::from_str(&text).expect("cases are JSON");
+    cases["steps"].as_array().expect("steps").clone()
+}
+
+/// A broker environment for the error cases: the first spawn's turn takes a minute, so
+/// its child is running until the case that stops it.
+fn error_case_env() -> Env {
+    Env::new(vec![slow_reply("Done.", 60_000)])
+}
+
+/// The variables the scripts read to start `subzero mcp` in `env`.
+fn broker_vars(env: &Env) -> Vec<(&'static str, std::ffi::OsString)> {
+    vec![
+        ("SUBZERO_EXE", env!("CARGO_BIN_EXE_subzero").into()),
+        ("SUBZERO_WORKSPACE", env.workspace().into()),
+        ("SUBZERO_STATE_DIR", env.state_dir().into()),
+        ("SUBZERO_CONFIG", env.config().into()),
+        ("SUBZERO_MODEL_URL", env.server.base_url().into()),
+        ("SUBZERO_TEST_KEY", KEY.into()),
+    ]
+}
+
+/// A script's report (its last stdout line), after it exited successfully.
+fn report_of(client: &str, output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str::<Value>(line).ok());
+    match report {
+        Some(report) if output.status.success() => report,
+        _ => panic!(
+            "{client} failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
+/// Every step's outcome is what the case file says, and every error arrived as a tool
+/// error with its code in the text and no structured content.
+fn assert_every_case(client: &str, results: &Value) {
+    let steps = error_cases();
+    let rows = results.as_array().expect("results");
+    assert_eq!(rows.len(), steps.len(), "{client}: {results:#}");
+    for (step, row) in steps.iter().zip(rows) {
+        assert_eq!(row["got"], step["expect"], "{client}: {row}");
+        let failed = step["expect"] != "ok";
+        assert_eq!(row["isError"], failed, "{client}: {row}");
+        assert_eq!(row["structured"], !failed, "{client}: {row}");
+    }
+    let codes: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter_map(|r| r["got"].as_str())
+        .filter(|c| *c != "ok")
+        .collect();
+    eprintln!("{client}: read {} error codes: {codes:?}", codes.len());
+}
+
+/// `"$name"` strings replaced by their binding, recursively.
+fn substitute(value: &Value, bindings: &Map<String, Value>) -> Value {
+    match value {
+        Value::String(s) if s.starts_with('$') => bindings
+            .get(&s[1..])
+            .cloned()
+            .unwrap_or_else(|| panic!("no binding for {s}")),
+        Value::Array(items) => items.iter().map(|v| substitute(v, bindings)).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), substitute(v, bindings)))
+            .collect(),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rmcp_reads_every_error_code() {
+    let env = error_case_env();
+    let session = env.broker("rmcp-errors").await;
+    let mut bindings = Map::new();
+    bindings.insert("modelUrl".into(), env.server.base_url().into());
+    bindings.insert("oversizePrompt".into(), "é".repeat(33 * 1024).into());
+    let mut results = Vec::new();
+    for step in error_cases() {
+        let tool = step["tool"].as_str().expect("tool");
+        let reply = call(&session, tool, substitute(&step["arguments"], &bindings)).await;
+        if !reply.is_error
+            && let Some(fields) = reply.structured.as_object()
+        {
+            bindings.extend(
+                fields
+                    .iter()
+                    .filter(|(_, v)| v.is_string())
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+        results.push(json!({
+            "tool": tool,
+            "got": reply.code().unwrap_or(if reply.is_error { "?" } else { "ok" }),
+            "isError": reply.is_error,
+            "structured": reply.has_structured_content,
+        }));
+    }
+    session.close().await.expect("close");
+    assert_every_case("rmcp", &Value::Array(results));
+}
+
+#[test]
+fn the_python_sdk_reads_every_error_code() {
+    if !python_sdk_available() {
+        return;
+    }
+    let env = error_case_env();
+    let output = Command::new(support::prereq::python())
+        .arg(clients_dir().join("python_sdk_error_cases.py"))
+        .envs(broker_vars(&env))
+        .output()
+        .expect("python runs");
+    let report = report_of("the Python SDK", &output);
+    let client = format!("mcp {}", report["version"].as_str().unwrap_or("?"));
+    assert_every_case(&client, &report["results"]);
+}
+
+/// `tests/clients/ts/` with its node modules installed (once per test run, from the
+/// lockfile; `cargo xtask test` installs them before the tests), or `None` without Node
+/// (outside strict mode).
+fn node_project() -> Option<PathBuf> {
+    static PROJECT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PROJECT
+        .get_or_init(|| {
+            if !support::prereq::node_available() {
+                support::prereq::missing(TYPESCRIPT_SDKS, "Node 20 and npm", "install Node 20");
+                return None;
+            }
+            support::prereq::present(TYPESCRIPT_SDKS);
+            let dir = clients_dir().join("ts");
+            if !node_modules_fresh(&dir) {
+                let started = Instant::now();
+                let output = Command::new("npm")
+                    .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
+                    .current_dir(&dir)
+                    .output()
+                    .expect("npm runs");
+                assert!(
+                    output.status.success(),
+                    "npm ci in {} failed:\n{}\n{}",
+                    dir.display(),
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                eprintln!("npm ci took {:?}", started.elapsed());
+            }
+            Some(dir)
+        })
+        .clone()
+}
+
+/// Whether `node_modules` was installed from the current lockfile (npm writes
+/// `node_modules/.package-lock.json` at the end of an install).
+fn node_modules_fresh(dir: &Path) -> bool {
+    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (
+        modified(dir.join("node_modules/.package-lock.json")),
+        modified(dir.join("package-lock.json")),
+    ) {
+        (Some(installed), Some(locked)) => installed >= locked,
+        _ => false,
+    }
+}
+
+/// Runs `error_cases.mjs` with one TypeScript SDK major version.
+fn typescript_sdk_reads_every_error_code(sdk: &str) {
+    let Some(dir) = node_project() else {
+        return;
+    };
+    let env = error_case_env();
+    let output = Command::new("node")
+        .arg(dir.join("error_cases.mjs"))
+        .arg(sdk)
+        .envs(broker_vars(&env))
+        .output()
+        .expect("node runs");
+    let report = report_of(&format!("the TypeScript SDK ({sdk})"), &output);
+    let client = format!(
+        "{} {}",
+        report["sdk"].as_str().unwrap_or("?"),
+        report["version"].as_str().unwrap_or("?")
+    );
+    assert_eq!(
+        report["tools"].as_array().map(Vec::len),
+        Some(8),
+        "{report:#}"
+    );
+    assert_eq!(report["schemaWarnings"], json!([]), "{client}: {report:#}");
+    assert_every_case(&client, &report["results"]);
+}
+
+#[test]
+fn the_typescript_sdk_1_reads_every_error_code() {
+    typescript_sdk_reads_every_error_code("sdk1");
+}
+
+#[test]
+fn the_typescript_sdk_2_reads_every_error_code() {
+    typescript_sdk_reads_every_error_code("sdk2");
+}
+
+#[test]
+fn ajv_strict_compiles_every_published_schema() {
+    let Some(dir) = node_project() else {
+        return;
+    };
+    let env = Env::new(vec![]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new("node")
+        .arg(dir.join("strict_schemas.mjs"))
+        .arg(root.join("generated/schemas"))
+        .arg(root.join("schema-src/v1"))
+        .envs(broker_vars(&env))
+        .output()
+        .expect("node runs");
+    let report = report_of("Ajv strict", &output);
+    assert_eq!(report["failures"], json!([]), "{report:#}");
+    assert_eq!(report["warnings"], json!([]), "{report:#}");
+    // Every file of both directories, and an input and an output schema for each tool.
+    assert_eq!(report["tools"], 8, "{report:#}");
+    let files = report["files"].as_u64().expect("files");
+    let sources = report["sources"].as_u64().expect("sources");
+    assert!(files >= 24 && sources > files, "{report:#}");
+    assert_eq!(report["compiled"], files + sources + 16, "{report:#}");
+}

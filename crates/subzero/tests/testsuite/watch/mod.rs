@@ -1,0 +1,3 @@
+//! `subzero watch` in a pseudo-terminal.
+
+mod tui;

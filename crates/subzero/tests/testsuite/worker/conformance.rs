@@ -1,0 +1,408 @@
+//! The worker conformance suite, part 1: runs, steering, followups, checkpoints, redaction,
+//! budgets and hostile streams — each case on the Rust worker and on the Pi worker, over the
+//! control protocol, against a scripted model on loopback (`support::conformance`).
+
+use std::time::Duration;
+
+use crate::support::conformance::*;
+use serde_json::{Value, json};
+use subzero_testkit::{Reply, ScriptedServer, Step};
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match e["kind"].as_str() {
+            Some("tool") => format!(
+                "tool:{}:{}",
+                e["name"].as_str().unwrap_or(""),
+                e["state"].as_str().unwrap_or("")
+            ),
+            Some(kind) => kind.to_owned(),
+            None => String::new(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_with_a_tool_call_completes_and_commits_a_leaf_whose_digest_the_broker_recomputes() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            Reply::tool_call("call_1", "read", r#"{"path":"README.md"}"#),
+            Reply::text("The project is a demo."),
+        ])
+        .expect("server");
+        let id = engine.run_id(1);
+        let mut worker = place.worker(engine, &researcher());
+        let hello = worker.expect("hello", |v| v["type"] == "hello");
+        assert_eq!(hello["controlVersion"], 1);
+        assert_eq!(hello["steering"], true);
+        worker.send(&place.start(
+            &id,
+            server.base_url(),
+            researcher(),
+            "What is this project?",
+        ));
+        let leaf = worker.expect_type("leaf_committed", &id);
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        assert_eq!(settled["result"], "The project is a demo.");
+        assert_eq!(settled["usage"]["turns"], 2, "{settled}");
+        let events = kinds(&worker.events(&id));
+        for wanted in [
+            "turn_started",
+            "tool:read:started",
+            "tool:read:finished",
+            "text",
+        ] {
+            assert!(
+                events.contains(&wanted.to_owned()),
+                "{engine:?} events: {events:?}"
+            );
+        }
+        let leaf_id = leaf["leafId"].as_str().expect("leaf id");
+        assert_eq!(
+            engine.digest(&place.transcript_text(), leaf_id).as_deref(),
+            leaf["digest"].as_str(),
+            "{engine:?}: the committed digest is not the transcript's"
+        );
+        let bodies = bodies(&server.requests());
+        assert_eq!(bodies.len(), 2);
+        assert!(
+            bodies[1].contains("A small project."),
+            "{engine:?}: the tool result reached the model: {}",
+            bodies[1]
+        );
+    });
+}
+
+#[test]
+fn a_steer_is_applied_between_turns_with_a_receipt_and_one_after_the_answer_is_discarded() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            Reply::Sse(vec![
+                Step::tool_delta(Some(0), Some("call_1"), Some("ls"), "{}"),
+                Step::delay_ms(1500),
+                Step::finish("tool_calls"),
+                Step::usage(10, 5),
+                Step::done(),
+            ]),
+            Reply::text("Steered: looking at docs now."),
+        ])
+        .expect("server");
+        let id = engine.run_id(2);
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&id, server.base_url(), researcher(), "List the files."));
+        worker.expect("turn 1", |v| v["event"]["kind"] == "turn_started");
+        assert!(
+            server.wait_for_requests(1, WAIT),
+            "the first request never came"
+        );
+        worker.send(&json!({"type": "steer", "runId": id, "steerId": "st_01JDZ8Q4W3V9K2M5N7P8R0S1T2", "requestId": "steer-1", "message": "STEER-5b1: look at docs/ first"}));
+        let applied = worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
+        assert_eq!(applied["event"]["steerId"], "st_01JDZ8Q4W3V9K2M5N7P8R0S1T2");
+        assert_eq!(applied["event"]["requestId"], "steer-1");
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let bodies = bodies(&server.requests());
+        assert!(
+            bodies[1].contains("STEER-5b1"),
+            "{engine:?}: the steer reached the next request: {}",
+            bodies[1]
+        );
+        // After the final answer: refused with a receipt, nothing sent.
+        worker.send(&json!({"type": "steer", "runId": id, "steerId": "st_01JDZ8Q4W3V9K2M5N7P8R0S1T3", "message": "too late"}));
+        let late = worker.expect("late steer", |v| {
+            v["event"]["steerId"] == "st_01JDZ8Q4W3V9K2M5N7P8R0S1T3"
+        });
+        assert_eq!(late["event"]["kind"], "steer_discarded");
+        assert_eq!(late["event"]["reason"], "not_active");
+        assert_eq!(server.requests().len(), 2);
+    });
+}
+
+#[test]
+fn a_followup_continues_from_the_committed_leaf_with_the_earlier_turns() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            Reply::text("FIRST-ANSWER-91c: a demo."),
+            Reply::text("Second answer."),
+        ])
+        .expect("server");
+        let (first, second) = (engine.run_id(3), engine.run_id(4));
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&first, server.base_url(), researcher(), "What is it?"));
+        let leaf = worker.expect_type("leaf_committed", &first);
+        worker.settled(&first);
+        let mut next = place.start(
+            &second,
+            server.base_url(),
+            researcher(),
+            "FOLLOWUP-2d7: and then?",
+        );
+        next["fromLeaf"] = leaf["leafId"].clone();
+        next["expectedDigest"] = leaf["digest"].clone();
+        worker.send(&next);
+        let settled = worker.settled(&second);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let bodies = bodies(&server.requests());
+        assert!(
+            bodies[1].contains("FIRST-ANSWER-91c") && bodies[1].contains("FOLLOWUP-2d7"),
+            "{engine:?}: {}",
+            bodies[1]
+        );
+    });
+}
+
+#[test]
+fn a_wrong_expected_digest_is_refused_before_any_request() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server =
+            ScriptedServer::start(vec![Reply::text("one"), Reply::text("two")]).expect("server");
+        let (first, second) = (engine.run_id(5), engine.run_id(6));
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&first, server.base_url(), researcher(), "first"));
+        let leaf = worker.expect_type("leaf_committed", &first);
+        worker.settled(&first);
+        let mut next = place.start(&second, server.base_url(), researcher(), "second");
+        next["fromLeaf"] = leaf["leafId"].clone();
+        next["expectedDigest"] = json!(format!("sha256:{}", "ab".repeat(32)));
+        worker.send(&next);
+        let settled = worker.settled(&second);
+        assert_eq!(settled["status"], "failed");
+        assert_eq!(
+            settled["error"]["code"], "checkpoint_incompatible",
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{engine:?}: nothing was sent for the refused run"
+        );
+    });
+}
+
+#[test]
+fn an_unknown_transcript_version_is_refused_never_migrated() {
+    each_engine(|engine| {
+        let place = Place::new();
+        std::fs::create_dir_all(place.transcript().parent().expect("dir")).expect("dir");
+        let foreign = match engine {
+            Engine::Rust => "{\"type\":\"header\",\"id\":\"h0\",\"version\":99}\n",
+            Engine::Pi => {
+                "{\"type\":\"session\",\"version\":9,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n"
+            }
+        };
+        std::fs::write(place.transcript(), foreign).expect("transcript");
+        let server = ScriptedServer::start(vec![Reply::text("never")]).expect("server");
+        let id = engine.run_id(7);
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&id, server.base_url(), researcher(), "hello"));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        assert!(
+            server.requests().is_empty(),
+            "{engine:?}: a request was made"
+        );
+        assert_eq!(
+            place.transcript_text(),
+            foreign,
+            "{engine:?}: the transcript was changed"
+        );
+    });
+}
+
+#[test]
+fn the_key_is_redacted_in_events_results_and_the_transcript_even_split_across_deltas() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![Reply::text_deltas(&[
+            "the key is sk-test-",
+            "key-0000 and ",
+            "done",
+        ])])
+        .expect("server");
+        let id = engine.run_id(8);
+        let mut worker = place.worker(engine, &researcher());
+        worker.send(&place.start(&id, server.base_url(), researcher(), "echo the key"));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        assert!(
+            settled["result"]
+                .as_str()
+                .expect("result")
+                .contains("[REDACTED]"),
+            "{settled}"
+        );
+        let out = worker.stdout_text();
+        assert!(
+            !out.contains("sk-test-key-0000"),
+            "{engine:?}: key on stdout: {out}"
+        );
+        assert!(
+            !place.transcript_text().contains("sk-test-key-0000"),
+            "{engine:?}: key in the transcript"
+        );
+        assert!(
+            !worker.stderr_text().contains("sk-test-key-0000"),
+            "{engine:?}: key in the log"
+        );
+    });
+}
+
+#[test]
+fn max_turns_runs_the_last_turns_calls_then_hands_off_with_a_tools_off_summary() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let server = ScriptedServer::start(vec![
+            Reply::tool_call("call_1", "read", r#"{"path":"README.md"}"#),
+            Reply::text("Handoff: read nothing yet; continue with README.md."),
+        ])
+        .expect("server");
+        let mut grant = researcher();
+        grant["limits"]["maxTurns"] = json!(1);
+        let id = engine.run_id(9);
+        let mut worker = place.worker(engine, &grant);
+        worker.send(&place.start(&id, server.base_url(), grant.clone(), "Read everything."));
+        let leaf = worker.expect_type("leaf_committed", &id);
+        let settled = worker.settled(&id);
+        assert_eq!(
+            settled["status"], "budget_exhausted",
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(settled["budget"]["budget"], "maxTurns");
+        assert_eq!(settled["budget"]["limit"], 1);
+        assert_eq!(
+            settled["result"],
+            "Handoff: read nothing yet; continue with README.md."
+        );
+        let bodies = bodies(&server.requests());
+        assert_eq!(bodies.len(), 2, "{engine:?}: one turn, one handoff");
+        assert!(
+            bodies[1].contains("Do not call any tool"),
+            "{engine:?}: {}",
+            bodies[1]
+        );
+        assert!(
+            bodies[1].contains("A small project."),
+            "{engine:?}: the last turn's call ran: {}",
+            bodies[1]
+        );
+        let handoff: Value = serde_json::from_str(&bodies[1]).expect("json");
+        assert!(
+            handoff.get("tools").is_none() || handoff["tool_choice"] == "none",
+            "{engine:?}: tools off: {handoff}"
+        );
+        let text = place.transcript_text();
+        assert!(
+            text.contains("Do not call any tool") && text.contains("Handoff: read nothing yet")
+        );
+        assert!(
+            engine
+                .digest(&text, leaf["leafId"].as_str().expect("leaf"))
+                .is_some()
+        );
+    });
+}
+
+#[test]
+fn a_flooded_handoff_summary_is_cut_at_16_kib_and_not_read_further() {
+    each_engine(|engine| {
+        const MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
+        let place = Place::new();
+        let flood = format!(
+            "data: {}\n\n",
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": "x".repeat(1100)}, "finish_reason": null}]})
+        );
+        let server = ScriptedServer::start(vec![
+            Reply::tool_call("call_1", "ls", "{}"),
+            Reply::Sse(vec![
+                Step::text("Handoff: "),
+                Step::Repeat {
+                    raw: flood,
+                    times: 2700,
+                },
+                Step::Hang,
+            ]),
+        ])
+        .expect("server");
+        let mut grant = researcher();
+        grant["limits"]["maxTurns"] = json!(1);
+        let id = engine.run_id(10);
+        let started = std::time::Instant::now();
+        let mut worker = place.worker(engine, &grant);
+        worker.send(&place.start(&id, server.base_url(), grant.clone(), "List."));
+        let settled = worker.settled(&id);
+        assert!(started.elapsed() < WAIT);
+        assert_eq!(
+            settled["status"], "budget_exhausted",
+            "{engine:?}: {settled}"
+        );
+        let result = settled["result"].as_str().expect("result");
+        assert_eq!(result.len(), 16 * 1024 + MARKER.len(), "{engine:?}");
+        assert!(result.starts_with("Handoff: xxx") && result.ends_with(MARKER));
+    });
+}
+
+#[test]
+fn a_response_past_max_response_bytes_fails_the_run_typed() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let chunk = format!(
+            "data: {}\n\n",
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": "y".repeat(1000)}, "finish_reason": null}]})
+        );
+        let server = ScriptedServer::start(vec![Reply::Sse(vec![
+            Step::Repeat {
+                raw: chunk,
+                times: 5000,
+            },
+            Step::finish("stop"),
+            Step::done(),
+        ])])
+        .expect("server");
+        let id = engine.run_id(11);
+        let mut worker = place.worker(engine, &researcher());
+        let mut start = place.start(&id, server.base_url(), researcher(), "Say a lot.");
+        start["streamLimits"] = json!({"maxResponseBytes": 65536, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 180000});
+        worker.send(&start);
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled["error"]["code"], "limit_exceeded",
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(
+            settled["error"]["details"]["limit"], "model_response_bytes",
+            "{engine:?}: {settled}"
+        );
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
+    });
+}
+
+#[test]
+fn a_prompt_refused_as_too_long_ends_the_run_context_exhausted_without_compaction() {
+    each_engine(|engine| {
+        let place = Place::new();
+        let refusal = json!({"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+        let server =
+            ScriptedServer::start(vec![Reply::status(400, &refusal.to_string())]).expect("server");
+        let mut grant = researcher();
+        grant["compaction"] = json!("off");
+        let id = engine.run_id(12);
+        let mut worker = place.worker(engine, &grant);
+        worker.send(&place.start(&id, server.base_url(), grant.clone(), "A long prompt."));
+        let settled = worker.settled(&id);
+        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled["error"]["code"], "context_exhausted",
+            "{engine:?}: {settled}"
+        );
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
+    });
+}
