@@ -22,6 +22,7 @@ mod prompt;
 mod redact;
 mod run;
 mod scratch;
+mod settlement;
 mod startup;
 mod steering;
 mod text_events;
@@ -58,6 +59,7 @@ use control::{
 use control_input::{Input, spawn_stdin_reader};
 use run::{Completed, Progress, RunContext};
 use scratch::Scratch;
+use settlement::Settlement;
 use startup::{Started, start_up};
 use steering::SteerQueue;
 
@@ -314,12 +316,7 @@ impl Worker {
     /// discarded steers, the settlement and — after a stop — the confirmation with the count.
     async fn settle(&mut self, active: Active, outcome: Outcome) {
         let reaped = self.containment.kill_all().await;
-        let usage = active
-            .progress
-            .lock()
-            .map(|p| p.usage)
-            .unwrap_or_default()
-            .into();
+        let usage = active.progress.lock().map(|p| p.usage).unwrap_or_default();
         // The run is over: take its text (up to `model_response_bytes`) instead of copying it,
         // so a cut hostile answer is held once, not twice, while the settlement is written.
         let partial = active
@@ -330,11 +327,7 @@ impl Worker {
             .unwrap_or_default();
         let partial = (!partial.is_empty()).then_some(partial);
         let run_id = active.run_id.clone();
-        let reason = match &outcome {
-            Outcome::Completed(_) | Outcome::Stopped => DiscardReason::Stopped,
-            Outcome::Failed(e) if e.code == ErrorCode::LimitExceeded => DiscardReason::Limit,
-            Outcome::Failed(_) => DiscardReason::Failed,
-        };
+        let reason = settlement::discard_reason(&outcome);
         for steer in active.steers.close() {
             emit::event(
                 &run_id,
@@ -345,56 +338,10 @@ impl Worker {
                 },
             );
         }
-        let mut budget = None;
-        let mut cut = None;
-        let (status, result, error) = match outcome {
-            Outcome::Completed(done) => match (
-                control::LeafId::try_from(done.leaf_id.as_str()),
-                control::Digest::try_from(done.digest.as_str()),
-            ) {
-                (Ok(leaf_id), Ok(digest)) => {
-                    emit::emit(&Outbound::LeafCommitted {
-                        run_id: run_id.clone(),
-                        leaf_id,
-                        digest,
-                    });
-                    budget = done.budget.map(|reached| reached.wire());
-                    cut =
-                        done.cut
-                            .and_then(std::num::NonZeroU64::new)
-                            .map(|value| control::RunCut {
-                                limit: control::RunCutLimit::MaxOutputTokens,
-                                value,
-                            });
-                    let status = if budget.is_some() {
-                        RunStatus::BudgetExhausted
-                    } else {
-                        RunStatus::Completed
-                    };
-                    (status, Some(done.result), None)
-                }
-                _ => (
-                    RunStatus::Failed,
-                    Some(done.result),
-                    Some(ErrorBody::new(
-                        ErrorCode::Internal,
-                        "internal: the transcript produced a leaf id or digest outside the contract",
-                    )),
-                ),
-            },
-            Outcome::Failed(err) => (RunStatus::Failed, partial, Some(err)),
-            Outcome::Stopped => (RunStatus::Stopped, partial, None),
-        };
+        let settlement = Settlement::of(&run_id, outcome, partial);
+        let status = settlement.status;
         tracing::info!(run_id = %run_id.as_str(), ?status, reaped, "run settled");
-        emit::emit(&Outbound::RunSettled {
-            run_id: run_id.clone(),
-            status,
-            result,
-            budget,
-            cut,
-            error,
-            usage,
-        });
+        emit::emit(&settlement.message(run_id.clone(), usage));
         if status == RunStatus::Stopped {
             emit::emit(&Outbound::CancelConfirmed {
                 run_id,

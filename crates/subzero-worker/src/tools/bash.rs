@@ -57,14 +57,35 @@ async fn run_command(
     capture: &File,
     timeout: Duration,
 ) -> ToolOutput {
-    let out = match capture.try_clone() {
-        Ok(f) => f,
+    let (mut cmd, shell) = match shell_command(ctx, command, capture) {
+        Ok(built) => built,
         Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
     };
-    let err = match out.try_clone() {
-        Ok(f) => f,
-        Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
+    crate::containment::tool::confine(&mut cmd, &ctx.jail);
+    let child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return ToolOutput::error(format!("cannot start {shell}: {e}")),
     };
+    let pid = child.id();
+    // The worker reaps its children itself (see containment); the handle is not waited on.
+    drop(child);
+    ctx.containment.register_group(pid);
+    // Armed until the command ends: a call dropped mid-way (deadline, cancel) kills it.
+    let mut tree = CallTree::new(pid);
+    let ended = wait(ctx, pid, capture, &mut tree, timeout).await;
+    report(ended, capture, timeout)
+}
+
+/// `<shell> -c <command>` in the workspace root, stdin from /dev/null, stdout and stderr
+/// into `capture`, with [`minimal_env`]; and the shell it runs (bash where there is one).
+/// `Err` when `capture` cannot be shared with the command.
+fn shell_command(
+    ctx: &ToolContext,
+    command: &str,
+    capture: &File,
+) -> std::io::Result<(Command, &'static str)> {
+    let out = capture.try_clone()?;
+    let err = out.try_clone()?;
     let shell = if Path::new("/bin/bash").exists() {
         "/bin/bash"
     } else {
@@ -78,6 +99,14 @@ async fn run_command(
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err));
+    minimal_env(ctx, &mut cmd);
+    Ok((cmd, shell))
+}
+
+/// The few variables a command expects, from the worker's environment or a fallback (never
+/// the key): `PATH`, `HOME` (the workspace root when unset), `LANG`, `TMPDIR` (the scratch
+/// space when confined to the workspace), `USER`, `LOGNAME`, and `TERM=dumb`.
+fn minimal_env(ctx: &ToolContext, cmd: &mut Command) {
     for (name, fallback) in [
         ("PATH", Some(DEFAULT_PATH)),
         ("HOME", None),
@@ -107,20 +136,11 @@ async fn run_command(
     {
         cmd.env("TMPDIR", ctx.scratch.path());
     }
-    crate::containment::tool::confine(&mut cmd, &ctx.jail);
+}
 
-    let child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => return ToolOutput::error(format!("cannot start {shell}: {e}")),
-    };
-    let pid = child.id();
-    // The worker reaps its children itself (see containment); the handle is not waited on.
-    drop(child);
-    ctx.containment.register_group(pid);
-    // Armed until the command ends: a call dropped mid-way (deadline, cancel) kills it.
-    let mut tree = CallTree::new(pid);
-    let ended = wait(ctx, pid, capture, &mut tree, timeout).await;
-
+/// What the model is told: the exit code (an error unless 0), the overflow or the timeout,
+/// with the head and tail of the output.
+fn report(ended: Ended, capture: &File, timeout: Duration) -> ToolOutput {
     let bytes = read_from_start(capture);
     let shown = head_and_tail(&bytes);
     let code = match ended {

@@ -33,10 +33,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 mod namespace;
-use namespace::{IdMaps, enter_namespaces, errno, flags, has_cap_sys_admin, try_unshare};
-
-/// Size and mode of a cover: empty, tiny, root of it readable and listable.
-const COVER_OPTIONS: &std::ffi::CStr = c"size=16k,nr_inodes=64,mode=0755";
+mod step;
+use namespace::{IdMaps, enter_namespaces, flags, has_cap_sys_admin, try_unshare};
+use step::{Step, mount};
 
 /// What was probed at start: which paths to hide and whether the kernel lets tool
 /// processes have a mount namespace of their own.
@@ -173,29 +172,6 @@ fn existing(requested: &[PathBuf]) -> Vec<Hidden> {
 /// 16 MCP server programs, with room to spare).
 const MAX_REBINDS: usize = 40;
 
-/// One thing to do between fork and exec, prepared in full beforehand.
-#[derive(Debug)]
-enum Step {
-    /// Open a path that will be bound back (`O_PATH`) into slot `n`: after the namespace is
-    /// made (a bind's source must be a mount of the namespace it is made in) and before it
-    /// is covered.
-    Open(usize, CString),
-    /// Mount an empty tmpfs over a directory.
-    Cover(CString),
-    /// Make a directory (a mount point inside a cover).
-    MakeDir(CString),
-    /// Make an empty file of mode 0 (a mount point inside a cover, or the blank file).
-    MakeFile(CString),
-    /// Bind the first path over the second.
-    Bind(CString, CString),
-    /// Bind what slot `n` holds over the path, and close the slot.
-    BindSlot(usize, CString),
-    /// Remove a file.
-    Unlink(CString),
-    /// Make a cover read-only.
-    Seal(CString),
-}
-
 /// A run's view, prepared before any tool process is forked; each tool process enters it
 /// with [`ToolView::enter`].
 #[derive(Debug)]
@@ -223,67 +199,8 @@ impl ToolView {
         let needed = |p: &Path| keep.iter().any(|k| k.as_path() == p);
         let dirs: Vec<&Path> = hiding.of_kind(true).filter(|d| !needed(d)).collect();
         let files: Vec<&Path> = hiding.of_kind(false).filter(|f| !needed(f)).collect();
-        let rebinds: Vec<(&Path, &Path)> = keep
-            .iter()
-            .filter_map(|k| {
-                dirs.iter()
-                    .find(|d| k.starts_with(d) && k.as_path() != **d)
-                    .map(|d| (k.as_path(), *d))
-            })
-            .collect();
-        if rebinds.len() > MAX_REBINDS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} paths would have to be bound back into the tools' view (at most {MAX_REBINDS})",
-                    rebinds.len()
-                ),
-            ));
-        }
-        let mut steps = Vec::new();
-        for (slot, (path, _)) in rebinds.iter().enumerate() {
-            steps.push(Step::Open(slot, c_path(path)?));
-        }
-        for dir in &dirs {
-            steps.push(Step::Cover(c_path(dir)?));
-        }
-        if !files.is_empty() {
-            // Where there is no cover to make a blank file in, /dev/null reads as empty.
-            let blank = match dirs.first() {
-                Some(first) => first.join(".subzero-hidden"),
-                None => PathBuf::from("/dev/null"),
-            };
-            if !dirs.is_empty() {
-                steps.push(Step::MakeFile(c_path(&blank)?));
-            }
-            for file in &files {
-                steps.push(Step::Bind(c_path(&blank)?, c_path(file)?));
-            }
-            if !dirs.is_empty() {
-                steps.push(Step::Unlink(c_path(&blank)?));
-            }
-        }
-        for (slot, (path, cover)) in rebinds.iter().enumerate() {
-            let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
-            let mut at = cover.to_path_buf();
-            let parts: Vec<_> = path
-                .strip_prefix(cover)
-                .unwrap_or(path)
-                .components()
-                .collect();
-            for (i, part) in parts.iter().enumerate() {
-                at.push(part);
-                if i + 1 == parts.len() && !is_dir {
-                    steps.push(Step::MakeFile(c_path(&at)?));
-                } else {
-                    steps.push(Step::MakeDir(c_path(&at)?));
-                }
-            }
-            steps.push(Step::BindSlot(slot, c_path(path)?));
-        }
-        for dir in &dirs {
-            steps.push(Step::Seal(c_path(dir)?));
-        }
+        let rebinds = rebinds(&keep, &dirs)?;
+        let steps = steps(&dirs, &files, &rebinds)?;
         Ok(Some(ToolView {
             flags: flags(hiding.user_namespace),
             user_namespace: hiding.user_namespace,
@@ -305,138 +222,102 @@ impl ToolView {
             // Nothing this process mounts may reach the worker's namespace.
             mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
             for step in &self.steps {
-                match step {
-                    Step::Open(slot, path) => {
-                        let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-                        if fd < 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                        slots[*slot] = fd;
-                    }
-                    Step::Cover(dir) => mount(
-                        Some(c"tmpfs"),
-                        dir,
-                        Some(c"tmpfs"),
-                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        Some(COVER_OPTIONS),
-                    )?,
-                    Step::MakeDir(path) => {
-                        if libc::mkdir(path.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
-                            return Err(io::Error::last_os_error());
-                        }
-                    }
-                    Step::MakeFile(path) => {
-                        let fd = libc::open(
-                            path.as_ptr(),
-                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                            0,
-                        );
-                        if fd < 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                        libc::close(fd);
-                    }
-                    Step::Bind(source, target) => {
-                        mount(
-                            Some(source),
-                            target,
-                            None,
-                            libc::MS_BIND | libc::MS_REC,
-                            None,
-                        )?;
-                    }
-                    Step::BindSlot(slot, target) => {
-                        let mut source = [0u8; 32];
-                        fd_path(slots[*slot], &mut source);
-                        let source = std::ffi::CStr::from_bytes_until_nul(&source)
-                            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-                        mount(
-                            Some(source),
-                            target,
-                            None,
-                            libc::MS_BIND | libc::MS_REC,
-                            None,
-                        )?;
-                        libc::close(slots[*slot]);
-                    }
-                    Step::Unlink(path) => {
-                        if libc::unlink(path.as_ptr()) != 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                    }
-                    // Read-only as a mount, not as a filesystem: the blank file is gone
-                    // from its directory but still bound, which a read-only remount of
-                    // the tmpfs itself would refuse (EBUSY).
-                    Step::Seal(dir) => mount(
-                        None,
-                        dir,
-                        None,
-                        libc::MS_REMOUNT
-                            | libc::MS_BIND
-                            | libc::MS_RDONLY
-                            | libc::MS_NOSUID
-                            | libc::MS_NODEV
-                            | libc::MS_NOEXEC,
-                        None,
-                    )?,
-                }
+                step.run(&mut slots)?;
             }
         }
         Ok(())
     }
 }
 
-/// Writes `/proc/self/fd/<fd>` and a NUL into `buf` without allocating.
-fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) {
-    const PREFIX: &[u8] = b"/proc/self/fd/";
-    buf[..PREFIX.len()].copy_from_slice(PREFIX);
-    let mut digits = [0u8; 10];
-    let mut n = fd.unsigned_abs();
-    let mut count = 0;
-    loop {
-        digits[count] = b'0' + (n % 10) as u8;
-        count += 1;
-        n /= 10;
-        if n == 0 || count == digits.len() {
-            break;
-        }
+/// Each kept path that lies beneath a directory to hide, with that directory: it is bound
+/// back into the view. `Err` when there are more than [`MAX_REBINDS`].
+fn rebinds<'k, 'd>(
+    keep: &'k [PathBuf],
+    dirs: &[&'d Path],
+) -> io::Result<Vec<(&'k Path, &'d Path)>> {
+    let rebinds: Vec<(&Path, &Path)> = keep
+        .iter()
+        .filter_map(|k| {
+            dirs.iter()
+                .find(|d| k.starts_with(d) && k.as_path() != **d)
+                .map(|d| (k.as_path(), *d))
+        })
+        .collect();
+    if rebinds.len() > MAX_REBINDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} paths would have to be bound back into the tools' view (at most {MAX_REBINDS})",
+                rebinds.len()
+            ),
+        ));
     }
-    let mut at = PREFIX.len();
-    while count > 0 {
-        count -= 1;
-        buf[at] = digits[count];
-        at += 1;
-    }
-    buf[at] = 0;
+    Ok(rebinds)
 }
 
-/// `mount(2)`; async-signal-safe.
-///
-/// # Safety
-/// Raw system call; the strings are NUL-terminated and alive for the call.
-unsafe fn mount(
-    source: Option<&std::ffi::CStr>,
-    target: &std::ffi::CStr,
-    fstype: Option<&std::ffi::CStr>,
-    flags: libc::c_ulong,
-    data: Option<&std::ffi::CStr>,
-) -> io::Result<()> {
-    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
-    // SAFETY: see the function's contract.
-    let rc = unsafe {
-        libc::mount(
-            ptr(source),
-            target.as_ptr(),
-            ptr(fstype),
-            flags,
-            ptr(data).cast(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// The steps that make the view, in order: open what is bound back, cover the directories,
+/// blank the files, bind back, seal the covers.
+fn steps(dirs: &[&Path], files: &[&Path], rebinds: &[(&Path, &Path)]) -> io::Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    for (slot, (path, _)) in rebinds.iter().enumerate() {
+        steps.push(Step::Open(slot, c_path(path)?));
     }
+    for dir in dirs {
+        steps.push(Step::Cover(c_path(dir)?));
+    }
+    blank_files(dirs, files, &mut steps)?;
+    for (slot, (path, cover)) in rebinds.iter().enumerate() {
+        bind_back(slot, path, cover, &mut steps)?;
+    }
+    for dir in dirs {
+        steps.push(Step::Seal(c_path(dir)?));
+    }
+    Ok(steps)
+}
+
+/// Binds an empty file over each hidden file: one made in the first cover and unlinked once
+/// bound.
+fn blank_files(dirs: &[&Path], files: &[&Path], steps: &mut Vec<Step>) -> io::Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    // Where there is no cover to make a blank file in, /dev/null reads as empty.
+    let blank = match dirs.first() {
+        Some(first) => first.join(".subzero-hidden"),
+        None => PathBuf::from("/dev/null"),
+    };
+    if !dirs.is_empty() {
+        steps.push(Step::MakeFile(c_path(&blank)?));
+    }
+    for file in files {
+        steps.push(Step::Bind(c_path(&blank)?, c_path(file)?));
+    }
+    if !dirs.is_empty() {
+        steps.push(Step::Unlink(c_path(&blank)?));
+    }
+    Ok(())
+}
+
+/// Makes the mount points from `cover` down to `path` inside the cover (directories, and a
+/// file last when `path` is one), then binds what slot `slot` holds over `path`.
+fn bind_back(slot: usize, path: &Path, cover: &Path, steps: &mut Vec<Step>) -> io::Result<()> {
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    let mut at = cover.to_path_buf();
+    let parts: Vec<_> = path
+        .strip_prefix(cover)
+        .unwrap_or(path)
+        .components()
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        if i + 1 == parts.len() && !is_dir {
+            steps.push(Step::MakeFile(c_path(&at)?));
+        } else {
+            steps.push(Step::MakeDir(c_path(&at)?));
+        }
+    }
+    steps.push(Step::BindSlot(slot, c_path(path)?));
+    Ok(())
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
@@ -480,21 +361,6 @@ mod tests {
             hidden.summary().contains("/s, /k hidden"),
             "{}",
             hidden.summary()
-        );
-    }
-
-    #[test]
-    fn descriptor_paths_are_written_without_allocating() {
-        let mut buf = [0u8; 32];
-        fd_path(7, &mut buf);
-        assert_eq!(
-            std::ffi::CStr::from_bytes_until_nul(&buf).expect("nul"),
-            c"/proc/self/fd/7"
-        );
-        fd_path(1234567, &mut buf);
-        assert_eq!(
-            std::ffi::CStr::from_bytes_until_nul(&buf).expect("nul"),
-            c"/proc/self/fd/1234567"
         );
     }
 
