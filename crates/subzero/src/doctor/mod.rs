@@ -22,6 +22,8 @@ mod worker;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
+use subzero_runtime::RuntimeResult;
+use subzero_runtime::config::Config;
 use subzero_runtime::paths::{PathEnv, resolve_config_path, resolve_state_dir};
 
 use crate::terminal_text::Printing;
@@ -75,28 +77,8 @@ pub fn run(args: DoctorArgs) -> u8 {
 fn diagnose(args: &DoctorArgs) -> Report {
     let env = PathEnv::from_process();
     let mut report = Report::default();
-
     let config_path = resolve_config_path(args.config.as_deref(), &env);
-    let config = match &config_path {
-        Ok(path) => {
-            let (check, config) = config::check_config(path);
-            report.add(check);
-            report.extend(config::check_config_entries(path));
-            if let Some(config) = &config {
-                report.extend(config::check_credentials(config, path));
-            }
-            config
-        }
-        Err(e) => {
-            report.add(Check::fail(
-                "config",
-                e.to_string(),
-                "pass --config FILE or set SUBZERO_CONFIG",
-            ));
-            None
-        }
-    };
-
+    let config = check_configuration(&config_path, &mut report);
     let state_dir = resolve_state_dir(args.state_dir.as_deref(), &env);
     match &state_dir {
         Ok(root) => report.extend(state::check_state(root)),
@@ -106,9 +88,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
             "pass --state-dir DIR or set SUBZERO_STATE_DIR",
         )),
     }
-
     report.extend(kernel::check_kernel(config.as_ref()));
-
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -131,17 +111,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
         report.add(runtime.block_on(worker::check_pi_worker(exe, &workspace, config.as_ref())));
     }
     if let (Ok(exe), Some(workspace)) = (&worker_exe, doctor_workspace(args)) {
-        // What a broker with this configuration would hide from its tools.
-        let hide = match (&state_dir, &config_path) {
-            (Ok(state), Ok(path)) => subzero_runtime::paths::hidden_from_tools(
-                state,
-                path,
-                config
-                    .iter()
-                    .flat_map(|c| c.credentials.values().filter_map(|e| e.file.clone())),
-            ),
-            _ => Vec::new(),
-        };
+        let hide = hidden_from_tools(&state_dir, &config_path, config.as_ref());
         report.extend(runtime.block_on(containment::check_process_containment(
             exe,
             &workspace,
@@ -153,6 +123,52 @@ fn diagnose(args: &DoctorArgs) -> Report {
         report.add(runtime.block_on(model::check_model(url, credential, config.as_ref(), path)));
     }
     report
+}
+
+/// The configuration file, its entries and its credentials; the configuration when it can
+/// be used.
+fn check_configuration(
+    config_path: &RuntimeResult<PathBuf>,
+    report: &mut Report,
+) -> Option<Config> {
+    match config_path {
+        Ok(path) => {
+            let (check, config) = config::check_config(path);
+            report.add(check);
+            report.extend(config::check_config_entries(path));
+            if let Some(config) = &config {
+                report.extend(config::check_credentials(config, path));
+            }
+            config
+        }
+        Err(e) => {
+            report.add(Check::fail(
+                "config",
+                e.to_string(),
+                "pass --config FILE or set SUBZERO_CONFIG",
+            ));
+            None
+        }
+    }
+}
+
+/// What a broker with this configuration would hide from its tools (nothing when the state
+/// directory or the configuration file is unknown).
+fn hidden_from_tools(
+    state_dir: &RuntimeResult<PathBuf>,
+    config_path: &RuntimeResult<PathBuf>,
+    config: Option<&Config>,
+) -> Vec<PathBuf> {
+    match (state_dir, config_path) {
+        (Ok(state), Ok(path)) => subzero_runtime::paths::hidden_from_tools(
+            state,
+            path,
+            config
+                .iter()
+                .flat_map(|c| c.credentials.values().filter_map(|e| e.file.clone())),
+        ),
+        _ => Vec::new(),
+    }
 }
 
 /// The directory a doctor's test worker starts in, when it is one.

@@ -75,22 +75,51 @@ fn render(
     color: bool,
     printing: Printing,
 ) -> std::io::Result<()> {
-    let s = |key: &str| doc[key].as_str().unwrap_or("-").to_owned();
-    let field = |out: &mut dyn Write, name: &str, value: String| {
-        writeln!(
-            out,
-            "{}  {}",
-            paint(&format!("{name:<12}"), Tone::Dim, color),
-            printing.field(&value)
-        )
-    };
-    field(out, "child", s("childId"))?;
-    field(out, "template", s("templateId"))?;
-    field(out, "workspace", s("workspaceRoot"))?;
-    field(out, "state", format!("{} ({})", s("state"), s("phase")))?;
-    let model = &doc["model"];
-    field(
+    let mut sheet = Sheet {
         out,
+        color,
+        printing,
+    };
+    summary(&mut sheet, doc)?;
+    last_run(&mut sheet, &doc["lastRun"])?;
+    recent_events(&mut sheet, doc)
+}
+
+/// Where the snapshot is written, and how.
+struct Sheet<'a> {
+    out: &'a mut dyn Write,
+    color: bool,
+    printing: Printing,
+}
+
+impl Sheet<'_> {
+    /// One `name  value` line, the name dimmed, the value escaped as `printing` says.
+    fn field(&mut self, name: &str, value: String) -> std::io::Result<()> {
+        writeln!(
+            self.out,
+            "{}  {}",
+            paint(&format!("{name:<12}"), Tone::Dim, self.color),
+            self.printing.field(&value)
+        )
+    }
+}
+
+/// The text of `doc[key]`, `-` when there is none.
+fn text(doc: &Value, key: &str) -> String {
+    doc[key].as_str().unwrap_or("-").to_owned()
+}
+
+/// Which child, where, its state, model and runs, and when it last moved.
+fn summary(sheet: &mut Sheet, doc: &Value) -> std::io::Result<()> {
+    sheet.field("child", text(doc, "childId"))?;
+    sheet.field("template", text(doc, "templateId"))?;
+    sheet.field("workspace", text(doc, "workspaceRoot"))?;
+    sheet.field(
+        "state",
+        format!("{} ({})", text(doc, "state"), text(doc, "phase")),
+    )?;
+    let model = &doc["model"];
+    sheet.field(
         "model",
         format!(
             "{} at {} ({})",
@@ -99,13 +128,12 @@ fn render(
             model["api"].as_str().unwrap_or("-")
         ),
     )?;
-    field(out, "active run", s("activeRunId"))?;
+    sheet.field("active run", text(doc, "activeRunId"))?;
     let queued: Vec<&str> = doc["queuedRuns"]
         .as_array()
         .map(|q| q.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    field(
-        out,
+    sheet.field(
         "queued",
         if queued.is_empty() {
             "-".to_owned()
@@ -113,59 +141,70 @@ fn render(
             queued.join(", ")
         },
     )?;
-    field(out, "progress", s("lastProgressAt"))?;
-    field(out, "created", s("createdAt"))?;
-    field(out, "updated", s("updatedAt"))?;
-    let last = &doc["lastRun"];
-    if last.is_object() {
-        let mut text = format!(
-            "{} {}",
-            last["runId"].as_str().unwrap_or("-"),
-            last["status"].as_str().unwrap_or("-")
-        );
-        if let Some(artifact) = last["artifactId"].as_str() {
-            text.push_str(&format!(" (full result: subzero output {artifact})"));
-        }
-        if let Some(code) = last["error"]["code"].as_str() {
-            text.push_str(&format!(
-                " — {code}: {}",
-                last["error"]["message"].as_str().unwrap_or("")
-            ));
-        }
-        field(out, "last run", text)?;
-        if let Some(preview) = last["preview"].as_str().filter(|p| !p.is_empty()) {
-            writeln!(out)?;
-            for line in preview.lines() {
-                writeln!(out, "    {}", printing.line(line))?;
-            }
-            if last["previewTruncated"] == true {
-                writeln!(out, "    …")?;
-            }
-            writeln!(out)?;
-        }
-    } else {
-        field(out, "last run", "-".to_owned())?;
+    sheet.field("progress", text(doc, "lastProgressAt"))?;
+    sheet.field("created", text(doc, "createdAt"))?;
+    sheet.field("updated", text(doc, "updatedAt"))
+}
+
+/// The last run's id and status, where its full result is, its error, then its preview.
+fn last_run(sheet: &mut Sheet, last: &Value) -> std::io::Result<()> {
+    if !last.is_object() {
+        return sheet.field("last run", "-".to_owned());
     }
+    let mut line = format!(
+        "{} {}",
+        last["runId"].as_str().unwrap_or("-"),
+        last["status"].as_str().unwrap_or("-")
+    );
+    if let Some(artifact) = last["artifactId"].as_str() {
+        line.push_str(&format!(" (full result: subzero output {artifact})"));
+    }
+    if let Some(code) = last["error"]["code"].as_str() {
+        line.push_str(&format!(
+            " — {code}: {}",
+            last["error"]["message"].as_str().unwrap_or("")
+        ));
+    }
+    sheet.field("last run", line)?;
+    if let Some(preview) = last["preview"].as_str().filter(|p| !p.is_empty()) {
+        writeln!(sheet.out)?;
+        for line in preview.lines() {
+            writeln!(sheet.out, "    {}", sheet.printing.line(line))?;
+        }
+        if last["previewTruncated"] == true {
+            writeln!(sheet.out, "    …")?;
+        }
+        writeln!(sheet.out)?;
+    }
+    Ok(())
+}
+
+/// The events the snapshot holds, under a heading that says how to read more.
+fn recent_events(sheet: &mut Sheet, doc: &Value) -> std::io::Result<()> {
     let events = doc["events"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
     writeln!(
-        out,
+        sheet.out,
         "{}",
         paint(
             &format!(
                 "events (the last {}; `subzero logs {} --cursor {}` for more)",
                 events.len(),
-                s("childId"),
+                text(doc, "childId"),
                 doc["oldestCursor"]
             ),
             Tone::Dim,
-            color
+            sheet.color
         )
     )?;
     for event in events {
-        writeln!(out, "{}", events::line(event, color, printing))?;
+        writeln!(
+            sheet.out,
+            "{}",
+            events::line(event, sheet.color, sheet.printing)
+        )?;
     }
     Ok(())
 }
