@@ -141,8 +141,7 @@ fn minimal_env(ctx: &ToolContext, cmd: &mut Command) {
 /// What the model is told: the exit code (an error unless 0), the overflow or the timeout,
 /// with the head and tail of the output.
 fn report(ended: Ended, capture: &File, timeout: Duration) -> ToolOutput {
-    let bytes = read_from_start(capture);
-    let shown = head_and_tail(&bytes);
+    let shown = shown_output(capture);
     let code = match ended {
         Ended::Exited(code) => code,
         Ended::Overflow => {
@@ -181,13 +180,14 @@ async fn wait(
         ctx.containment.reap();
         if let Some(code) = ctx.containment.take_exit(pid) {
             tree.disarm();
-            return if overflow {
+            // A command may write past the cap and exit between two looks: its size decides.
+            return if overflow || past_cap(capture) {
                 Ended::Overflow
             } else {
                 Ended::Exited(code)
             };
         }
-        if !overflow && capture.metadata().is_ok_and(|m| m.len() > MAX_OUTPUT_FILE) {
+        if !overflow && past_cap(capture) {
             overflow = true;
             ctx.containment.kill_group(pid);
         }
@@ -210,29 +210,76 @@ async fn wait(
     }
 }
 
-/// The whole file, read at offsets (the shared file position stays where the command left it:
-/// a background process may still write).
-fn read_from_start(file: &File) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match file.read_at(&mut chunk, bytes.len() as u64) {
-            Ok(0) => return bytes,
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return bytes,
-        }
-    }
+/// Whether the command's output passed [`MAX_OUTPUT_FILE`].
+fn past_cap(capture: &File) -> bool {
+    capture.metadata().is_ok_and(|m| m.len() > MAX_OUTPUT_FILE)
 }
 
-fn head_and_tail(bytes: &[u8]) -> String {
-    if bytes.len() <= HEAD + TAIL {
-        return String::from_utf8_lossy(bytes).into_owned();
+/// What the model is shown of the output: all of it when it is short, else its head and its
+/// tail. Read at offsets (the shared file position stays where the command left it: a
+/// background process may still write), and never more than [`HEAD`] + [`TAIL`] bytes,
+/// whatever the command left in the file.
+fn shown_output(file: &File) -> String {
+    let len = file.metadata().map_or(0, |m| m.len());
+    let whole = (HEAD + TAIL) as u64;
+    if len <= whole {
+        return String::from_utf8_lossy(&read_at(file, 0, whole as usize)).into_owned();
     }
-    let head = String::from_utf8_lossy(&bytes[..HEAD]);
-    let tail = String::from_utf8_lossy(&bytes[bytes.len() - TAIL..]);
+    let head = read_at(file, 0, HEAD);
+    let tail = read_at(file, len - TAIL as u64, TAIL);
     format!(
-        "{head}\n[... {} bytes omitted ...]\n{tail}",
-        bytes.len() - HEAD - TAIL
+        "{}\n[... {} bytes omitted ...]\n{}",
+        String::from_utf8_lossy(&head),
+        len - whole,
+        String::from_utf8_lossy(&tail)
     )
+}
+
+/// Up to `max` bytes of `file` from `offset`.
+fn read_at(file: &File, offset: u64, max: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; max];
+    let mut filled = 0;
+    while filled < max {
+        match file.read_at(&mut bytes[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    bytes.truncate(filled);
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn short_output_is_shown_whole() {
+        let mut file = tempfile::tempfile().expect("temp file");
+        file.write_all(b"exit soon\n").expect("write");
+        assert_eq!(shown_output(&file), "exit soon\n");
+    }
+
+    #[test]
+    fn long_output_shows_its_head_and_tail_and_says_what_it_left_out() {
+        let file = tempfile::tempfile().expect("temp file");
+        // 20 MB, past the cap, most of it a hole: only the head and the tail are read.
+        file.set_len(20_000_000).expect("size");
+        file.write_all_at(b"first line", 0).expect("head");
+        file.write_all_at(b"last line", 20_000_000 - 9)
+            .expect("tail");
+        let shown = shown_output(&file);
+        assert!(shown.starts_with("first line"), "{}", &shown[..20]);
+        assert!(shown.ends_with("last line"));
+        assert!(shown.contains(&format!(
+            "[... {} bytes omitted ...]",
+            20_000_000 - HEAD - TAIL
+        )));
+        assert!(shown.len() < HEAD + TAIL + 64);
+        assert!(past_cap(&file));
+    }
 }
