@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use subzero_core::lifecycle::{Activity, LeafRef};
-use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
+use subzero_core::lifecycle::Activity;
+use subzero_core::{ChildId, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
@@ -15,9 +15,9 @@ use crate::broker::live::ToWorker;
 use crate::broker::{Broker, events, lock};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
-use crate::store::{ErrorDetails, RunUsage, UsageSource};
 use crate::supervisor::{WorkerConn, cgroup, reap};
 
+use super::phase::{ActiveRun, Phase, completed, exhausted, failed, run_usage};
 use super::settle::Ended;
 use super::start::StartFrom;
 
@@ -29,22 +29,8 @@ pub(super) struct Driver {
     pub(super) rx: mpsc::UnboundedReceiver<ToWorker>,
     pub(super) slots: Vec<(SlotKind, u32)>,
     pub(super) lock_path: PathBuf,
-    /// The run the worker is working on.
-    pub(super) active: Option<RunId>,
-    /// The leaf the worker committed for the active run.
-    pub(super) leaf: Option<(String, String)>,
-    /// The run the worker reported stopped; settled at its cancel confirmation.
-    pub(super) stopped: Option<RunId>,
-    /// What the active run used, from the worker's `run_settled`.
-    pub(super) usage: Option<RunUsage>,
-    /// The `details` of the error the worker reported for the active run (its
-    /// `run_settled failed`), recorded with the failure.
-    pub(super) error_details: Option<ErrorDetails>,
-    /// What the worker last reported doing in the active run (the store is told only
-    /// of changes).
-    pub(super) activity: Option<Activity>,
-    /// A close was refused because a message was pending: close once it is passed on.
-    pub(super) closing: bool,
+    /// What the worker is doing, with what that phase has.
+    pub(super) phase: Phase,
 }
 
 /// What the driver loop decided.
@@ -63,7 +49,7 @@ impl Driver {
                     // The broker dropped the link (shutdown). A run still active has not
                     // confirmed its stop: closing the pipe ends it, and it is recorded as
                     // interrupted, not stopped.
-                    None if self.active.is_some() || self.stopped.is_some() => {
+                    None if !self.idle() => {
                         Next::Lost("the broker shut down before the run settled".into())
                     }
                     None => Next::Close,
@@ -78,7 +64,7 @@ impl Driver {
                 // A close refused for a pending message (a steer or a cancel that reached
                 // the driver as its run ended) is tried again once that message is passed
                 // on, or the worker of an idle child would live on until the broker exits.
-                Next::Continue if self.closing && self.idle() => {
+                Next::Continue if matches!(self.phase, Phase::Idle { closing: true }) => {
                     if self.try_close() {
                         break;
                     }
@@ -88,7 +74,7 @@ impl Driver {
                     if self.try_close() {
                         break;
                     }
-                    self.closing = true;
+                    self.phase = Phase::Idle { closing: true };
                 }
                 Next::Lost(reason) => {
                     self.lost(&reason).await;
@@ -114,7 +100,7 @@ impl Driver {
                     Ok(m) => m,
                     Err(err) => {
                         self.settle(
-                            run,
+                            ActiveRun::new(run),
                             Ended::Failed {
                                 code: err.code(),
                                 message: err.message().to_owned(),
@@ -126,11 +112,7 @@ impl Driver {
                         return Next::Close;
                     }
                 };
-                self.active = Some(run);
-                self.closing = false;
-                self.activity = None;
-                self.leaf = None;
-                self.error_details = None;
+                self.phase = Phase::Running(ActiveRun::new(run));
                 match self.conn.send(message).await {
                     Ok(()) => Next::Continue,
                     Err(e) => Next::Lost(format!("the worker's control pipe failed: {e}")),
@@ -144,10 +126,9 @@ impl Driver {
         match message {
             WorkerMessage::Hello { .. } => Next::Continue,
             WorkerMessage::Event { run_id, event } => {
-                let Some(run) = self.our_run(run_id.as_str()) else {
-                    return Next::Continue;
-                };
-                self.record_event(run, event).await;
+                if let Some(run) = self.our_run(run_id.as_str()).map(|a| a.run) {
+                    self.record_event(run, event).await;
+                }
                 Next::Continue
             }
             WorkerMessage::LeafCommitted {
@@ -155,8 +136,8 @@ impl Driver {
                 leaf_id,
                 digest,
             } => {
-                if self.our_run(run_id.as_str()).is_some() {
-                    self.leaf = Some((leaf_id.to_string(), digest.to_string()));
+                if let Some(active) = self.our_run(run_id.as_str()) {
+                    active.leaf = Some((leaf_id.to_string(), digest.to_string()));
                 }
                 Next::Continue
             }
@@ -169,34 +150,46 @@ impl Driver {
                 cut,
                 usage,
             } => {
-                let Some(run) = self.our_run(run_id.as_str()) else {
+                if self.our_run(run_id.as_str()).is_none() {
+                    return Next::Continue;
+                }
+                let (Phase::Running(mut active) | Phase::Stopped(mut active)) =
+                    std::mem::replace(&mut self.phase, Phase::Idle { closing: false })
+                else {
                     return Next::Continue;
                 };
-                self.usage = Some(run_usage(&usage, status, cut.as_ref()));
+                active.usage = Some(run_usage(&usage, status, cut.as_ref()));
                 let ended = match status {
-                    RunSettledStatus::Completed => self.completed(result.unwrap_or_default(), None),
-                    RunSettledStatus::BudgetExhausted => self.exhausted(result, budget.as_ref()),
+                    RunSettledStatus::Completed => {
+                        completed(&mut active, result.unwrap_or_default(), None)
+                    }
+                    RunSettledStatus::BudgetExhausted => {
+                        exhausted(&mut active, result, budget.as_ref())
+                    }
                     RunSettledStatus::Failed => failed(result, error.as_ref()),
                     RunSettledStatus::Stopped => {
                         // `stopped` is recorded only with the cancel confirmation that follows.
-                        self.stopped = Some(run);
+                        self.phase = Phase::Stopped(active);
                         return Next::Continue;
                     }
                 };
-                self.settle_and_dispatch(run, ended).await
+                self.settle_and_dispatch(active, ended).await
             }
             WorkerMessage::CancelConfirmed { run_id, reaped } => {
                 let Ok(run) = RunId::parse(run_id.as_str()) else {
                     return Next::Continue;
                 };
-                if self.stopped == Some(run) {
-                    self.stopped = None;
-                    let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
-                    return self
-                        .settle_and_dispatch(run, Ended::Stopped { reaped })
-                        .await;
+                match std::mem::replace(&mut self.phase, Phase::Idle { closing: false }) {
+                    Phase::Stopped(active) if active.run == run => {
+                        let reaped = u32::try_from(reaped).unwrap_or(u32::MAX);
+                        self.settle_and_dispatch(active, Ended::Stopped { reaped })
+                            .await
+                    }
+                    other => {
+                        self.phase = other;
+                        Next::Continue
+                    }
                 }
-                Next::Continue
             }
         }
     }
@@ -209,17 +202,17 @@ impl Driver {
             error: Some(body),
             ..
         } = message
-            && self.our_run(run_id.as_str()).is_some()
             && !body.details.is_empty()
+            && let Some(active) = self.our_run(run_id.as_str())
         {
-            self.error_details = Some(body.details.clone());
+            active.error_details = Some(body.details.clone());
         }
     }
 
-    fn our_run(&self, text: &str) -> Option<RunId> {
-        RunId::parse(text)
-            .ok()
-            .filter(|run| self.active == Some(*run))
+    /// The active run, when `text` names it.
+    fn our_run(&mut self, text: &str) -> Option<&mut ActiveRun> {
+        let run = RunId::parse(text).ok()?;
+        self.phase.active().filter(|active| active.run == run)
     }
 
     async fn record_event(&mut self, run: RunId, event: WorkerEvent) {
@@ -269,7 +262,10 @@ impl Driver {
     /// Tell the store what the worker does now, when it changed; the core decides the
     /// phase it shows.
     async fn report(&mut self, activity: Activity) {
-        if self.activity == Some(activity) {
+        let Some(active) = self.phase.active() else {
+            return;
+        };
+        if active.activity == Some(activity) {
             return;
         }
         let token = self.broker.owner_token();
@@ -279,63 +275,20 @@ impl Driver {
             .report_activity(self.child, token, activity)
             .await
         {
-            Ok(()) => self.activity = Some(activity),
+            Ok(()) => {
+                if let Some(active) = self.phase.active() {
+                    active.activity = Some(activity);
+                }
+            }
             Err(e) => tracing::debug!(child = %self.child, %e, "worker activity not recorded"),
         }
     }
 
-    /// The worker's completion, with the leaf it committed for the run; a completion
-    /// without a (well-formed) leaf cannot be recorded as one and fails.
-    fn completed(&mut self, result: String, budget: Option<BudgetReached>) -> Ended {
-        let failed = |message: String| Ended::Failed {
-            code: ErrorCode::Internal,
-            message,
-            partial: None,
-            artifact: None,
-        };
-        let Some((leaf_id, leaf_digest)) = self.leaf.take() else {
-            return failed(
-                "the worker reported completion without committing a transcript leaf".into(),
-            );
-        };
-        let leaf = subzero_core::Sha256Digest::parse(&leaf_digest)
-            .ok()
-            .and_then(|digest| LeafRef::new(&leaf_id, digest).ok());
-        match leaf {
-            Some(leaf) => Ended::Completed {
-                result,
-                leaf,
-                artifact: None,
-                budget,
-            },
-            None => failed(format!(
-                "the worker committed a malformed transcript leaf {leaf_id:?} ({leaf_digest:?})"
-            )),
-        }
-    }
-
-    /// The worker's `run_settled budget_exhausted`: a completion with the budget it names;
-    /// one that names none cannot be recorded as one and fails.
-    fn exhausted(&mut self, result: Option<String>, budget: Option<&p::BudgetReached>) -> Ended {
-        match budget {
-            Some(budget) => self.completed(
-                result.unwrap_or_default(),
-                Some(BudgetReached::from(budget)),
-            ),
-            None => Ended::Failed {
-                code: ErrorCode::Internal,
-                message: "the worker reported an exhausted budget without naming it".to_owned(),
-                partial: result,
-                artifact: None,
-            },
-        }
-    }
-
-    async fn settle_and_dispatch(&mut self, run: RunId, ended: Ended) -> Next {
+    async fn settle_and_dispatch(&mut self, active: ActiveRun, ended: Ended) -> Next {
         // A settlement that leaves the child idle is recorded only once this worker is gone
         // with its tree and locks: a caller that reads `ready` may start the next run at once.
         let retired = self.retire_if_idle().await;
-        let Some(settled) = self.settle(run, ended).await else {
+        let Some(settled) = self.settle(active, ended).await else {
             return Next::Close;
         };
         match settled.next {
@@ -367,14 +320,14 @@ impl Driver {
 
     /// No run is active and no stop awaits its confirmation.
     fn idle(&self) -> bool {
-        self.active.is_none() && self.stopped.is_none()
+        matches!(self.phase, Phase::Idle { .. })
     }
 
     /// Close unless a run was handed to this worker in the meantime. Removing the link
     /// under the live lock makes the choice race-free with `send`.
     fn try_close(&mut self) -> bool {
         let mut live = lock(&self.broker.live);
-        if !self.rx.is_empty() || self.active.is_some() {
+        if !self.rx.is_empty() || !self.idle() {
             return false;
         }
         if let Some(entry) = live.get_mut(&self.child) {
@@ -396,11 +349,11 @@ impl Driver {
         self.conn.close();
         let exited = self.conn.wait_exit(Duration::from_millis(500)).await;
         let tree_gone = self.kill_leftovers(exited).await;
-        let run = self.active.or(self.stopped);
-        if let Some(run) = run {
-            self.stopped = None;
+        if let Phase::Running(active) | Phase::Stopped(active) =
+            std::mem::replace(&mut self.phase, Phase::Idle { closing: false })
+        {
             self.settle(
-                run,
+                active,
                 Ended::Interrupted {
                     reason: reason.to_owned(),
                     tree_gone,
@@ -461,42 +414,5 @@ impl Driver {
             .drivers
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.broker.notify_settled(self.child);
-    }
-}
-
-/// What a run used, from the worker's `run_settled`; only a completed run's final answer
-/// is kept cut.
-fn run_usage(usage: &p::RunUsage, status: RunSettledStatus, cut: Option<&p::RunCut>) -> RunUsage {
-    RunUsage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        turns: usage.turns,
-        source: match usage.source {
-            p::UsageSource::Reported => UsageSource::Reported,
-            p::UsageSource::Estimated => UsageSource::Estimated,
-        },
-        cut_max_output_tokens: cut
-            .filter(|_| status == RunSettledStatus::Completed)
-            .map(|cut| match cut.limit {
-                p::RunCutLimit::MaxOutputTokens => cut.value.get(),
-            }),
-        context_tokens: usage.context_tokens,
-    }
-}
-
-/// The worker's `run_settled failed`, with its error (or the lack of one).
-fn failed(result: Option<String>, error: Option<&p::ErrorBody>) -> Ended {
-    let (code, message) = match error {
-        Some(body) => (ErrorCode::from(body.code), body.message.to_string()),
-        None => (
-            ErrorCode::Internal,
-            "the worker reported a failure without a reason".to_owned(),
-        ),
-    };
-    Ended::Failed {
-        code,
-        message,
-        partial: result,
-        artifact: None,
     }
 }

@@ -8,6 +8,7 @@
 //! never starts before its predecessor's result is durable.
 
 mod driver;
+mod phase;
 mod reserve;
 mod retire;
 mod settle;

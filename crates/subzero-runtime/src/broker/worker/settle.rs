@@ -26,6 +26,7 @@ use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 
 use super::PREVIEW_BYTES;
 use super::driver::Driver;
+use super::phase::{ActiveRun, Phase};
 use super::reserve::SpaceReserve;
 use crate::RuntimeError;
 use crate::artifacts;
@@ -124,18 +125,18 @@ fn transient(err: &RuntimeError) -> bool {
 impl Driver {
     /// Record how `run` ended, retrying what storage refuses until it is recorded (or
     /// the broker shuts down). `None` when it could not be recorded.
-    pub(super) async fn settle(&mut self, run: RunId, ended: Ended) -> Option<Settled> {
-        self.active = None;
+    pub(super) async fn settle(&mut self, active: ActiveRun, ended: Ended) -> Option<Settled> {
+        self.phase = Phase::Idle { closing: false };
         let details = match ended {
-            Ended::Failed { .. } => self.error_details.take(),
+            Ended::Failed { .. } => active.error_details,
             _ => None,
         };
         let recorded = Recorded {
-            usage: self.usage,
+            usage: active.usage,
             details,
         };
         self.broker
-            .settle_kept(self.child, run, ended, recorded)
+            .settle_kept(self.child, active.run, ended, recorded)
             .await
     }
 }

@@ -21,6 +21,7 @@ use crate::store::WorkerInfo;
 use crate::supervisor::WorkerConn;
 
 use super::driver::Driver;
+use super::phase::Phase;
 use super::reserve::SpaceReserve;
 
 /// Where a run starts in the transcript.
@@ -141,13 +142,7 @@ impl Broker {
             rx,
             slots: held,
             lock_path,
-            active: None,
-            leaf: None,
-            stopped: None,
-            usage: None,
-            error_details: None,
-            activity: None,
-            closing: false,
+            phase: Phase::Idle { closing: false },
         };
         // Queue the first run before the driver runs, so it is the first thing it sends.
         let _ = tx.send(ToWorker::Start {
