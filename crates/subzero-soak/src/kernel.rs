@@ -18,57 +18,15 @@ pub struct WorkerProc {
     pub stopped: bool,
 }
 
-/// A live process as far as the soak cares.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProcInfo {
-    pub pid: u32,
-    pub ppid: u32,
-    pub argv: Vec<String>,
-    pub cwd: Option<PathBuf>,
-    pub state: char,
-}
-
-fn read_info(pid: u32) -> Option<ProcInfo> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat[stat.rfind(')')? + 2..].split(' ');
-    let state = fields.next()?.chars().next()?;
-    if state == 'Z' || state == 'X' {
-        return None;
-    }
-    let ppid = fields.next()?.parse().ok()?;
-    let argv = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .ok()?
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
-    Some(ProcInfo {
-        pid,
-        ppid,
-        argv,
-        cwd,
-        state,
-    })
-}
+pub use subzero_testkit::procs::{Proc as ProcInfo, alive};
 
 /// Every live process but this one.
 pub fn processes() -> Vec<ProcInfo> {
     let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me)
-        .filter_map(read_info)
+    subzero_testkit::procs::processes()
+        .into_iter()
+        .filter(|p| p.pid != me)
         .collect()
-}
-
-/// Whether `pid` is a live (non-zombie) process.
-pub fn alive(pid: u32) -> bool {
-    read_info(pid).is_some()
 }
 
 /// The soak's processes: those running in `root` or naming it in their arguments

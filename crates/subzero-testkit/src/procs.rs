@@ -12,6 +12,8 @@ pub struct Proc {
     pub ppid: u32,
     pub argv: Vec<String>,
     pub cwd: Option<PathBuf>,
+    /// The state letter of `/proc/<pid>/stat` (`R`, `S`, `D`, `T` stopped, …).
+    pub state: char,
 }
 
 /// Every live process; zombies are left out (a zombie runs nothing and holds nothing).
@@ -32,8 +34,8 @@ pub fn read_proc(pid: u32) -> Option<Proc> {
     // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split(' ');
-    let state = fields.next()?;
-    if state == "Z" || state == "X" {
+    let state = fields.next()?.chars().next()?;
+    if state == 'Z' || state == 'X' {
         return None;
     }
     let ppid = fields.next()?.parse().ok()?;
@@ -49,6 +51,7 @@ pub fn read_proc(pid: u32) -> Option<Proc> {
         ppid,
         argv,
         cwd,
+        state,
     })
 }
 
