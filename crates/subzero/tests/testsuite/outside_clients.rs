@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support;
 use crate::support::mcp::*;
@@ -296,38 +296,10 @@ fn node_project() -> Option<PathBuf> {
             }
             support::prereq::present(TYPESCRIPT_SDKS);
             let dir = clients_dir().join("ts");
-            if !node_modules_fresh(&dir) {
-                let started = Instant::now();
-                let output = Command::new("npm")
-                    .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
-                    .current_dir(&dir)
-                    .output()
-                    .expect("npm runs");
-                assert!(
-                    output.status.success(),
-                    "npm ci in {} failed:\n{}\n{}",
-                    dir.display(),
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
-                );
-                eprintln!("npm ci took {:?}", started.elapsed());
-            }
+            support::prereq::npm_installed(&dir, &[]);
             Some(dir)
         })
         .clone()
-}
-
-/// Whether `node_modules` was installed from the current lockfile (npm writes
-/// `node_modules/.package-lock.json` at the end of an install).
-fn node_modules_fresh(dir: &Path) -> bool {
-    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (
-        modified(dir.join("node_modules/.package-lock.json")),
-        modified(dir.join("package-lock.json")),
-    ) {
-        (Some(installed), Some(locked)) => installed >= locked,
-        _ => false,
-    }
 }
 
 /// Runs `error_cases.mjs` with one TypeScript SDK major version.

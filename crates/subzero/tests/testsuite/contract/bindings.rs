@@ -16,7 +16,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::SystemTime;
 
 use crate::support;
 use serde_json::Value;
@@ -57,20 +56,6 @@ fn report(output: &Output) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{stdout}"))
 }
 
-/// Whether `node_modules` was installed from the current lockfile.
-fn node_modules_fresh(dir: &Path) -> bool {
-    let modified = |p: PathBuf| {
-        std::fs::metadata(p)
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH)
-    };
-    modified(dir.join("node_modules/.package-lock.json")) >= modified(dir.join("package-lock.json"))
-        && dir
-            .join("node_modules/json-schema-to-typescript/package.json")
-            .exists()
-        && dir.join("node_modules/typescript/bin/tsc").exists()
-}
-
 /// The TS project with its pinned packages installed, or `None` without Node (outside strict
 /// mode).
 fn node_ready() -> Option<PathBuf> {
@@ -80,14 +65,13 @@ fn node_ready() -> Option<PathBuf> {
     }
     support::prereq::present(TYPESCRIPT);
     let dir = ts_project();
-    if !node_modules_fresh(&dir) {
-        run(
-            Command::new("npm")
-                .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
-                .current_dir(&dir),
-            "npm ci",
-        );
-    }
+    support::prereq::npm_installed(
+        &dir,
+        &[
+            "json-schema-to-typescript/package.json",
+            "typescript/bin/tsc",
+        ],
+    );
     Some(dir)
 }
 

@@ -9,7 +9,9 @@
 use std::fs::File;
 use std::time::Duration;
 
-use crate::support::faults::{Proc, Reaper, alive, descendants, eventually, running_in, sigkill};
+use crate::support::faults::{
+    Proc, Reaper, alive, descendants, eventually, read_proc, running_in, sigkill, wait_for,
+};
 use crate::support::mcp::*;
 use nix::fcntl::{Flock, FlockArg};
 use rusqlite::types::ValueRef;
@@ -17,16 +19,45 @@ use serde_json::{Value, json};
 use subzero_testkit::Reply;
 use subzero_testkit::mcp_client::McpSession;
 
-/// The stranger: this test process takes the child's lock through a read-only descriptor.
+/// The stranger: this test process takes the child's lock through a read-only descriptor,
+/// once nothing of Subzero holds it (a killed broker's lock holder lets go only when the
+/// worker's namespace is gone, and it is outside the broker's tree by then).
 fn hold_child_lock(env: &Env, child: &str) -> Flock<File> {
     let path = env
         .state_dir()
         .join("locks/children")
         .join(format!("{child}.lock"));
-    let file = File::open(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    Flock::lock(file, FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| e)
-        .expect("the child's lock is free to take")
+    let mut held_by = Vec::new();
+    let taken = wait_for(Duration::from_secs(10), || {
+        let file = File::open(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Some(lock),
+            Err((_, nix::errno::Errno::EAGAIN)) => {
+                held_by = holder_processes(&path);
+                None
+            }
+            Err((_, e)) => panic!("flock {}: {e}", path.display()),
+        }
+    });
+    if !held_by.is_empty() {
+        eprintln!("the child's lock was still held by {held_by:?}");
+    }
+    taken.unwrap_or_else(|| panic!("the child's lock was never free: held by {held_by:?}"))
+}
+
+/// The processes with `path` open: pid, parent and command line.
+fn holder_processes(path: &std::path::Path) -> Vec<(u32, Option<u32>, Vec<String>)> {
+    subzero_runtime::locks::holders(path)
+        .into_iter()
+        .map(|h| {
+            let p = read_proc(h.pid);
+            (
+                h.pid,
+                p.as_ref().map(|p| p.ppid),
+                p.map(|p| p.argv).unwrap_or_default(),
+            )
+        })
+        .collect()
 }
 
 /// Every stored row that belongs to `child` (its row, runs, queue, events) and every

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::faults::{RawBroker, Reaper};
+use crate::support::faults::{RawBroker, Reaper, eventually};
 use crate::support::mcp::{Env, slow_reply};
 use serde_json::{Value, json};
 
@@ -98,6 +98,19 @@ fn settled(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<Value
 
 const ANSWER: &str = "the answer survived a full disk: 42";
 
+/// Waits until the model's (slow) answer has arrived and the broker's first attempt to
+/// record the run's end was refused by the store, as the broker's log says.
+fn end_refused_by_the_store(env: &Env) {
+    let log = env.log("broker");
+    let refused =
+        || std::fs::read_to_string(&log).is_ok_and(|l| l.contains("could not settle a run"));
+    assert!(
+        eventually(Duration::from_secs(20), refused),
+        "the run's end never met the refusing store; the broker's log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 /// Start a broker on a tmpfs state dir and spawn a child whose model answers after
 /// `delay_ms`; returns once the model has the request (the run is in flight).
 fn in_flight(env: &Env, reaper: &mut Reaper) -> Option<(Tmpfs, RawBroker, String)> {
@@ -125,7 +138,7 @@ fn a_result_that_meets_a_full_disk_is_kept_and_settles_when_space_returns() {
     };
     let filler = fs.fill();
     // The model answers into a full disk; the result cannot be stored yet.
-    std::thread::sleep(Duration::from_millis(2500));
+    end_refused_by_the_store(&env);
     let snap = snapshot(&mut broker, &child);
     assert_eq!(snap["state"], "running", "{snap:#}");
 
@@ -178,7 +191,7 @@ fn calls_on_a_child_whose_settle_waits_for_space_are_answered_typed_and_it_settl
         return;
     };
     let filler = fs.fill();
-    std::thread::sleep(Duration::from_millis(2500));
+    end_refused_by_the_store(&env);
     let snap = snapshot(&mut broker, &child);
     assert_eq!(snap["state"], "running", "{snap:#}");
     let run = snap["activeRunId"].as_str().expect("active run").to_owned();
@@ -213,29 +226,64 @@ fn calls_on_a_child_whose_settle_waits_for_space_are_answered_typed_and_it_settl
     drop(fs);
 }
 
-/// An ext4 image loop-mounted over a test's state directory with `errors=remount-ro`, so
-/// the test can make it read-only under a running broker (ext4's `trigger_fs_error` turns
-/// it read-only at once, even with files open for writing — what a failing disk does).
+/// An ext4 image with `errors=remount-ro`, loop-mounted over a test's state directory in a
+/// mount namespace of the broker's own, so the test can make it read-only under a running
+/// broker (ext4's `trigger_fs_error` turns it read-only at once, even with files open for
+/// writing — what a failing disk does). In the namespace every test shares, the mount would
+/// be copied into the namespace of every worker and tool that other tests start meanwhile,
+/// keeping the image's loop device busy after it is unmounted here, so that it could not be
+/// mounted again after the repair.
 struct Ext4 {
     image: PathBuf,
     path: PathBuf,
+    /// Runs `subzero` with its arguments in a new mount namespace with the image mounted.
+    wrapper: PathBuf,
 }
 
 impl Ext4 {
-    fn mount(image: &Path, path: &Path) -> Option<Ext4> {
+    /// Make the image beside `path`, or say why not (not root, no `mkfs.ext4`, no loop device).
+    fn make(dir: &Path, path: &Path) -> Option<Ext4> {
         std::fs::create_dir_all(path).expect("mount point");
+        let image = dir.join("state.img");
+        let inner = dir.join("in-namespace.sh");
+        let wrapper = dir.join("broker-namespace.sh");
+        std::fs::write(
+            &inner,
+            format!(
+                "#!/bin/sh\nset -e\nmount -o loop,errors=remount-ro '{}' '{}'\nchmod 700 '{}'\nexec \"$@\"\n",
+                image.display(),
+                path.display(),
+                path.display(),
+            ),
+        )
+        .expect("namespace script");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec unshare --mount --propagation private '{}' '{}' \"$@\"\n",
+                inner.display(),
+                env!("CARGO_BIN_EXE_subzero"),
+            ),
+        )
+        .expect("wrapper");
+        for script in [&inner, &wrapper] {
+            std::fs::set_permissions(script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod the scripts");
+        }
         let run = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
         let made = nix::unistd::geteuid().is_root()
-            && std::fs::File::create(image)
+            && std::fs::File::create(&image)
                 .and_then(|f| f.set_len(32 * 1024 * 1024))
                 .is_ok()
-            && run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(image));
-        let ext4 = Ext4 {
-            image: image.to_path_buf(),
-            path: path.to_path_buf(),
-        };
-        if made && ext4.attach() {
-            return Some(ext4);
+            && run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))
+            // The image mounts (and is unmounted with its namespace).
+            && run(Command::new(&wrapper).arg("--version"));
+        if made {
+            return Some(Ext4 {
+                image,
+                path: path.to_path_buf(),
+                wrapper,
+            });
         }
         assert!(
             std::env::var_os("CI").is_none(),
@@ -245,23 +293,17 @@ impl Ext4 {
         None
     }
 
-    fn attach(&self) -> bool {
-        Command::new("mount")
-            .args(["-o", "loop,errors=remount-ro"])
-            .arg(&self.image)
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success())
-            && std::fs::set_permissions(
-                &self.path,
-                std::os::unix::fs::PermissionsExt::from_mode(0o700),
-            )
-            .is_ok()
+    /// `subzero mcp` over the mounted image, in its own mount namespace (which ends with the
+    /// last of the broker's processes, unmounting the image).
+    fn broker(&self, env: &Env, log: &str) -> RawBroker {
+        let mut cmd = env.command(log);
+        cmd.exe = self.wrapper.clone();
+        RawBroker::start(&cmd)
     }
 
-    /// The loop device's name under `/sys/fs/ext4/` (e.g. `loop0`).
-    fn device(&self) -> String {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").expect("mounts");
+    /// The loop device's name under `/sys/fs/ext4/` (e.g. `loop0`), as `broker` sees it.
+    fn device(&self, broker: u32) -> String {
+        let mounts = std::fs::read_to_string(format!("/proc/{broker}/mounts")).expect("mounts");
         let target = self.path.to_string_lossy().into_owned();
         mounts
             .lines()
@@ -276,27 +318,33 @@ impl Ext4 {
     }
 
     /// Make the file system read-only now, under every open writer.
-    fn fail_read_only(&self) {
-        let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", self.device());
+    fn fail_read_only(&self, broker: u32) {
+        let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", self.device(broker));
         std::fs::write(&trigger, "subzero test: read-only under a running broker\n")
             .expect("trigger the ext4 error");
     }
 
-    /// Unmount, repair and mount again writable (what an operator does after the fault).
+    /// Once the broker's namespace is gone (with its last process; the image's loop device
+    /// is released then), repair the image (what an operator does after the fault).
     fn repair(&self) {
-        let _ = Command::new("umount").arg(&self.path).status();
+        let attached = || {
+            Command::new("losetup")
+                .arg("-j")
+                .arg(&self.image)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        assert!(
+            eventually(Duration::from_secs(10), || attached().is_empty()),
+            "the image is still attached after its broker ended: {}",
+            attached()
+        );
         let _ = Command::new("e2fsck")
             .args(["-f", "-y"])
             .arg(&self.image)
             .stdout(std::process::Stdio::null())
             .status();
-        assert!(self.attach(), "the repaired image mounts again");
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
     }
 }
 
@@ -304,10 +352,10 @@ impl Drop for Ext4 {
 fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_truthfully() {
     let env = Env::new(vec![slow_reply(ANSWER, 1500)]);
     let mut reaper = Reaper::new(env.dir.path());
-    let Some(fs) = Ext4::mount(&env.dir.path().join("state.img"), &env.state_dir()) else {
+    let Some(fs) = Ext4::make(env.dir.path(), &env.state_dir()) else {
         return;
     };
-    let mut broker = RawBroker::start(&env.command("broker"));
+    let mut broker = fs.broker(&env, "broker");
     reaper.broker(Some(broker.pid()));
     let out = broker.ok(
         "subzero_spawn",
@@ -315,8 +363,8 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
     );
     let child = out["childId"].as_str().expect("childId").to_owned();
     assert!(env.server.wait_for_requests(1, Duration::from_secs(20)));
-    fs.fail_read_only();
-    std::thread::sleep(Duration::from_millis(2500));
+    fs.fail_read_only(broker.pid());
+    end_refused_by_the_store(&env);
 
     // Reads still answer; every write is a typed refusal naming the path, never `internal`.
     let snap = snapshot(&mut broker, &child);
@@ -346,7 +394,7 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
     // broker records the run interrupted with a reason, and the child is resumable.
     drop(broker);
     fs.repair();
-    let mut next = RawBroker::start(&env.command("next"));
+    let mut next = fs.broker(&env, "next");
     reaper.broker(Some(next.pid()));
     let snap = snapshot(&mut next, &child);
     assert_eq!(snap["state"], "interrupted", "{snap:#}");

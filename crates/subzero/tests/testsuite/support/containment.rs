@@ -505,7 +505,10 @@ pub async fn run_case(path: Path_, action: Action) {
 /// this user cannot make a cgroup with `cgroup.kill` in.
 pub fn own_cgroup() -> Result<PathBuf, String> {
     let dir = mounted_own_cgroup()?;
-    let probe = dir.join(format!("subzero-test-probe-{}", std::process::id()));
+    // One probe per call: the tests that ask run at once in this one process.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let probe = dir.join(format!("subzero-test-probe-{}-{n}", std::process::id()));
     std::fs::create_dir(&probe)
         .map_err(|e| format!("cannot make a cgroup under {}: {e}", dir.display()))?;
     let kill = probe.join("cgroup.kill").exists();

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -27,9 +28,12 @@ struct Shared {
     arrived: Condvar,
     /// Every request body, in arrival order.
     bodies: Mutex<Vec<String>>,
+    /// Set when the gate is dropped: the listener stops at its next connection.
+    closed: AtomicBool,
 }
 
-/// The gated endpoint; dropping it leaves the listener thread parked on `accept`.
+/// The gated endpoint; dropping it closes its held requests and its listener (the suite's
+/// tests share one process: a listener left behind would stay for the rest of the run).
 pub struct Gate {
     port: u16,
     shared: Arc<Shared>,
@@ -49,6 +53,9 @@ impl Gate {
             .name("gated-model".into())
             .spawn(move || {
                 for stream in listener.incoming().flatten() {
+                    if accept.closed.load(Ordering::SeqCst) {
+                        break;
+                    }
                     let shared = accept.clone();
                     thread::spawn(move || receive(stream, &shared));
                 }
@@ -130,6 +137,15 @@ impl Gate {
         let _ = held.stream.flush();
         let _ = held.stream.shutdown(Shutdown::Write);
         true
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        lock(&self.shared.held).clear();
+        // Wakes the listener from `accept`, to see `closed` and end.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
     }
 }
 

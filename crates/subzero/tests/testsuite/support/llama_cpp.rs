@@ -4,6 +4,7 @@
 //! server's loopback origin. Real children run through the real `subzero mcp`.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -16,12 +17,20 @@ pub const CRED: &str = "local";
 /// Context of the server's one slot, in tokens: the longest conversation here is ~2,000.
 const CTX_SIZE: u32 = 8192;
 
+/// Held by each tier while its server lives: one real model at a time in the suite's one
+/// process. A `llama-server` takes every core (`--threads` is the machine's) and some 2 GB,
+/// the tier's step limits were measured with one running, and the installer rewrites its
+/// script in the shared cache before it runs it.
+static ONE_MODEL: Mutex<()> = Mutex::new(());
+
 /// A running server and a broker's files.
 pub struct Tier {
     pub dir: TempDir,
     /// The children's workspace (canonical).
     workspace: PathBuf,
     pub server: LlamaServer,
+    /// Dropped last, after the server is gone.
+    _alone: MutexGuard<'static, ()>,
 }
 
 impl Tier {
@@ -34,6 +43,8 @@ impl Tier {
 
     /// [`Tier::start`] with a slot of `ctx_size` tokens.
     pub fn start_with_context(ctx_size: u32) -> Option<Tier> {
+        // A test that failed while holding it poisoned nothing this needs.
+        let alone = ONE_MODEL.lock().unwrap_or_else(PoisonError::into_inner);
         let installed = match llama_cpp::install() {
             Ok(installed) => {
                 crate::support::prereq::present("real_model");
@@ -71,6 +82,7 @@ impl Tier {
             dir,
             workspace,
             server,
+            _alone: alone,
         };
         std::fs::write(
             tier.dir.path().join("config.toml"),

@@ -79,6 +79,52 @@ pub fn python_runs(probe: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `dir`, an npm project of the checkout, with its `node_modules` installed from its lockfile
+/// and holding each of `needed` (paths below `node_modules`): `npm ci` runs when they are not
+/// (`cargo xtask test` installs them before the tests). One install at a time: tests of
+/// several areas use the same project (`tests/clients/ts`), and `npm ci` begins by removing
+/// `node_modules`, under any other test reading it.
+pub fn npm_installed(dir: &Path, needed: &[&str]) {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    // npm writes `node_modules/.package-lock.json` at the end of an install.
+    let fresh = match (
+        modified(dir.join("node_modules/.package-lock.json")),
+        modified(dir.join("package-lock.json")),
+    ) {
+        (Some(installed), Some(locked)) => installed >= locked,
+        _ => false,
+    } && needed
+        .iter()
+        .all(|n| dir.join("node_modules").join(n).exists());
+    if fresh {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let output = std::process::Command::new("npm")
+        .args(["ci", "--prefer-offline", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .output()
+        .expect("npm runs");
+    assert!(
+        output.status.success(),
+        "npm ci in {} failed ({}):\n{}\n{}",
+        dir.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "npm ci in {} took {:?}",
+        dir.display(),
+        started.elapsed()
+    );
+}
+
 /// Whether `node` runs.
 pub fn node_available() -> bool {
     std::process::Command::new("node")

@@ -5,12 +5,13 @@
 //! writes goes through a VT100 emulator (`vt100`), so the test reads the rendered screen —
 //! cell by cell, with colours — not the escape sequences. The bytes themselves are kept
 //! too ([`Terminal::bytes`]), for tests of what the program lets reach the terminal.
-// `setsid` and `TIOCSCTTY` run between fork and exec: two raw syscalls, nothing else.
+// `setsid` and `TIOCSCTTY` run between fork and exec: two raw syscalls, nothing else; and
+// `TIOCSWINSZ` sizes a new terminal.
 #![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -28,18 +29,12 @@ pub struct Terminal {
 impl Terminal {
     /// Start `command` in a `cols`×`rows` pseudo-terminal.
     pub fn spawn(mut command: Command, cols: u16, rows: u16) -> Terminal {
-        let size = nix::pty::Winsize {
-            ws_row: rows,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let pty = nix::pty::openpty(&size, None).expect("openpty");
-        let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty"));
+        let (master, slave) = open_pty(cols, rows);
+        let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty"));
         command
-            .stdin(slave(&pty.slave))
-            .stdout(slave(&pty.slave))
-            .stderr(slave(&pty.slave));
+            .stdin(stdio(&slave))
+            .stdout(stdio(&slave))
+            .stderr(stdio(&slave));
         // SAFETY: between fork and exec only async-signal-safe syscalls run: `setsid` makes
         // the child a session leader without a terminal, and `TIOCSCTTY` on its stdin (the
         // pty) makes the pty its controlling terminal, as in a terminal emulator.
@@ -52,8 +47,8 @@ impl Terminal {
             });
         }
         let child = command.spawn().expect("the program starts in the pty");
-        drop(pty.slave);
-        let master = File::from(pty.master);
+        drop(slave);
+        let master = File::from(master);
         let nonzero = |n: u16| std::num::NonZeroU16::new(n).expect("a non-empty screen");
         let parser = Arc::new(Mutex::new(vt100::Parser::new(
             nonzero(rows),
@@ -211,6 +206,37 @@ impl Terminal {
     pub fn bytes(&self) -> Vec<u8> {
         self.transcript.lock().expect("transcript").clone()
     }
+}
+
+/// A new pseudo-terminal of `cols`×`rows`: its master and its slave, both close-on-exec from
+/// the moment they are opened. The tests share one process, and `openpty(3)` opens both ends
+/// inheritable: a process another test started meanwhile would keep this terminal open (its
+/// program would never see the hang-up, its reader never the end).
+fn open_pty(cols: u16, rows: u16) -> (OwnedFd, OwnedFd) {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::OpenOptionsExt;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .expect("posix_openpt");
+    nix::pty::grantpt(&master).expect("grantpt");
+    nix::pty::unlockpt(&master).expect("unlockpt");
+    let name = nix::pty::ptsname_r(&master).expect("ptsname");
+    // std opens every file close-on-exec.
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&name)
+        .unwrap_or_else(|e| panic!("open {name}: {e}"));
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize`, which lives across the call.
+    let set = unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    assert_eq!(set, 0, "TIOCSWINSZ: {}", std::io::Error::last_os_error());
+    (OwnedFd::from(master), OwnedFd::from(slave))
 }
 
 /// What in `bytes` (as a program wrote them to a terminal) would make the terminal do

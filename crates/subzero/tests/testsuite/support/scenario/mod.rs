@@ -1,6 +1,8 @@
 //! The live side of the scenario replay (`mcp/scenarios.rs`): a [`Live`] broker driven one
 //! trace step at a time ([`Live::step`], in `step.rs`; stored records and limits in
 //! `build.rs`), and the steps MCP cannot express (`core_only.rs`).
+// Like `mcp/scenarios.rs`, the replay unwraps what a trace guarantees.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod build;
 mod core_only;
