@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 use subzero_core::{Coded, ErrorCode};
+use subzero_protocol as p;
 
 use crate::RuntimeError;
 
@@ -66,15 +67,26 @@ impl BrokerError {
         &self.details
     }
 
-    /// The wire error body `{code, message, details?}` (schema `error.schema.json`).
-    pub fn to_error_body(&self) -> Value {
-        let mut body = Map::new();
-        body.insert("code".into(), Value::String(self.code.as_str().into()));
-        body.insert("message".into(), Value::String(bounded(&self.message)));
-        if !self.details.is_empty() {
-            body.insert("details".into(), Value::Object(self.details.clone()));
+    /// The wire error body `{code, message, details?}` (schema `error.schema.json`), as the
+    /// generated type.
+    pub fn to_error_body(&self) -> p::ErrorBody {
+        let message = bounded(&self.message);
+        p::ErrorBody {
+            code: self.code.into(),
+            // `bounded` keeps a message within the schema's 1..4096 characters.
+            message: message.parse().unwrap_or_else(|_| {
+                "(the error had no message)"
+                    .parse()
+                    .expect("a constant message is within 1..4096 characters")
+            }),
+            details: self.details.clone(),
         }
-        Value::Object(body)
+    }
+
+    /// [`BrokerError::to_error_body`] as compact JSON, the text of a tool error.
+    pub fn to_error_text(&self) -> String {
+        serde_json::to_string(&self.to_error_body())
+            .unwrap_or_else(|_| format!(r#"{{"code":"{}","message":"(unencodable)"}}"#, self.code))
     }
 }
 

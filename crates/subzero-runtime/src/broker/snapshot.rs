@@ -279,7 +279,7 @@ fn document<T: Serialize>(built: Result<T, BrokerError>) -> Value {
             serde_json::to_value(doc)
                 .map_err(|e| BrokerError::internal(format!("cannot encode the document: {e}")))
         })
-        .unwrap_or_else(|e| e.to_error_body())
+        .unwrap_or_else(|e| serde_json::to_value(e.to_error_body()).unwrap_or(Value::Null))
 }
 
 /// One stored event in its wire (`ChildEvent`) form, for readers outside the broker

@@ -249,9 +249,7 @@ impl ServerHandler for McpServer {
             // No structured content: it would have to match the tool's `outputSchema`, and
             // the TypeScript SDK 1.x validates it even on an error (and throws, losing the
             // code). The error body is the text, as compact JSON, which every SDK hands over.
-            Err(err) => {
-                CallToolResult::error(vec![ContentBlock::text(err.to_error_body().to_string())])
-            }
+            Err(err) => CallToolResult::error(vec![ContentBlock::text(err.to_error_text())]),
         };
         Ok(result.into())
     }
