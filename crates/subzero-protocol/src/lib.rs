@@ -42,6 +42,7 @@ pub mod roots;
 pub mod schema_fix;
 pub mod secret;
 pub mod timestamp;
+pub mod transcript;
 pub mod validate;
 
 pub use secret::{ApiKey, SecretText};

@@ -3,8 +3,6 @@
 
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
-
 use super::*;
 
 /// An existing transcript read from its bytes and positioned at a leaf; no file is touched.
@@ -177,16 +175,22 @@ pub(super) fn path_lines<'a>(
     (out.first()?.0.id == root || root.is_empty()).then_some(out)
 }
 
-/// SHA-256 of the root→leaf lines, each with its `\n`, as `sha256:<hex>`.
+/// SHA-256 of the root→leaf lines, each with its `\n`, as `sha256:<hex>`: the protocol's
+/// one definition, over this transcript's entries (a path must start at `root`, when known).
 pub(super) fn digest(
     lines: &HashMap<String, (Entry, String)>,
     leaf: &str,
     root: &str,
 ) -> Option<String> {
-    let mut hasher = Sha256::new();
-    for (_, line) in path_lines(lines, leaf, root)? {
-        hasher.update(line.as_bytes());
-        hasher.update(b"\n");
-    }
-    Some(format!("sha256:{}", hex::encode(hasher.finalize())))
+    subzero_protocol::transcript::path_digest(
+        leaf,
+        (!root.is_empty()).then_some(root),
+        "",
+        lines.len(),
+        |id| {
+            lines
+                .get(id)
+                .map(|(entry, line)| (entry.parent_id.as_deref(), line.as_str()))
+        },
+    )
 }

@@ -140,25 +140,20 @@ pub(super) fn verify(
 /// A transcript's lines by id: each with its parent's id and the raw line (newline kept).
 type Lines<'t> = HashMap<String, (Option<String>, &'t str)>;
 
-/// The SHA-256 of `prefix` and then the raw lines of the path from the root to `leaf`, each
-/// with its newline; `None` when `leaf` is not in `lines`, its path does not reach a root or
-/// loops.
-fn digest_of_path(lines: &Lines<'_>, leaf: &str, prefix: &str) -> Option<Sha256Digest> {
-    let mut path = Vec::new();
-    let mut cursor = Some(leaf);
-    while let Some(id) = cursor {
-        let (parent, raw) = lines.get(id)?;
-        path.push(*raw);
-        if path.len() > lines.len() {
-            return None;
-        }
-        cursor = parent.as_deref();
-    }
-    let mut bytes = prefix.as_bytes().to_vec();
-    for raw in path.iter().rev() {
-        bytes.extend_from_slice(raw.as_bytes());
-    }
-    Some(Sha256Digest::of(&bytes))
+/// The digest of the path from a root to `leaf` (with `root`, from that root), after
+/// `prefix`: the protocol's one definition (`subzero_protocol::transcript::path_digest`),
+/// the same the worker computes; `None` when the path is broken.
+fn digest_of_path(
+    lines: &Lines<'_>,
+    leaf: &str,
+    root: Option<&str>,
+    prefix: &str,
+) -> Option<Sha256Digest> {
+    let digest =
+        subzero_protocol::transcript::path_digest(leaf, root, prefix, lines.len(), |id| {
+            lines.get(id).map(|(parent, raw)| (parent.as_deref(), *raw))
+        })?;
+    Sha256Digest::parse(&digest).ok()
 }
 
 struct Tree<'t> {
@@ -196,6 +191,6 @@ impl<'t> Tree<'t> {
     /// Digest of the root→`leaf` path, or `None` when `leaf` is not in the tree or its
     /// path does not reach the root.
     fn digest_of(&self, leaf: &str) -> Option<Sha256Digest> {
-        digest_of_path(&self.lines, leaf, "")
+        digest_of_path(&self.lines, leaf, Some(&self.root), "")
     }
 }

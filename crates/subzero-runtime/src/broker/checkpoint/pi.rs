@@ -70,7 +70,7 @@ impl<'t> Session<'t> {
     }
 
     fn digest_of(&self, leaf: &str) -> Option<Sha256Digest> {
-        super::digest_of_path(&self.lines, leaf, self.header)
+        super::digest_of_path(&self.lines, leaf, None, self.header)
     }
 }
 
