@@ -31,18 +31,8 @@ pub fn holders_by_inode(targets: Vec<(u64, u64)>) -> HashMap<(u64, u64), Vec<Loc
     if targets.is_empty() {
         return found;
     }
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+    for (pid, dir) in subzero_sys::procfs::pids() {
+        let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
             continue;
         };
         let mut hit: Vec<(u64, u64)> = Vec::new();
@@ -57,7 +47,7 @@ pub fn holders_by_inode(targets: Vec<(u64, u64)>) -> HashMap<(u64, u64), Vec<Loc
         if hit.is_empty() {
             continue;
         }
-        let command = std::fs::read_to_string(entry.path().join("comm"))
+        let command = std::fs::read_to_string(dir.join("comm"))
             .map(|c| c.trim_end().to_owned())
             .unwrap_or_default();
         for key in hit {

@@ -30,8 +30,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::caps;
-
 /// The termination signals a worker starts with blocked; it unblocks them once its
 /// handlers are installed, so a parent-death signal sent before that is pending, not lost.
 const TERMINATION: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
@@ -403,7 +401,7 @@ impl Plan<'_> {
                 }
                 // The worker keeps CAP_SYS_ADMIN of this namespace (and only that) across
                 // exec, to give each tool process a mount namespace of its own.
-                if let Err(e) = caps::keep_sys_admin_across_exec() {
+                if let Err(e) = subzero_sys::caps::keep_sys_admin_across_exec() {
                     return Err((b"keep CAP_SYS_ADMIN", e));
                 }
             }
@@ -444,22 +442,7 @@ fn report_and_exit(fd: RawFd, (step, errno): (&'static [u8], i32)) -> ! {
         line[len] = b;
         len += 1;
     }
-    let mut digits = [0u8; 10];
-    let mut n = errno.unsigned_abs();
-    let mut d = 0;
-    loop {
-        digits[d] = b'0' + (n % 10) as u8;
-        d += 1;
-        n /= 10;
-        if n == 0 || d == digits.len() {
-            break;
-        }
-    }
-    while d > 0 && len < line.len() {
-        d -= 1;
-        line[len] = digits[d];
-        len += 1;
-    }
+    len += subzero_sys::digits::write_decimal(errno.unsigned_abs(), &mut line[len..]);
     // SAFETY: write and _exit are async-signal-safe; `line` lives on this stack.
     unsafe {
         libc::write(fd, line.as_ptr().cast(), len);

@@ -4,7 +4,6 @@
 //! (`cgroup.kill`) are the only ones that end processes; `conn` speaks the JSON-lines
 //! control protocol of `schema-src/v1/control-*`.
 
-mod caps;
 pub mod cgroup;
 pub mod conn;
 mod holder;

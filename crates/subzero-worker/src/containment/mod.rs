@@ -9,7 +9,6 @@
 //! and a teardown ends with `cgroup.kill` there.
 
 pub mod call_tree;
-pub mod caps;
 pub mod cgroup;
 pub mod fds;
 pub mod landlock;
@@ -384,18 +383,8 @@ struct ProcInfo {
 
 /// Every process below `root` in the process tree, found by walking `/proc`.
 fn descendants(root: u32) -> Vec<ProcInfo> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut children: HashMap<u32, Vec<ProcInfo>> = HashMap::new();
-    for entry in entries.filter_map(Result::ok) {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for (pid, _) in subzero_sys::procfs::pids() {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };

@@ -8,7 +8,7 @@
 //! 3. enter its view of the filesystem without Subzero's state, configuration and
 //!    credentials ([`super::view`]), then the process limit where it must follow;
 //! 4. give up the capability the worker keeps in its own user namespace
-//!    ([`super::caps`]);
+//!    (`subzero_sys::caps`);
 //! 5. enforce the run's Landlock ruleset ([`super::landlock`]) — last, because a Landlock
 //!    domain may no longer mount.
 #![allow(unsafe_code)]
@@ -116,7 +116,7 @@ pub fn confine(cmd: &mut std::process::Command, jail: &ToolJail) {
             if let Some(bounds) = &jail.bounds {
                 bounds.apply_after_view()?;
             }
-            super::caps::drop_before_exec()?;
+            subzero_sys::caps::drop_before_exec()?;
             if let Some(restrict) = landlock.as_mut() {
                 restrict()?;
             }

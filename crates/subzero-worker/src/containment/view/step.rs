@@ -176,23 +176,8 @@ unsafe fn seal(dir: &CStr) -> io::Result<()> {
 fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) {
     const PREFIX: &[u8] = b"/proc/self/fd/";
     buf[..PREFIX.len()].copy_from_slice(PREFIX);
-    let mut digits = [0u8; 10];
-    let mut n = fd.unsigned_abs();
-    let mut count = 0;
-    loop {
-        digits[count] = b'0' + (n % 10) as u8;
-        count += 1;
-        n /= 10;
-        if n == 0 || count == digits.len() {
-            break;
-        }
-    }
-    let mut at = PREFIX.len();
-    while count > 0 {
-        count -= 1;
-        buf[at] = digits[count];
-        at += 1;
-    }
+    let at = PREFIX.len()
+        + subzero_sys::digits::write_decimal(fd.unsigned_abs(), &mut buf[PREFIX.len()..31]);
     buf[at] = 0;
 }
 
