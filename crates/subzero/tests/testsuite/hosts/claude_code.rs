@@ -9,7 +9,8 @@
 //! - Claude Code quitting (SIGINT) while a `subzero_get` waits on a child running a `bash`
 //!   tool leaves no broker, worker or tool process, and the run is recorded `stopped`.
 //!
-//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test testsuite hosts::claude_code`
+//! `cargo xtask test` installs it and runs it; alone:
+//! `cargo test -p subzero --test testsuite hosts::claude_code`
 //! (after `(cd crates/subzero/tests/hosts/claude-code && npm ci)`).
 
 use std::path::PathBuf;

@@ -11,7 +11,8 @@
 //! - Codex quitting (SIGINT) while a `subzero_get` waits on a child running a `bash`
 //!   tool leaves no broker, worker or tool process, and the run is recorded `stopped`.
 //!
-//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test testsuite hosts::codex`
+//! `cargo xtask test` installs it and runs it; alone:
+//! `cargo test -p subzero --test testsuite hosts::codex`
 //! (after `(cd crates/subzero/tests/hosts/codex && npm ci)`).
 
 use std::path::PathBuf;

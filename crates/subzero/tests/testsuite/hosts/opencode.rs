@@ -3,7 +3,8 @@
 //! run headless (`opencode run`) against the scripted parent on loopback through the bundled
 //! `@ai-sdk/openai-compatible` provider.
 //!
-//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test testsuite hosts::opencode` after
+//! `cargo xtask test` installs it and runs it; alone:
+//! `cargo test -p subzero --test testsuite hosts::opencode` after
 //! `npm ci` in `crates/subzero/tests/hosts/opencode` (without it the test is skipped, loudly, and
 //! fails in strict mode).
 

@@ -7,7 +7,8 @@
 //! `--approve` (the one-run trust the install message names) and `pi mcp list`, which has no
 //! such flag, runs after the trust decision is saved the way Pi's own prompt saves it.
 //!
-//! `cargo xtask test` installs it and runs it; alone: `cargo test -p subzero --test testsuite hosts::pi` after
+//! `cargo xtask test` installs it and runs it; alone:
+//! `cargo test -p subzero --test testsuite hosts::pi` after
 //! `npm ci` in `crates/subzero/tests/hosts/pi` (without it the test is skipped, loudly, and
 //! fails in strict mode).
 
