@@ -30,7 +30,7 @@ pub const NODE_PROJECTS: &[&str] = &[
     "crates/subzero/tests/hosts/claude-code",
 ];
 
-/// Set for the tests: a missing prerequisite fails the test (`prereq_support::strict`).
+/// Set for the tests: a missing prerequisite fails the test (`support::prereq::strict`).
 pub const STRICT_VAR: &str = "SUBZERO_TEST_STRICT";
 
 /// The checkout's venv, relative to the workspace root (the tests look for it there).

@@ -152,3 +152,40 @@ fn every_tool_works_and_bad_inputs_are_tool_errors() {
         .collect();
     assert_eq!(tool_events.len(), calls.len() * 2);
 }
+
+#[test]
+fn a_command_that_writes_past_the_cap_and_exits_at_once_is_an_overflow() {
+    // 20 MB written in one go by a command that exits before the worker's next look: its
+    // size, not the moment it was seen, makes it an overflow (it used to come back as
+    // `exit code: 0` after the worker read all 20 MB to show 48 KiB of it).
+    let ws = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let transcript = state.path().join("t.jsonl");
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call(
+            "c0",
+            "bash",
+            &json!({"command": "head -c 20000000 /dev/zero; echo done"}).to_string(),
+        ),
+        Reply::text("over the cap"),
+    ])
+    .expect("server");
+    let mut worker = WorkerProc::spawn();
+    let run = "run_00000000000000000000CAPPED";
+    let spec = RunSpec::new(run, server.base_url(), coder(), ws.path(), &transcript);
+    worker.send(&spec.message());
+    let settled = worker.settled(run);
+    assert_eq!(settled["status"], "completed", "{settled}");
+    let requests = server.requests();
+    let results = tool_messages(&requests[1].json().expect("json body"));
+    assert!(
+        results[0].contains("wrote more than 16777216 bytes"),
+        "{}",
+        &results[0][..results[0].len().min(200)]
+    );
+    assert!(results[0].contains("bytes omitted"), "the output is cut");
+    assert!(
+        results[0].len() < 64 * 1024,
+        "what the model reads stays small"
+    );
+}
