@@ -48,13 +48,7 @@ impl Broker {
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return Ok(replayed);
         }
-        let run_limits = self
-            .budgets
-            .resolve(&budget_request(input.budget.as_ref()))?;
-        let mut snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
-        if input.compaction == Some(p::Compaction::Off) {
-            snapshot = snapshot.with_compaction(subzero_core::template::CompactionMode::Off)?;
-        }
+        let snapshot = self.spawn_grant(&input)?;
         let model = self.credential(&input.model)?;
         self.check_worker(
             snapshot.worker(),
@@ -74,12 +68,7 @@ impl Broker {
         let child_lock = ChildLock::try_acquire(&self.paths, child)?;
         let snapshot_json = serde_json::to_value(&snapshot)
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
-        let sent_snapshot = p::GrantSnapshot::try_from(&snapshot).map_err(|e| {
-            BrokerError::internal(format!(
-                "the grant snapshot of template {} breaks the contract at {e}",
-                snapshot.template_id().as_str()
-            ))
-        })?;
+        let sent_snapshot = wire_grant(&snapshot)?;
         // Refuse before any state changes when an MCP server's environment is missing.
         super::worker::mcp_env(&sent_snapshot, &self.secrets)?;
         let output = p::SpawnOutput {
@@ -115,6 +104,19 @@ impl Broker {
         self.start_worker(child, &scope, child_lock, slots, first)
             .await?;
         Ok(output)
+    }
+
+    /// The grant a spawn freezes: its template's, within the run budgets it asks for,
+    /// without compaction when it turns compaction off.
+    fn spawn_grant(&self, input: &p::SpawnInput) -> Result<GrantSnapshot, BrokerError> {
+        let run_limits = self
+            .budgets
+            .resolve(&budget_request(input.budget.as_ref()))?;
+        let snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
+        if input.compaction == Some(p::Compaction::Off) {
+            return Ok(snapshot.with_compaction(subzero_core::template::CompactionMode::Off)?);
+        }
+        Ok(snapshot)
     }
 
     /// `subzero_send`: steer the active run, or add a follow-up run.
@@ -522,4 +524,14 @@ fn budget_request(budget: Option<&p::RunBudget>) -> subzero_core::BudgetRequest 
         max_output_tokens: b.max_output_tokens.as_ref().map(|v| v.get()),
         token_budget: b.token_budget.as_ref().map(|v| v.get()),
     }
+}
+
+/// A frozen grant in its wire form, as a worker receives it.
+fn wire_grant(snapshot: &GrantSnapshot) -> Result<p::GrantSnapshot, BrokerError> {
+    p::GrantSnapshot::try_from(snapshot).map_err(|e| {
+        BrokerError::internal(format!(
+            "the grant snapshot of template {} breaks the contract at {e}",
+            snapshot.template_id().as_str()
+        ))
+    })
 }

@@ -53,6 +53,33 @@ fn beyond_the_log(row: &crate::store::ChildRow, cursor: EventSeq) -> Result<(), 
 }
 
 impl Broker {
+    /// Why a `get` that waits for an event (`until_event`) or for the run to settle or
+    /// post a receipt can answer now, if it can: scanning on from `scanned`.
+    async fn wait_ended(
+        &self,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+        page: &EventPage,
+        until_event: bool,
+        scanned: &mut EventSeq,
+    ) -> Result<Option<p::WaitedReason>, BrokerError> {
+        let child = row.child_id;
+        if until_event {
+            let found = page.gap.is_some()
+                || self
+                    .scan_for(scope, child, scanned, |kind| kind != EventKind::Text)
+                    .await?;
+            return Ok(found.then_some(p::WaitedReason::Event));
+        }
+        if row.state != ChildState::Running {
+            return Ok(Some(p::WaitedReason::Settled));
+        }
+        Ok(self
+            .scan_for(scope, child, scanned, events::is_receipt)
+            .await?
+            .then_some(p::WaitedReason::Event))
+    }
+
     /// The process-tree containment the child's live worker reported, if one runs it.
     fn live_process(&self, child: ChildId) -> Option<p::ProcessContainment> {
         let live = super::lock(&self.live);
@@ -91,19 +118,9 @@ impl Broker {
             if first && !until_event {
                 scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
             }
-            let reason = if until_event {
-                let found = page.gap.is_some()
-                    || self
-                        .scan_for(&scope, child, &mut scanned, |kind| kind != EventKind::Text)
-                        .await?;
-                found.then_some(p::WaitedReason::Event)
-            } else if row.state != ChildState::Running {
-                Some(p::WaitedReason::Settled)
-            } else {
-                self.scan_for(&scope, child, &mut scanned, events::is_receipt)
-                    .await?
-                    .then_some(p::WaitedReason::Event)
-            };
+            let reason = self
+                .wait_ended(&scope, &row, &page, until_event, &mut scanned)
+                .await?;
             let now = Instant::now();
             let reason = match reason {
                 Some(p::WaitedReason::Settled) if first => Some(p::WaitedReason::Immediate),

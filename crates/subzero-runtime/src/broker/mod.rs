@@ -145,12 +145,7 @@ impl Broker {
             config,
             problems: mut config_problems,
         } = Config::load_lenient(&options.config_path)?;
-        let credentials = {
-            let secrets = options.secrets.clone();
-            CredentialResolver::with_env(&config, &options.config_path, move |name| {
-                secrets.get(name).map(|v| v.expose_secret().into())
-            })?
-        };
+        let credentials = credential_resolver(&config, &options)?;
         let limits = limits_from(&config);
         let templates =
             user_templates(&config, &limits, &options.config_path, &mut config_problems)?;
@@ -335,6 +330,20 @@ impl Broker {
         let key = format!("{section}.{name}");
         self.config_problems.iter().find(|p| p.key == key)
     }
+}
+
+/// The credentials the configuration names, their secrets read from those the broker
+/// captured at start (never from its live environment).
+fn credential_resolver(
+    config: &Config,
+    options: &BrokerOptions,
+) -> Result<CredentialResolver, BrokerError> {
+    let secrets = options.secrets.clone();
+    Ok(CredentialResolver::with_env(
+        config,
+        &options.config_path,
+        move |name| secrets.get(name).map(|v| v.expose_secret().into()),
+    )?)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -13,6 +13,7 @@ use super::live::Live;
 use super::receipts::{Receipt, replayed};
 use super::worker::{FirstRun, StartFrom};
 use super::{Broker, BrokerError, lock};
+use crate::locks::{ChildLock, SlotGuard};
 use crate::scope::WorkspaceScope;
 use crate::store::{Admit, ChildRow, Ownership, ResumeCommit};
 
@@ -23,17 +24,7 @@ impl Broker {
         input: p::ResumeInput,
     ) -> Result<p::ResumeOutput, BrokerError> {
         self.check_open()?;
-        let child = ChildId::parse(input.child_id.as_str())?;
-        let message = input.message.as_ref().map(|m| m.to_string());
-        if let Some(m) = &message {
-            self.limits.check_prompt(m)?;
-        }
-        if input.compact == Some(true) && message.is_none() {
-            return Err(BrokerError::invalid(
-                "compact",
-                "compact needs a message: the compaction happens before the new run's first request; resume with a message and compact: true",
-            ));
-        }
+        let (child, message) = self.resume_request(&input)?;
         let scope = self.child_scope(child).await?;
         let receipt = Receipt::prepare(
             "subzero_resume",
@@ -56,20 +47,7 @@ impl Broker {
         )
         .await?;
         let run = message.as_ref().map(|_| RunId::generate());
-        // Every lock before the first write, so a refusal changes nothing. A new run needs
-        // the slots and the child's lock. So does an interrupted child without one: it
-        // comes back `ready` — free for the next run — only when nothing holds its lock.
-        // A ready child without a run needs neither: nothing will run, only its model
-        // record is rewritten.
-        let slots = match run {
-            Some(_) => self.take_slots(&scope, row.write_capable)?,
-            None => Vec::new(),
-        };
-        let child_lock = if run.is_some() || row.state == ChildState::Interrupted {
-            Some(self.acquire_child_lock(child).await?)
-        } else {
-            None
-        };
+        let (slots, child_lock) = self.resume_locks(&scope, &row, run.is_some()).await?;
         let output = p::ResumeOutput {
             child_id: child.into(),
             run_id: run.map(Into::into),
@@ -107,16 +85,55 @@ impl Broker {
                 leaf: verified.start,
                 recovery_notice: notice,
             };
-            self.start_worker(
-                child,
-                &scope,
-                child_lock,
-                slots,
-                FirstRun { run, prompt, from },
-            )
-            .await?;
+            let first = FirstRun { run, prompt, from };
+            self.start_worker(child, &scope, child_lock, slots, first)
+                .await?;
         }
         Ok(output)
+    }
+
+    /// The child a resume names and its new run's message, checked before anything is
+    /// read: a message within the prompt limit, and `compact` only with a message.
+    fn resume_request(
+        &self,
+        input: &p::ResumeInput,
+    ) -> Result<(ChildId, Option<String>), BrokerError> {
+        let child = ChildId::parse(input.child_id.as_str())?;
+        let message = input.message.as_ref().map(|m| m.to_string());
+        if let Some(m) = &message {
+            self.limits.check_prompt(m)?;
+        }
+        if input.compact == Some(true) && message.is_none() {
+            return Err(BrokerError::invalid(
+                "compact",
+                "compact needs a message: the compaction happens before the new run's first request; resume with a message and compact: true",
+            ));
+        }
+        Ok((child, message))
+    }
+
+    /// Every lock a resume needs, taken before its first write so a refusal changes
+    /// nothing. A new run needs the slots and the child's lock. So does an interrupted
+    /// child without one: it comes back `ready` — free for the next run — only when
+    /// nothing holds its lock. A ready child without a run needs neither: nothing will
+    /// run, only its model record is rewritten.
+    async fn resume_locks(
+        &self,
+        scope: &WorkspaceScope,
+        row: &ChildRow,
+        new_run: bool,
+    ) -> Result<(Vec<SlotGuard>, Option<ChildLock>), BrokerError> {
+        let slots = if new_run {
+            self.take_slots(scope, row.write_capable)?
+        } else {
+            Vec::new()
+        };
+        let child_lock = if new_run || row.state == ChildState::Interrupted {
+            Some(self.acquire_child_lock(row.child_id).await?)
+        } else {
+            None
+        };
+        Ok((slots, child_lock))
     }
 
     /// The child as a resume continues it: recovered from a previous owner when needed,

@@ -195,16 +195,7 @@ pub(super) fn start(
         argv: &argv,
         envp: &envp,
     };
-    let mut flags = libc::SIGCHLD;
-    if namespaces {
-        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
-    }
-    if user {
-        flags |= libc::CLONE_NEWUSER;
-    } else {
-        flags |= libc::CLONE_VM | libc::CLONE_VFORK;
-    }
-    let (pid, pidfd) = clone_child(&plan, flags).map_err(|errno| {
+    let (pid, pidfd) = clone_child(&plan, clone_flags(namespaces, user)).map_err(|errno| {
         let err = io::Error::from_raw_os_error(errno);
         if namespaces {
             StartError::Refused(format!("clone({}): {err}", describe(namespaces, user)))
@@ -213,13 +204,8 @@ pub(super) fn start(
         }
     })?;
     drop((stdin_r, stdout_w, stderr_w, err_w));
-    // Until the child has exec'd, it holds the write end: end of file means it did (the
-    // descriptor is close-on-exec), a line means it failed and exited.
-    let mut report = [0u8; 128];
-    let n = read_all(&err_r, &mut report);
-    if n > 0 {
+    if let Some(text) = exec_failure(&err_r) {
         reap(pid);
-        let text = String::from_utf8_lossy(&report[..n]).into_owned();
         return Err(if namespaces || join >= 0 && text.starts_with("join") {
             StartError::Refused(format!("{} {text}", describe(namespaces, user)))
         } else {
@@ -233,6 +219,30 @@ pub(super) fn start(
         stdout: stdout_r,
         stderr: stderr_r,
     })
+}
+
+/// The `clone` flags: new PID and mount namespaces when asked, a user namespace too
+/// when asked (else the parent's memory is shared until the exec, as `vfork` does).
+fn clone_flags(namespaces: bool, user: bool) -> libc::c_int {
+    let mut flags = libc::SIGCHLD;
+    if namespaces {
+        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    }
+    if user {
+        flags |= libc::CLONE_NEWUSER;
+    } else {
+        flags |= libc::CLONE_VM | libc::CLONE_VFORK;
+    }
+    flags
+}
+
+/// What the child reported on `report` before its exec, if it failed. Until the child
+/// has exec'd, it holds the write end: end of file means it did (the descriptor is
+/// close-on-exec), a line means it failed and exited.
+fn exec_failure(report: &OwnedFd) -> Option<String> {
+    let mut text = [0u8; 128];
+    let n = read_all(report, &mut text);
+    (n > 0).then(|| String::from_utf8_lossy(&text[..n]).into_owned())
 }
 
 /// Clones the child running [`Plan::run`]; on a kernel without `CLONE_PIDFD`, again

@@ -274,30 +274,8 @@ impl Broker {
         attempt: Attempt,
     ) -> Result<Settlement, RuntimeError> {
         let Attempt { patient, first } = attempt;
-        // A result file that cannot be written for good (not a full or read-only disk)
-        // turns the completion into the failure that says so.
-        if let Ended::Completed {
-            result,
-            artifact: artifact @ None,
-            ..
-        } = ended
-        {
-            match self.write_artifact(child, result).await {
-                Ok(written) => *artifact = Some(written),
-                Err(err) if patient && transient(&err) => return Err(err),
-                Err(err) => {
-                    *ended = Ended::Failed {
-                        code: ErrorCode::ArtifactUnavailable,
-                        message: format!(
-                            "the result of run {run} could not be stored: {}",
-                            BrokerError::from(err).message()
-                        ),
-                        partial: None,
-                        artifact: None,
-                    };
-                }
-            }
-        }
+        self.store_completed_result(child, run, ended, patient)
+            .await?;
         match ended {
             Ended::Completed {
                 result,
@@ -318,37 +296,17 @@ impl Broker {
                 partial,
                 artifact,
             } => {
-                let (code, message) = (*code, message.clone());
-                let details = recorded.details.clone();
-                let Some(text) = partial.as_deref().filter(|t| !t.is_empty()) else {
-                    return Ok(Settlement::Failed {
-                        code,
-                        message,
-                        partial: None,
-                        details,
-                    });
-                };
-                // The partial result is best effort, tried at the first attempt only: the
-                // run still fails with its own error, with the preview but no file, and a
-                // full disk does not hold its settlement back.
-                if artifact.is_none() && first {
-                    match self.write_artifact(child, text).await {
-                        Ok(written) => *artifact = Some(written),
-                        Err(err) => {
-                            tracing::warn!(%child, %run, %err, "could not store a failed run's partial result");
-                        }
+                let partial = match partial.as_deref().filter(|t| !t.is_empty()) {
+                    Some(text) => {
+                        Some(self.partial_result(child, run, text, artifact, first).await)
                     }
-                }
-                let preview = artifacts::preview(text, PREVIEW_BYTES);
+                    None => None,
+                };
                 Ok(Settlement::Failed {
-                    code,
-                    message,
-                    partial: Some(PartialResult {
-                        preview: preview.text,
-                        preview_truncated: preview.truncated,
-                        artifact: artifact.clone(),
-                    }),
-                    details,
+                    code: *code,
+                    message: message.clone(),
+                    partial,
+                    details: recorded.details.clone(),
                 })
             }
             Ended::Stopped { reaped } => {
@@ -362,6 +320,70 @@ impl Broker {
                 reason: reason.clone(),
                 tree_gone: *tree_gone,
             }),
+        }
+    }
+
+    /// A completed run's result file, written if not written yet. One that cannot be
+    /// written for good (not a full or read-only disk) turns the completion into the
+    /// failure that says so; a transient failure while `patient` is `Err`, to be retried.
+    async fn store_completed_result(
+        &self,
+        child: ChildId,
+        run: RunId,
+        ended: &mut Ended,
+        patient: bool,
+    ) -> Result<(), RuntimeError> {
+        let Ended::Completed {
+            result,
+            artifact: artifact @ None,
+            ..
+        } = ended
+        else {
+            return Ok(());
+        };
+        match self.write_artifact(child, result).await {
+            Ok(written) => *artifact = Some(written),
+            Err(err) if patient && transient(&err) => return Err(err),
+            Err(err) => {
+                *ended = Ended::Failed {
+                    code: ErrorCode::ArtifactUnavailable,
+                    message: format!(
+                        "the result of run {run} could not be stored: {}",
+                        BrokerError::from(err).message()
+                    ),
+                    partial: None,
+                    artifact: None,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// A failed run's partial result: its preview, and its file when one was written. The
+    /// file is best effort, tried at the `first` attempt only: the run still fails with
+    /// its own error, with the preview but no file, and a full disk does not hold its
+    /// settlement back.
+    async fn partial_result(
+        &self,
+        child: ChildId,
+        run: RunId,
+        text: &str,
+        artifact: &mut Option<NewArtifact>,
+        first: bool,
+    ) -> PartialResult {
+        if artifact.is_none() && first {
+            match self.write_artifact(child, text).await {
+                Ok(written) => *artifact = Some(written),
+                Err(err) => {
+                    tracing::warn!(%child, %run, %err, "could not store a failed run's partial result");
+                }
+            }
+        }
+        let preview = artifacts::preview(text, PREVIEW_BYTES);
+        PartialResult {
+            preview: preview.text,
+            preview_truncated: preview.truncated,
+            artifact: artifact.clone(),
         }
     }
 

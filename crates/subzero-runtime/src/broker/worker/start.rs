@@ -7,18 +7,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use secrecy::ExposeSecret;
-use subzero_core::{ChildId, ErrorCode, RunId};
+use subzero_core::{ChildId, ErrorCode, Limits, RunId};
 use subzero_protocol::{self as p, BrokerMessage};
 use tokio::sync::mpsc;
 
-use crate::broker::live::{ToWorker, WorkerLink, label};
+use crate::broker::live::{ModelKey, ToWorker, WorkerLink, label};
 use crate::broker::wire::{broken, positive, wire};
 use crate::broker::{Broker, BrokerError, lock};
 use crate::locks::{ChildLock, SlotGuard, SlotKind};
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
 use crate::store::WorkerInfo;
-use crate::supervisor::WorkerConn;
+use crate::supervisor::{Hello, WorkerConn};
 
 use super::driver::Driver;
 use super::phase::Phase;
@@ -89,23 +89,11 @@ impl Broker {
                 .await?;
             inherit.push(slot.into_fd());
         }
-        let engine = match self.child_engine(child, scope).await {
-            Ok(engine) => engine,
+        let (conn, hello) = match self.launch_worker(child, scope, inherit).await {
+            Ok(started) => started,
             Err(e) => {
                 self.unmirror(scope, &held).await;
                 return Err(e);
-            }
-        };
-        let launch = self.launch(inherit, scope.root(), engine);
-        let started = WorkerConn::start(&self.spawner, launch, label(child)).await;
-        let (conn, hello) = match started {
-            Ok(ok) => ok,
-            Err(e) => {
-                self.unmirror(scope, &held).await;
-                return Err(BrokerError::new(
-                    ErrorCode::WorkerIncompatible,
-                    format!("the worker could not be started: {e}; run `subzero doctor`"),
-                ));
             }
         };
         self.store
@@ -153,6 +141,25 @@ impl Broker {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(driver.run(first.from));
         Ok(())
+    }
+
+    /// `child`'s worker started with the descriptors it inherits, and its hello.
+    async fn launch_worker(
+        &self,
+        child: ChildId,
+        scope: &WorkspaceScope,
+        inherit: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<(WorkerConn, Hello), BrokerError> {
+        let engine = self.child_engine(child, scope).await?;
+        let launch = self.launch(inherit, scope.root(), engine);
+        WorkerConn::start(&self.spawner, launch, label(child))
+            .await
+            .map_err(|e| {
+                BrokerError::new(
+                    ErrorCode::WorkerIncompatible,
+                    format!("the worker could not be started: {e}; run `subzero doctor`"),
+                )
+            })
     }
 
     /// The worker arguments of `child`'s worker (from the grant this broker holds for it).
@@ -230,24 +237,13 @@ impl Broker {
             ),
             None => (None, None),
         };
-        let limit = |value: u32, field: &str| positive(value, START_RUN, field);
         Ok(BrokerMessage::StartRun {
             child_id: child.into(),
             compact: compact.then_some(true),
             expected_digest,
             from_leaf,
             mcp_env,
-            model: p::WorkerModel {
-                api: model.api,
-                key: p::ApiKey::new(model.key.expose_secret())
-                    .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
-                model: wire(model.model.as_str(), START_RUN, "model.model")?,
-                output_tokens_param: model.output_tokens_param,
-                context_window: model
-                    .context_window
-                    .map(|w| p::ContextWindow::from(i64::from(w))),
-                url: wire(model.url.as_str(), START_RUN, "model.url")?,
-            },
+            model: worker_model(&model)?,
             prompt: wire(prompt, START_RUN, "prompt")?,
             recovery_notice: from
                 .recovery_notice
@@ -257,20 +253,7 @@ impl Broker {
             run_id: run.into(),
             secrets: p::StartRunSecrets(Vec::new()),
             snapshot,
-            stream_limits: Some(p::StreamLimits {
-                idle_timeout_ms: limit(
-                    self.limits.model_idle_timeout_ms,
-                    "streamLimits.idleTimeoutMs",
-                )?,
-                max_response_bytes: limit(
-                    self.limits.model_response_bytes,
-                    "streamLimits.maxResponseBytes",
-                )?,
-                max_tool_argument_bytes: limit(
-                    self.limits.tool_argument_bytes,
-                    "streamLimits.maxToolArgumentBytes",
-                )?,
-            }),
+            stream_limits: Some(stream_limits(&self.limits)?),
             transcript_path: wire(
                 self.transcript_path(child).to_string_lossy().into_owned(),
                 START_RUN,
@@ -287,6 +270,34 @@ impl Broker {
 
 /// The `start_run` control message, as error messages name it.
 const START_RUN: &str = "start_run message";
+
+/// The model a run calls, with its key, as `start_run` carries it.
+fn worker_model(model: &ModelKey) -> Result<p::WorkerModel, BrokerError> {
+    Ok(p::WorkerModel {
+        api: model.api,
+        key: p::ApiKey::new(model.key.expose_secret())
+            .map_err(|e| broken(START_RUN, "model.key", e.message()))?,
+        model: wire(model.model.as_str(), START_RUN, "model.model")?,
+        output_tokens_param: model.output_tokens_param,
+        context_window: model
+            .context_window
+            .map(|w| p::ContextWindow::from(i64::from(w))),
+        url: wire(model.url.as_str(), START_RUN, "model.url")?,
+    })
+}
+
+/// The bounds on a run's model stream, from the broker's limits.
+fn stream_limits(limits: &Limits) -> Result<p::StreamLimits, BrokerError> {
+    let limit = |value: u32, field: &str| positive(value, START_RUN, field);
+    Ok(p::StreamLimits {
+        idle_timeout_ms: limit(limits.model_idle_timeout_ms, "streamLimits.idleTimeoutMs")?,
+        max_response_bytes: limit(limits.model_response_bytes, "streamLimits.maxResponseBytes")?,
+        max_tool_argument_bytes: limit(
+            limits.tool_argument_bytes,
+            "streamLimits.maxToolArgumentBytes",
+        )?,
+    })
+}
 
 /// Values of the snapshot's MCP `env:VAR` references, from the secrets the broker captured
 /// from its environment at startup (the worker's environment is cleared). Each value

@@ -6,6 +6,8 @@
 //! lockfile is left alone) — then runs `cargo test --workspace` with [`STRICT_VAR`] set, so a
 //! test whose prerequisite is missing fails instead of skipping. `.ci/run` runs exactly this.
 
+mod lanes;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
@@ -54,27 +56,30 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     let installed = started.elapsed();
     // Every group runs now: an earlier plain run's skip records no longer hold.
     let _ = std::fs::remove_dir_all(records_dir(root));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let mut command = Command::new(cargo);
-    command.current_dir(root).arg("test");
-    if !args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
-        command.arg("--workspace");
-    }
-    command.args(args).env(STRICT_VAR, "1");
-    let status = command
-        .status()
-        .map_err(|e| vec![format!("cannot run cargo test: {e}")])?;
+    let outcome = if args.is_empty() {
+        lanes::run_all(root)
+    } else {
+        let mut command = cargo_test(root);
+        if !args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
+            command.arg("--workspace");
+        }
+        run(command.args(args), "cargo test")
+    };
     eprintln!(
         "cargo xtask test: installing took {}, the tests {}; {}",
         minutes(installed),
         minutes(started.elapsed() - installed),
         skip_summary(&records_dir(root))
     );
-    if status.success() {
-        Ok(())
-    } else {
-        Err(vec![format!("cargo test failed ({status})")])
-    }
+    outcome
+}
+
+/// `cargo test` in `root`, in strict mode.
+fn cargo_test(root: &Path) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut command = Command::new(cargo);
+    command.current_dir(root).arg("test").env(STRICT_VAR, "1");
+    command
 }
 
 /// The one line that names every skipped group (records in `dir`, one file per group) and
