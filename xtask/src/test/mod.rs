@@ -3,8 +3,9 @@
 //! Installs the pinned outside clients and hosts into the checkout — a Python venv at
 //! `.venv/` with [`PYTHON_PACKAGES`], `npm ci` in each of [`NODE_PROJECTS`] (pip's and npm's
 //! own caches serve reruns; a project whose `node_modules` was installed from its current
-//! lockfile is left alone) — then runs `cargo test --workspace` with [`STRICT_VAR`] set, so a
-//! test whose prerequisite is missing fails instead of skipping. `.ci/run` runs exactly this.
+//! lockfile is left alone) — then runs the workspace's tests with [`STRICT_VAR`] set, so a
+//! test whose prerequisite is missing fails instead of skipping: all of them in two lanes
+//! ([`lanes`]), or one `cargo test` with the arguments given. `.ci/run` runs exactly this.
 
 mod lanes;
 
@@ -38,7 +39,8 @@ pub const STRICT_VAR: &str = "SUBZERO_TEST_STRICT";
 /// The checkout's venv, relative to the workspace root (the tests look for it there).
 pub const VENV: &str = ".venv";
 
-/// Install what the tests need, then run `cargo test --workspace ARGS…` in strict mode.
+/// Install what the tests need, then run every test in strict mode (two lanes), or
+/// `cargo test ARGS…` (`--workspace` unless a package is named) when arguments are given.
 pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     let started = Instant::now();
     require(
