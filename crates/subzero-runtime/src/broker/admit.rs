@@ -19,7 +19,7 @@ use super::live::{Live, ModelKey, ToWorker};
 use super::receipts::{Receipt, replayed};
 use super::wire::wire;
 use super::worker::{FirstRun, StartFrom};
-use super::{Broker, BrokerError, lock};
+use super::{Broker, BrokerError};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
 use crate::store::{
@@ -36,10 +36,12 @@ impl Broker {
         self: &Arc<Self>,
         input: p::SpawnInput,
     ) -> Result<p::SpawnOutput, BrokerError> {
-        self.check_open()?;
+        self.gate.check_open()?;
         let prompt = input.prompt.to_string();
-        self.limits.check_prompt(&prompt)?;
-        let scope = self.scope_for(input.workspace_root.as_deref().map(String::as_str))?;
+        self.policy.limits.check_prompt(&prompt)?;
+        let scope = self
+            .scopes
+            .for_root(input.workspace_root.as_deref().map(String::as_str))?;
         let receipt = Receipt::prepare(
             "subzero_spawn",
             input.request_id.as_deref().map(String::as_str),
@@ -49,7 +51,7 @@ impl Broker {
             return Ok(replayed);
         }
         let snapshot = self.spawn_grant(&input)?;
-        let model = self.credential(&input.model)?;
+        let model = self.policy.credential(&input.model)?;
         self.check_worker(
             snapshot.worker(),
             Asked {
@@ -70,7 +72,7 @@ impl Broker {
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
         let sent_snapshot = wire_grant(&snapshot)?;
         // Refuse before any state changes when an MCP server's environment is missing.
-        super::worker::mcp_env(&sent_snapshot, &self.secrets)?;
+        super::worker::mcp_env(&sent_snapshot, &self.policy.secrets)?;
         let output = p::SpawnOutput {
             child_id: child.into(),
             run_id: run.into(),
@@ -95,7 +97,9 @@ impl Broker {
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_spawn", stored);
         }
-        lock(&self.live).insert(child, Live::new(model, sent_snapshot));
+        self.workers
+            .live()
+            .insert(child, Live::new(model, sent_snapshot));
         let first = FirstRun {
             run,
             prompt,
@@ -110,6 +114,7 @@ impl Broker {
     /// without compaction when it turns compaction off.
     fn spawn_grant(&self, input: &p::SpawnInput) -> Result<GrantSnapshot, BrokerError> {
         let run_limits = self
+            .policy
             .budgets
             .resolve(&budget_request(input.budget.as_ref()))?;
         let snapshot = self.freeze(input.template_id.as_str(), run_limits)?;
@@ -121,10 +126,10 @@ impl Broker {
 
     /// `subzero_send`: steer the active run, or add a follow-up run.
     pub async fn send(self: &Arc<Self>, input: p::SendInput) -> Result<p::SendOutput, BrokerError> {
-        self.check_open()?;
+        self.gate.check_open()?;
         let child = ChildId::parse(input.child_id.as_str())?;
         let message = input.message.to_string();
-        self.limits.check_prompt(&message)?;
+        self.policy.limits.check_prompt(&message)?;
         let scope = self.child_scope(child).await?;
         if input.mode == p::SendInputMode::Steer {
             if input.compact == Some(true) {
@@ -153,7 +158,7 @@ impl Broker {
         let row = self.store.child(&scope, child).await?;
         // Keys live only in the memory of the broker that was given them: after a
         // restart (or for another broker's child) work continues only through resume.
-        if !lock(&self.live).contains_key(&child) {
+        if !self.workers.live().contains_key(&child) {
             return Err(BrokerError::new(
                 ErrorCode::CredentialsRequired,
                 format!(
@@ -311,7 +316,11 @@ impl Broker {
         {
             return Ok(previous);
         }
-        let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
+        let link = self
+            .workers
+            .live()
+            .get(&child)
+            .and_then(|l| l.worker.clone());
         let running_here = matches!(&decided, AnyChild::Active(ActiveChild::Running(_)));
         let steered = match &link {
             Some(link) => decided.steer(&link.capabilities),
@@ -369,14 +378,14 @@ impl Broker {
             &self.paths,
             scope,
             SlotKind::Worker,
-            self.worker_slots,
+            self.workers.worker_slots,
         )?];
         if write_capable {
             slots.push(try_take_slot(
                 &self.paths,
                 scope,
                 SlotKind::Writer,
-                self.writer_slots,
+                self.workers.writer_slots,
             )?);
         }
         Ok(slots)
@@ -384,7 +393,7 @@ impl Broker {
 
     /// The scope a child lives in, among those this broker answers for.
     pub(super) async fn child_scope(&self, child: ChildId) -> Result<WorkspaceScope, BrokerError> {
-        for scope in self.scopes() {
+        for scope in self.scopes.all() {
             match self.store.child(&scope, child).await {
                 Ok(row) => {
                     self.recover_if_orphaned(&scope, &row).await?;
@@ -410,7 +419,7 @@ impl Broker {
         template_id: &str,
         run_limits: RunLimits,
     ) -> Result<GrantSnapshot, BrokerError> {
-        if let Some(problem) = self.config_problem("templates", template_id) {
+        if let Some(problem) = self.policy.config_problem("templates", template_id) {
             return Err(BrokerError::new(
                 problem.code,
                 format!(
@@ -419,8 +428,9 @@ impl Broker {
                 ),
             ));
         }
-        let (id, template): (TemplateId, _) = self.templates.resolve(template_id)?;
+        let (id, template): (TemplateId, _) = self.policy.templates.resolve(template_id)?;
         let base = self
+            .policy
             .config_path()
             .parent()
             .map(Path::to_path_buf)
@@ -430,21 +440,23 @@ impl Broker {
             .iter()
             .map(|s| load_skill(&base, &s.name, Path::new(&s.path)))
             .collect::<Result<Vec<_>, _>>()?;
-        let tool_limits = self.templates.tool_limits(&template);
+        let tool_limits = self.policy.templates.tool_limits(&template);
         Ok(GrantSnapshot::freeze(
             id,
             &template,
             skills,
             run_limits,
             tool_limits,
-            &self.limits,
+            &self.policy.limits,
         )?)
     }
 
     /// A followup's `compact: true` on a child whose worker cannot compact is refused
     /// (`unsupported_grant`) before anything is queued or started.
     async fn check_compact(&self, child: ChildId) -> Result<(), BrokerError> {
-        let worker = lock(&self.live)
+        let worker = self
+            .workers
+            .live()
             .get(&child)
             .map(|entry| super::engines::worker_of(&entry.snapshot));
         let Some(kind) = worker else {

@@ -82,7 +82,7 @@ impl Broker {
 
     /// The process-tree containment the child's live worker reported, if one runs it.
     fn live_process(&self, child: ChildId) -> Option<p::ProcessContainment> {
-        let live = super::lock(&self.live);
+        let live = self.workers.live();
         live.get(&child)?.worker.as_ref()?.process.clone()
     }
 
@@ -102,7 +102,7 @@ impl Broker {
         let started = Instant::now();
         let deadline = started + wait;
         let mut commits = self.store.commits();
-        let mut closing = self.closing.subscribe();
+        let mut closing = self.gate.closing();
         let mut reported = cursor;
         let mut first = true;
         // How far the wait has looked for the event that ends it: from the caller's cursor

@@ -32,13 +32,14 @@ impl Broker {
             .hello_for(subzero_core::template::WorkerKind::Rust)
             .await?;
         let templates = self
+            .policy
             .templates
             .ids()
             .into_iter()
-            .filter_map(|id| self.templates.resolve(&id).ok())
+            .filter_map(|id| self.policy.templates.resolve(&id).ok())
             .map(|(id, t)| {
-                let worker = self.engines.template_worker(t.worker);
-                template_info(&id, &t, self.templates.tool_limits(&t), worker)
+                let worker = self.workers.engines.template_worker(t.worker);
+                template_info(&id, &t, self.policy.templates.tool_limits(&t), worker)
             })
             .collect::<Result<_, _>>()?;
         let credentials = self.info_credentials()?;
@@ -58,7 +59,7 @@ impl Broker {
             limits: self.info_limits()?,
             budgets: self.info_budgets(),
             tool_limits: Some(tool_limits(
-                &self.templates.default_tool_limits(),
+                &self.policy.templates.default_tool_limits(),
                 "toolLimits",
             )?),
             protocol_version: wire("1", INFO, "protocolVersion")?,
@@ -71,7 +72,8 @@ impl Broker {
 
     /// `credentialRefs`: each configured credential, whether it is available, and its origins.
     fn info_credentials(&self) -> Result<Vec<p::CredentialInfo>, BrokerError> {
-        self.credential_sources
+        self.policy
+            .credential_sources
             .iter()
             .map(|c| {
                 Ok(p::CredentialInfo {
@@ -91,7 +93,8 @@ impl Broker {
 
     /// `configProblems`: the entries the lenient configuration left out, and why.
     fn info_config_problems(&self) -> Result<Vec<p::ConfigProblem>, BrokerError> {
-        self.config_problems
+        self.policy
+            .config_problems
             .iter()
             .map(|problem| {
                 Ok(p::ConfigProblem {
@@ -126,7 +129,8 @@ impl Broker {
     /// `hostAdapters`: the hosts and the versions they were tested with.
     fn info_host_adapters(&self) -> Result<p::InfoHostAdapters, BrokerError> {
         Ok(p::InfoHostAdapters(
-            self.host_adapters
+            self.policy
+                .host_adapters
                 .iter()
                 .map(|h| {
                     Ok(p::HostAdapter {
@@ -144,8 +148,8 @@ impl Broker {
 
     /// The budgets `subzero_info` reports: the defaults and the maxima of a spawn's `budget`.
     fn info_budgets(&self) -> p::Budgets {
-        let d = &self.budgets.defaults;
-        let m = &self.budgets.maxima;
+        let d = &self.policy.budgets.defaults;
+        let m = &self.policy.budgets.maxima;
         p::Budgets {
             defaults: run_budget(
                 u64::from(d.max_turns),
@@ -170,11 +174,11 @@ impl Broker {
         let limit = |value: u32, field: &str| positive(value, INFO, field);
         Ok(p::Limits {
             active_workers_per_workspace: limit(
-                self.worker_slots,
+                self.workers.worker_slots,
                 "limits.activeWorkersPerWorkspace",
             )?,
             event_payload_bytes: limit(
-                self.limits.event_payload_bytes,
+                self.policy.limits.event_payload_bytes,
                 "limits.eventPayloadBytes",
             )?,
             event_retention: positive(
@@ -185,6 +189,7 @@ impl Broker {
             compact_at_percent: std::num::NonZeroU64::new(p::defaults::COMPACT_AT_PERCENT)
                 .map(p::LimitsCompactAtPercent::from),
             context_window: self
+                .policy
                 .context_window
                 .map(|w| p::ContextWindow::from(i64::from(w))),
             event_retention_bytes: Some(positive(
@@ -197,23 +202,29 @@ impl Broker {
                 INFO,
                 "limits.queuedFollowups",
             )?),
-            granted_tools: limit(self.limits.granted_tools, "limits.grantedTools")?,
+            granted_tools: limit(self.policy.limits.granted_tools, "limits.grantedTools")?,
             model_idle_timeout_ms: Some(limit(
-                self.limits.model_idle_timeout_ms,
+                self.policy.limits.model_idle_timeout_ms,
                 "limits.modelIdleTimeoutMs",
             )?),
             model_response_bytes: Some(limit(
-                self.limits.model_response_bytes,
+                self.policy.limits.model_response_bytes,
                 "limits.modelResponseBytes",
             )?),
-            output_length_max: limit(self.limits.output_chunk_bytes, "limits.outputLengthMax")?,
-            prompt_bytes: limit(self.limits.prompt_bytes, "limits.promptBytes")?,
+            output_length_max: limit(
+                self.policy.limits.output_chunk_bytes,
+                "limits.outputLengthMax",
+            )?,
+            prompt_bytes: limit(self.policy.limits.prompt_bytes, "limits.promptBytes")?,
             tool_argument_bytes: Some(limit(
-                self.limits.tool_argument_bytes,
+                self.policy.limits.tool_argument_bytes,
                 "limits.toolArgumentBytes",
             )?),
-            wait_ms_max: u64::from(self.limits.get_wait_ms),
-            write_runs_per_workspace: limit(self.writer_slots, "limits.writeRunsPerWorkspace")?,
+            wait_ms_max: u64::from(self.policy.limits.get_wait_ms),
+            write_runs_per_workspace: limit(
+                self.workers.writer_slots,
+                "limits.writeRunsPerWorkspace",
+            )?,
         })
     }
 }

@@ -9,8 +9,8 @@ impl Broker {
     /// `subzero_list`.
     pub async fn list(&self, input: p::ListInput) -> Result<p::ListOutput, BrokerError> {
         let scope = match &input.workspace_root {
-            Some(root) => self.scope_for(Some(root.as_str()))?,
-            None => self.scope.clone(),
+            Some(root) => self.scopes.for_root(Some(root.as_str()))?,
+            None => self.scopes.own.clone(),
         };
         let limit = input.limit.map(|l| l.get()).unwrap_or(50).clamp(1, 200) as u32;
         let after = input

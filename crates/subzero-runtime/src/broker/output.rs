@@ -15,7 +15,9 @@ impl Broker {
         // (`invalid_request`); absent, it is the largest chunk.
         let length = input
             .length
-            .map_or(u64::from(self.limits.output_chunk_bytes), |l| l.get());
+            .map_or(u64::from(self.policy.limits.output_chunk_bytes), |l| {
+                l.get()
+            });
         let row = self.find_artifact(id).await?;
         let files = self.artifacts.clone();
         let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))
@@ -35,7 +37,7 @@ impl Broker {
         &self,
         id: subzero_core::ArtifactId,
     ) -> Result<crate::store::ArtifactRow, BrokerError> {
-        for scope in self.scopes() {
+        for scope in self.scopes.all() {
             match self.store.artifact(&scope, id).await {
                 Ok(row) => return Ok(row),
                 Err(e) if e.code() == ErrorCode::NotFound => continue,

@@ -12,7 +12,7 @@ use super::engines::{Asked, worker_of};
 use super::live::Live;
 use super::receipts::{Receipt, replayed};
 use super::worker::{FirstRun, StartFrom};
-use super::{Broker, BrokerError, lock};
+use super::{Broker, BrokerError};
 use crate::locks::{ChildLock, SlotGuard};
 use crate::scope::WorkspaceScope;
 use crate::store::{Admit, ChildRow, Ownership, ResumeCommit};
@@ -23,7 +23,7 @@ impl Broker {
         self: &Arc<Self>,
         input: p::ResumeInput,
     ) -> Result<p::ResumeOutput, BrokerError> {
-        self.check_open()?;
+        self.gate.check_open()?;
         let (child, message) = self.resume_request(&input)?;
         let scope = self.child_scope(child).await?;
         let receipt = Receipt::prepare(
@@ -34,7 +34,7 @@ impl Broker {
         if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
             return Ok(replayed);
         }
-        let model = self.credential(&input.model)?;
+        let model = self.policy.credential(&input.model)?;
         let (row, snapshot, verified) = self.resumable(&scope, child).await?;
         self.check_worker(
             worker_of(&snapshot),
@@ -74,7 +74,9 @@ impl Broker {
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_resume", stored);
         }
-        lock(&self.live).insert(child, Live::new(model, snapshot));
+        self.workers
+            .live()
+            .insert(child, Live::new(model, snapshot));
         if let (Some(run), Some(true)) = (run, input.compact) {
             self.compact_before(child, run);
         }
@@ -101,7 +103,7 @@ impl Broker {
         let child = ChildId::parse(input.child_id.as_str())?;
         let message = input.message.as_ref().map(|m| m.to_string());
         if let Some(m) = &message {
-            self.limits.check_prompt(m)?;
+            self.policy.limits.check_prompt(m)?;
         }
         if input.compact == Some(true) && message.is_none() {
             return Err(BrokerError::invalid(
@@ -180,7 +182,7 @@ impl Broker {
             ));
         }
         self.check_stored_filesystem(&snapshot).await?;
-        let format = self.engines.transcript_format(kind)?;
+        let format = self.workers.engines.transcript_format(kind)?;
         let verified = checkpoint::verify(
             self.supervisor,
             child,

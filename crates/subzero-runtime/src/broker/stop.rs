@@ -2,14 +2,13 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use subzero_core::{ChildId, RunId, RunStatus};
 use subzero_protocol as p;
 
 use super::live::ToWorker;
-use super::{Broker, BrokerError, lock};
+use super::{Broker, BrokerError};
 use crate::scope::WorkspaceScope;
 
 /// How long a clean shutdown waits for workers to confirm their stops.
@@ -48,7 +47,11 @@ impl Broker {
     }
 
     fn send_cancel(&self, child: ChildId, run: RunId) {
-        let link = lock(&self.live).get(&child).and_then(|l| l.worker.clone());
+        let link = self
+            .workers
+            .live()
+            .get(&child)
+            .and_then(|l| l.worker.clone());
         match link {
             Some(link) => {
                 let cancel = p::BrokerMessage::Cancel { run_id: run.into() };
@@ -105,13 +108,13 @@ impl Broker {
         if !confirmed {
             // Dropping the links closes the drivers' queues: each closes its worker's
             // pipe, which makes the worker cancel, kill its tree and exit.
-            for live in lock(&self.live).values_mut() {
+            for live in self.workers.live().values_mut() {
                 live.worker = None;
             }
             let closed = tokio::time::Instant::now() + CLOSE_GRACE;
             if !self.wait_for_drivers(closed, None).await {
                 tracing::warn!(
-                    drivers = self.drivers.load(Ordering::SeqCst),
+                    drivers = self.workers.drivers_running(),
                     "workers still running at shutdown; their runs are recovered by the next broker"
                 );
             }
@@ -135,13 +138,13 @@ impl Broker {
     ) -> bool {
         loop {
             // Armed before looking, so a driver that ends in between still wakes us.
-            let gone = self.worker_gone.notified();
+            let gone = self.workers.driver_gone();
             tokio::pin!(gone);
             gone.as_mut().enable();
             if let Some(asked) = stop.as_deref_mut() {
                 self.stop_new_workers(asked).await;
             }
-            if self.drivers.load(Ordering::SeqCst) == 0 {
+            if self.workers.drivers_running() == 0 {
                 return true;
             }
             let now = tokio::time::Instant::now();
@@ -156,7 +159,9 @@ impl Broker {
     /// `asked` yet, all at once: each worker starts tearing its tree down as soon as its
     /// own stop is recorded, not after the others'.
     async fn stop_new_workers(&self, asked: &mut HashSet<ChildId>) {
-        let new: Vec<ChildId> = lock(&self.live)
+        let new: Vec<ChildId> = self
+            .workers
+            .live()
             .iter()
             .filter(|(child, live)| live.worker.is_some() && !asked.contains(*child))
             .map(|(child, _)| *child)
@@ -190,9 +195,5 @@ impl Broker {
             Ok(_) => {}
             Err(e) => tracing::warn!(%child, %e, "could not stop a run at shutdown"),
         }
-    }
-
-    pub(super) fn notify_settled(&self, _child: ChildId) {
-        self.worker_gone.notify_waiters();
     }
 }

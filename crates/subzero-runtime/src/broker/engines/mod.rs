@@ -141,7 +141,7 @@ fn incompatible(why: impl Into<String>) -> BrokerError {
 impl Broker {
     /// The start arguments of `kind`'s engine, found once.
     async fn base_args(&self, kind: WorkerKind) -> Result<Vec<OsString>, BrokerError> {
-        let entry = self.engines.entry(kind)?;
+        let entry = self.workers.engines.entry(kind)?;
         let base = entry
             .base
             .get_or_try_init(|| async {
@@ -157,14 +157,16 @@ impl Broker {
 
     /// The hello of `kind`, learned once by starting a worker of it that runs nothing.
     pub(super) async fn hello_for(&self, kind: WorkerKind) -> Result<Hello, BrokerError> {
-        let entry = self.engines.entry(kind)?;
+        let entry = self.workers.engines.entry(kind)?;
         let hello = entry
             .hello
             .get_or_try_init(|| async {
                 let base = self.base_args(kind).await?;
-                let launch = self.launch(Vec::new(), self.scope.root(), base);
+                let launch = self
+                    .workers
+                    .launch(Vec::new(), self.scopes.own.root(), base);
                 let label = entry.engine.handshake_label().to_owned();
-                let (mut conn, hello) = WorkerConn::start(&self.spawner, launch, label)
+                let (mut conn, hello) = WorkerConn::start(&self.workers.spawner, launch, label)
                     .await
                     .map_err(|e| incompatible(entry.engine.start_failed(&e.to_string())))?;
                 conn.close();
@@ -213,7 +215,8 @@ impl Broker {
             transcript: &transcript,
             workspace,
         };
-        self.engines
+        self.workers
+            .engines
             .entry(kind)?
             .engine
             .child_args(base, worker)
@@ -223,7 +226,7 @@ impl Broker {
     /// `subzero_info.workers`: each worker, installed or why not, with its footprint.
     pub(super) async fn info_workers(&self) -> Vec<p::WorkerAvailability> {
         let mut all = Vec::new();
-        for entry in &self.engines.entries {
+        for entry in &self.workers.engines.entries {
             let engine = &entry.engine;
             let hello = self.hello_for(engine.kind()).await;
             let bytes = engine.installed_bytes();

@@ -12,7 +12,7 @@ use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
 use crate::broker::live::ToWorker;
-use crate::broker::{Broker, events, lock};
+use crate::broker::{Broker, events};
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
 use crate::supervisor::{WorkerConn, cgroup, reap};
@@ -326,7 +326,7 @@ impl Driver {
     /// Close unless a run was handed to this worker in the meantime. Removing the link
     /// under the live lock makes the choice race-free with `send`.
     fn try_close(&mut self) -> bool {
-        let mut live = lock(&self.broker.live);
+        let mut live = self.broker.workers.live();
         if !self.rx.is_empty() || !self.idle() {
             return false;
         }
@@ -340,7 +340,7 @@ impl Driver {
     /// as interrupted. Nothing is retried.
     async fn lost(&mut self, reason: &str) {
         {
-            let mut live = lock(&self.broker.live);
+            let mut live = self.broker.workers.live();
             if let Some(entry) = live.get_mut(&self.child) {
                 entry.worker = None;
             }
@@ -410,9 +410,6 @@ impl Driver {
             self.kill_leftovers(false).await;
         }
         self.broker.unmirror(&self.scope, &self.slots).await;
-        self.broker
-            .drivers
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.broker.notify_settled(self.child);
+        self.broker.workers.driver_finished();
     }
 }

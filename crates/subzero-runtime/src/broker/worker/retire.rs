@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::driver::Driver;
 use super::{FirstRun, StartFrom};
-use crate::broker::{BrokerError, lock};
+use crate::broker::BrokerError;
 use crate::store::NextRun;
 
 /// How long a retiring worker may take to exit before its tree is killed.
@@ -30,7 +30,7 @@ impl Driver {
         {
             // Under the live lock, as `send` hands runs to a live worker under it: either a
             // run was handed over already (keep the worker) or no one can hand one now.
-            let mut live = lock(&self.broker.live);
+            let mut live = self.broker.workers.live();
             if !self.rx.is_empty() {
                 return false;
             }

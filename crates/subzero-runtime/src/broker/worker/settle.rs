@@ -18,7 +18,6 @@
 //! ends the retries; the next broker then records the run interrupted (`broker_lost`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use subzero_core::lifecycle::{LeafRef, Supervisor};
@@ -189,7 +188,7 @@ impl Broker {
         mut ended: Ended,
         recorded: Recorded,
     ) -> Option<Settled> {
-        let mut closing = self.closing.subscribe();
+        let mut closing = self.gate.closing();
         let reserve = SpaceReserve::of(self.paths.root());
         let mut reserve_released = false;
         let mut overdue = false;
@@ -238,7 +237,7 @@ impl Broker {
                 overdue = true;
                 tracing::error!(%child, %run, %refused, bound_s = SETTLE_BOUND.as_secs(), "a run's end is still not recorded: the store refuses even the reserved space; its child shows `running` until the state directory takes writes again");
             }
-            if self.shutting_down.load(Ordering::SeqCst) {
+            if self.gate.is_closed() {
                 tracing::error!(%child, %run, "the broker is shutting down before the run could be settled; the next broker records it interrupted");
                 return None;
             }

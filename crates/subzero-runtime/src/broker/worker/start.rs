@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::broker::live::{ModelKey, ToWorker, WorkerLink, label};
 use crate::broker::wire::{broken, positive, wire};
-use crate::broker::{Broker, BrokerError, lock};
+use crate::broker::{Broker, BrokerError};
 use crate::locks::{ChildLock, SlotGuard, SlotKind};
 use crate::scope::WorkspaceScope;
 use crate::secret_env::SecretEnv;
@@ -112,7 +112,7 @@ impl Broker {
         let capabilities = self.supervisor.capabilities(hello.steering);
         let (tx, rx) = mpsc::unbounded_channel();
         {
-            let mut live = lock(&self.live);
+            let mut live = self.workers.live();
             let entry = live.get_mut(&child).ok_or_else(|| {
                 BrokerError::internal(format!("child {child} has no model in memory"))
             })?;
@@ -137,8 +137,7 @@ impl Broker {
             run: first.run,
             prompt: first.prompt,
         });
-        self.drivers
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.workers.driver_started();
         tokio::spawn(driver.run(first.from));
         Ok(())
     }
@@ -151,8 +150,8 @@ impl Broker {
         inherit: Vec<std::os::fd::OwnedFd>,
     ) -> Result<(WorkerConn, Hello), BrokerError> {
         let engine = self.child_engine(child, scope).await?;
-        let launch = self.launch(inherit, scope.root(), engine);
-        WorkerConn::start(&self.spawner, launch, label(child))
+        let launch = self.workers.launch(inherit, scope.root(), engine);
+        WorkerConn::start(&self.workers.spawner, launch, label(child))
             .await
             .map_err(|e| {
                 BrokerError::new(
@@ -168,7 +167,9 @@ impl Broker {
         child: ChildId,
         scope: &WorkspaceScope,
     ) -> Result<Vec<std::ffi::OsString>, BrokerError> {
-        let snapshot = lock(&self.live)
+        let snapshot = self
+            .workers
+            .live()
             .get(&child)
             .map(|entry| entry.snapshot.clone())
             .ok_or_else(|| {
@@ -195,7 +196,7 @@ impl Broker {
     /// Marks `run` of `child` to start with a compaction (the parent's `compact: true`);
     /// its `start_run` carries it, whenever the run starts.
     pub(in crate::broker) fn compact_before(&self, child: ChildId, run: RunId) {
-        if let Some(entry) = lock(&self.live).get_mut(&child) {
+        if let Some(entry) = self.workers.live().get_mut(&child) {
             entry.compact.insert(run);
         }
     }
@@ -209,7 +210,7 @@ impl Broker {
         from: &StartFrom,
     ) -> Result<BrokerMessage, BrokerError> {
         let (model, snapshot) = {
-            let live = lock(&self.live);
+            let live = self.workers.live();
             let entry = live.get(&child).ok_or_else(|| {
                 BrokerError::new(
                     ErrorCode::CredentialsRequired,
@@ -218,10 +219,12 @@ impl Broker {
             })?;
             (entry.model.clone(), entry.snapshot.clone())
         };
-        let compact = lock(&self.live)
+        let compact = self
+            .workers
+            .live()
             .get_mut(&child)
             .is_some_and(|entry| entry.compact.remove(&run));
-        let mcp_env = mcp_env(&snapshot, &self.secrets)?;
+        let mcp_env = mcp_env(&snapshot, &self.policy.secrets)?;
         let transcripts = self.paths.root().join("transcripts");
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -253,7 +256,7 @@ impl Broker {
             run_id: run.into(),
             secrets: p::StartRunSecrets(Vec::new()),
             snapshot,
-            stream_limits: Some(stream_limits(&self.limits)?),
+            stream_limits: Some(stream_limits(&self.policy.limits)?),
             transcript_path: wire(
                 self.transcript_path(child).to_string_lossy().into_owned(),
                 START_RUN,
