@@ -11,108 +11,26 @@ use std::time::Duration;
 
 use subzero_core::lifecycle::{ActiveChild, WorkerCapabilities};
 use subzero_core::template::{GrantSnapshot, RunLimits, Skill, TemplateId};
-use subzero_core::{AnyChild, ChildId, ChildState, ErrorCode, RunId};
+use subzero_core::{AnyChild, ChildId, ErrorCode, RunId};
 use subzero_protocol as p;
 
-use super::engines::Asked;
-use super::live::{Live, ModelKey, ToWorker};
+use super::live::{ModelKey, ToWorker};
 use super::receipts::{Receipt, replayed};
 use super::wire::wire;
 use super::worker::{FirstRun, StartFrom};
 use super::{Broker, BrokerError};
 use crate::locks::{ChildLock, SlotGuard, SlotKind, try_take_slot};
 use crate::scope::WorkspaceScope;
-use crate::store::{
-    Admit, AdmitFollowup, AdmitSpawn, ChildRow, FollowupDelivery, ModelRow, NewChild,
-};
+use crate::store::{Admit, AdmitFollowup, ChildRow, FollowupDelivery, ModelRow};
 
 /// How long a new run waits for the previous worker of the same child to finish
 /// exiting (it has already settled and closed its pipe) before the child is `busy`.
-const LOCK_HANDOVER: Duration = Duration::from_secs(3);
+pub(super) const LOCK_HANDOVER: Duration = Duration::from_secs(3);
 
 impl Broker {
-    /// `subzero_spawn`.
-    pub async fn spawn(
-        self: &Arc<Self>,
-        input: p::SpawnInput,
-    ) -> Result<p::SpawnOutput, BrokerError> {
-        self.gate.check_open()?;
-        let prompt = input.prompt.to_string();
-        self.policy.limits.check_prompt(&prompt)?;
-        let scope = self
-            .scopes
-            .for_root(input.workspace_root.as_deref().map(String::as_str))?;
-        let receipt = Receipt::prepare(
-            "subzero_spawn",
-            input.request_id.as_deref().map(String::as_str),
-            &input,
-        )?;
-        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return Ok(replayed);
-        }
-        let snapshot = self.spawn_grant(&input)?;
-        let model = self.policy.credential(&input.model)?;
-        self.check_worker(
-            snapshot.worker(),
-            Asked {
-                tools: snapshot.tools().to_vec(),
-                mcp_servers: snapshot.mcp_servers().len(),
-                compact: false,
-                model: &model,
-            },
-        )
-        .await?;
-        self.check_filesystem(&snapshot).await?;
-        let child = ChildId::generate();
-        let run = RunId::generate();
-        let write_capable = snapshot.write_capable();
-        let slots = self.take_slots(&scope, write_capable)?;
-        let child_lock = ChildLock::try_acquire(&self.paths, child)?;
-        let snapshot_json = serde_json::to_value(&snapshot)
-            .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
-        let sent_snapshot = wire_grant(&snapshot)?;
-        // Refuse before any state changes when an MCP server's environment is missing.
-        super::worker::mcp_env(&sent_snapshot, &self.policy.secrets)?;
-        let output = p::SpawnOutput {
-            child_id: child.into(),
-            run_id: run.into(),
-        };
-        let admitted = self
-            .store
-            .admit_spawn(AdmitSpawn {
-                child: NewChild {
-                    child_id: child,
-                    scope: scope.clone(),
-                    template_id: snapshot.template_id().as_str().to_owned(),
-                    snapshot: snapshot_json.clone(),
-                    write_capable,
-                    model: model_row(&model),
-                },
-                run_id: run,
-                prompt: prompt.clone(),
-                owner_token: self.owner_token().to_owned(),
-                receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
-            })
-            .await?;
-        if let Admit::Replayed(stored) = admitted {
-            return replayed("subzero_spawn", stored);
-        }
-        self.workers
-            .live()
-            .insert(child, Live::new(model, sent_snapshot));
-        let first = FirstRun {
-            run,
-            prompt,
-            from: StartFrom::default(),
-        };
-        self.start_worker(child, &scope, child_lock, slots, first)
-            .await?;
-        Ok(output)
-    }
-
     /// The grant a spawn freezes: its template's, within the run budgets it asks for,
     /// without compaction when it turns compaction off.
-    fn spawn_grant(&self, input: &p::SpawnInput) -> Result<GrantSnapshot, BrokerError> {
+    pub(super) fn spawn_grant(&self, input: &p::SpawnInput) -> Result<GrantSnapshot, BrokerError> {
         let run_limits = self
             .policy
             .budgets
@@ -124,91 +42,12 @@ impl Broker {
         Ok(snapshot)
     }
 
-    /// `subzero_send`: steer the active run, or add a follow-up run.
-    pub async fn send(self: &Arc<Self>, input: p::SendInput) -> Result<p::SendOutput, BrokerError> {
-        self.gate.check_open()?;
-        let child = ChildId::parse(input.child_id.as_str())?;
-        let message = input.message.to_string();
-        self.policy.limits.check_prompt(&message)?;
-        let scope = self.child_scope(child).await?;
-        if input.mode == p::SendInputMode::Steer {
-            if input.compact == Some(true) {
-                return Err(BrokerError::invalid(
-                    "compact",
-                    "compact applies to a followup (mode \"followup\"); a steer reaches the running run between turns and cannot compact its transcript: send the steer without compact",
-                ));
-            }
-            return self
-                .steer(
-                    child,
-                    &scope,
-                    input.request_id.as_deref().map(String::as_str),
-                    message,
-                )
-                .await;
-        }
-        let receipt = Receipt::prepare(
-            "subzero_send",
-            input.request_id.as_deref().map(String::as_str),
-            &input,
-        )?;
-        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
-            return Ok(replayed);
-        }
-        let row = self.store.child(&scope, child).await?;
-        // Keys live only in the memory of the broker that was given them: after a
-        // restart (or for another broker's child) work continues only through resume.
-        if !self.workers.live().contains_key(&child) {
-            return Err(BrokerError::new(
-                ErrorCode::CredentialsRequired,
-                format!(
-                    "this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"
-                ),
-            ));
-        }
-        if row.state == ChildState::Interrupted {
-            return Err(interrupted(child));
-        }
-        let run = RunId::generate();
-        if input.compact == Some(true) {
-            self.check_compact(child).await?;
-            self.compact_before(child, run);
-        }
-        if row.state != ChildState::Ready {
-            let queued = self
-                .store
-                .queue_followup(
-                    &scope,
-                    AdmitFollowup {
-                        child_id: child,
-                        run_id: run,
-                        prompt: message.clone(),
-                        owner_token: self.owner_token().to_owned(),
-                        receipt: receipt
-                            .clone()
-                            .map(|r| r.with_output(&delivered(run, p::SendOutputDelivery::Queued)))
-                            .transpose()?,
-                    },
-                )
-                .await?;
-            match queued {
-                Some(Admit::Replayed(stored)) => return replayed("subzero_send", stored),
-                Some(Admit::New(_)) => return Ok(delivered(run, p::SendOutputDelivery::Queued)),
-                // The active run settled between our read and the admission; nothing was
-                // written, and the follow-up starts on the now ready child.
-                None => {}
-            }
-        }
-        self.followup_on_ready(child, &scope, &row, run, message, receipt)
-            .await
-    }
-
     /// A follow-up that starts a run on a ready child. Every lock comes before the first
     /// write — the workspace slots, then the child's lock — and the claim and the
     /// admission are one transaction, so any refusal (`workspace_busy`, `busy`,
     /// `recovery_required`) leaves the child, its runs, events and receipts as they were;
     /// what was taken is given back by dropping it.
-    async fn followup_on_ready(
+    pub(super) async fn followup_on_ready(
         self: &Arc<Self>,
         child: ChildId,
         scope: &WorkspaceScope,
@@ -251,7 +90,7 @@ impl Broker {
     /// its lock and slots. Whatever fails from here on settles the run `failed` with the
     /// reason, so nothing is left `running` without a worker and the child takes the
     /// next follow-up.
-    async fn start_admitted(
+    pub(super) async fn start_admitted(
         self: &Arc<Self>,
         child: ChildId,
         scope: &WorkspaceScope,
@@ -300,7 +139,7 @@ impl Broker {
         }
     }
 
-    async fn steer(
+    pub(super) async fn steer(
         &self,
         child: ChildId,
         scope: &WorkspaceScope,
@@ -453,7 +292,7 @@ impl Broker {
 
     /// A followup's `compact: true` on a child whose worker cannot compact is refused
     /// (`unsupported_grant`) before anything is queued or started.
-    async fn check_compact(&self, child: ChildId) -> Result<(), BrokerError> {
+    pub(super) async fn check_compact(&self, child: ChildId) -> Result<(), BrokerError> {
         let worker = self
             .workers
             .live()
@@ -475,7 +314,7 @@ impl Broker {
     }
 }
 
-fn load_skill(base: &Path, name: &str, path: &Path) -> Result<Skill, BrokerError> {
+pub(super) fn load_skill(base: &Path, name: &str, path: &Path) -> Result<Skill, BrokerError> {
     let full: PathBuf = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -504,10 +343,10 @@ pub(super) fn model_row(model: &ModelKey) -> ModelRow {
 }
 
 /// The steer control message, as error messages name it.
-const STEER: &str = "steer message";
+pub(super) const STEER: &str = "steer message";
 
 /// The `subzero_send` answer for a follow-up run.
-fn delivered(run: RunId, delivery: p::SendOutputDelivery) -> p::SendOutput {
+pub(super) fn delivered(run: RunId, delivery: p::SendOutputDelivery) -> p::SendOutput {
     p::SendOutput {
         delivery,
         run_id: run.into(),
@@ -515,7 +354,7 @@ fn delivered(run: RunId, delivery: p::SendOutputDelivery) -> p::SendOutput {
     }
 }
 
-fn interrupted(child: ChildId) -> BrokerError {
+pub(super) fn interrupted(child: ChildId) -> BrokerError {
     BrokerError::new(
         ErrorCode::Interrupted,
         format!(
@@ -525,7 +364,7 @@ fn interrupted(child: ChildId) -> BrokerError {
 }
 
 /// A spawn's `budget` as the core's request (absent fields take the defaults).
-fn budget_request(budget: Option<&p::RunBudget>) -> subzero_core::BudgetRequest {
+pub(super) fn budget_request(budget: Option<&p::RunBudget>) -> subzero_core::BudgetRequest {
     let Some(b) = budget else {
         return subzero_core::BudgetRequest::default();
     };
@@ -539,7 +378,7 @@ fn budget_request(budget: Option<&p::RunBudget>) -> subzero_core::BudgetRequest 
 }
 
 /// A frozen grant in its wire form, as a worker receives it.
-fn wire_grant(snapshot: &GrantSnapshot) -> Result<p::GrantSnapshot, BrokerError> {
+pub(super) fn wire_grant(snapshot: &GrantSnapshot) -> Result<p::GrantSnapshot, BrokerError> {
     p::GrantSnapshot::try_from(snapshot).map_err(|e| {
         BrokerError::internal(format!(
             "the grant snapshot of template {} breaks the contract at {e}",

@@ -8,22 +8,18 @@
 
 mod admit;
 mod checkpoint;
+mod commands;
 mod containment;
 mod engines;
 mod error;
 mod events;
 mod filesystem;
 mod gate;
-mod get;
-mod info;
-mod list;
 mod live;
 mod orphans;
-mod output;
 mod policy;
 mod receipts;
 mod registry;
-mod resume;
 mod scopes;
 mod snapshot;
 mod stop;
@@ -48,8 +44,8 @@ use crate::store::{Store, StoreOptions};
 use crate::supervisor::limits::LimitParents;
 use crate::supervisor::{FilesystemMode, ProcessMode, ProcessPlan, Spawner, WorkerSetup};
 
+pub use commands::{Command, Context, ProgressSink};
 pub use error::BrokerError;
-pub use get::ProgressSink;
 pub use snapshot::{child_snapshot, child_summary, gap_event, wire_event};
 
 /// The model API protocol used when a caller names none.

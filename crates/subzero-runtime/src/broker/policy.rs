@@ -8,7 +8,7 @@ use subzero_core::template::{TemplateId, Templates};
 use subzero_core::{ErrorCode, Limits};
 use subzero_protocol as p;
 
-use super::info::{CredentialSource, credential_sources};
+use super::commands::info::{CredentialSource, credential_sources};
 use super::{BrokerError, BrokerOptions, TestedHost, live};
 use crate::config::{Config, ConfigProblem};
 use crate::credentials::CredentialResolver;

@@ -1,7 +1,6 @@
 //! `subzero_stop` and the broker's clean shutdown.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use subzero_core::{ChildId, RunId, RunStatus};
@@ -12,41 +11,15 @@ use super::{Broker, BrokerError};
 use crate::scope::WorkspaceScope;
 
 /// How long a clean shutdown waits for workers to confirm their stops.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long the drivers of workers that did not confirm get, once closed, to record
 /// their runs as interrupted.
-const CLOSE_GRACE: Duration = Duration::from_secs(3);
+pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// How often a shutdown looks for workers started after it began.
-const LINK_RESCAN: Duration = Duration::from_millis(50);
+pub(super) const LINK_RESCAN: Duration = Duration::from_millis(50);
 
 impl Broker {
-    /// `subzero_stop`: a stale `expectedRunId` changes nothing; a matching one clears the
-    /// queue and requests the stop at once. `confirmed` is true once the run has ended
-    /// and every process of its worker tree is gone; `waitMs` waits (bounded) for that.
-    pub async fn stop(self: &Arc<Self>, input: p::StopInput) -> Result<p::StopOutput, BrokerError> {
-        let child = ChildId::parse(input.child_id.as_str())?;
-        let expected = RunId::parse(input.expected_run_id.as_str())?;
-        let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
-        let scope = self.child_scope(child).await?;
-        let begun = self
-            .store
-            .begin_stop(&scope, child, expected, self.owner_token())
-            .await?;
-        if !begun.already_requested {
-            self.send_cancel(child, begun.run_id);
-        }
-        let status = self
-            .wait_run_ended(&scope, child, begun.run_id, wait)
-            .await?;
-        Ok(p::StopOutput {
-            confirmed: status.is_terminal(),
-            requested: true,
-            run_id: begun.run_id.into(),
-            status: status.into(),
-        })
-    }
-
-    fn send_cancel(&self, child: ChildId, run: RunId) {
+    pub(super) fn send_cancel(&self, child: ChildId, run: RunId) {
         let link = self
             .workers
             .live()
@@ -66,7 +39,7 @@ impl Broker {
     }
 
     /// Wait up to `wait` for `run` to reach a terminal status; returns its status then.
-    async fn wait_run_ended(
+    pub(super) async fn wait_run_ended(
         &self,
         scope: &WorkspaceScope,
         child: ChildId,
@@ -131,7 +104,7 @@ impl Broker {
     /// Wait until no worker driver runs or `deadline` passes; true if none runs. With
     /// `stop`, every child that has a worker gets its active run stopped first, and so
     /// does any worker that starts meanwhile (an admission that was already under way).
-    async fn wait_for_drivers(
+    pub(super) async fn wait_for_drivers(
         &self,
         deadline: tokio::time::Instant,
         mut stop: Option<&mut HashSet<ChildId>>,
@@ -158,7 +131,7 @@ impl Broker {
     /// Request the stop of the active run of every child with a worker that is not in
     /// `asked` yet, all at once: each worker starts tearing its tree down as soon as its
     /// own stop is recorded, not after the others'.
-    async fn stop_new_workers(&self, asked: &mut HashSet<ChildId>) {
+    pub(super) async fn stop_new_workers(&self, asked: &mut HashSet<ChildId>) {
         let new: Vec<ChildId> = self
             .workers
             .live()
@@ -170,7 +143,7 @@ impl Broker {
         futures::future::join_all(new.into_iter().map(|child| self.stop_at_shutdown(child))).await;
     }
 
-    async fn stop_at_shutdown(&self, child: ChildId) {
+    pub(super) async fn stop_at_shutdown(&self, child: ChildId) {
         let scope = match self.child_scope(child).await {
             Ok(scope) => scope,
             Err(e) => {

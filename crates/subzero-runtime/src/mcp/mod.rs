@@ -30,7 +30,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::broker::{Broker, BrokerError, BrokerOptions};
+use crate::broker::{Broker, BrokerError, BrokerOptions, Command, Context};
+use subzero_protocol as p;
 
 pub use tools::{TOOL_NAMES, tool_list};
 
@@ -151,18 +152,16 @@ impl McpServer {
         progress: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<(Value, String), BrokerError> {
         let b = &self.broker.get().await?;
+        let ctx = Context { progress };
         match name {
-            "subzero_info" => {
-                let _: subzero_protocol::InfoInput = args::parse(arguments)?;
-                finish(b.info().await)
-            }
-            "subzero_spawn" => finish(b.spawn(args::parse(arguments)?).await),
-            "subzero_get" => finish(b.get(args::parse(arguments)?, progress).await),
-            "subzero_list" => finish(b.list(args::parse(arguments)?).await),
-            "subzero_send" => finish(b.send(args::parse(arguments)?).await),
-            "subzero_stop" => finish(b.stop(args::parse(arguments)?).await),
-            "subzero_resume" => finish(b.resume(args::parse(arguments)?).await),
-            "subzero_output" => finish(b.output(args::parse(arguments)?).await),
+            p::InfoInput::TOOL => run::<p::InfoInput>(b, arguments, ctx).await,
+            p::SpawnInput::TOOL => run::<p::SpawnInput>(b, arguments, ctx).await,
+            p::GetInput::TOOL => run::<p::GetInput>(b, arguments, ctx).await,
+            p::ListInput::TOOL => run::<p::ListInput>(b, arguments, ctx).await,
+            p::SendInput::TOOL => run::<p::SendInput>(b, arguments, ctx).await,
+            p::StopInput::TOOL => run::<p::StopInput>(b, arguments, ctx).await,
+            p::ResumeInput::TOOL => run::<p::ResumeInput>(b, arguments, ctx).await,
+            p::OutputInput::TOOL => run::<p::OutputInput>(b, arguments, ctx).await,
             other => Err(BrokerError::invalid(
                 "name",
                 format!(
@@ -172,6 +171,16 @@ impl McpServer {
             )),
         }
     }
+}
+
+/// Parses a call's `arguments` into the command `C` and runs it.
+async fn run<C: Command>(
+    broker: &Arc<Broker>,
+    arguments: Value,
+    ctx: Context,
+) -> Result<(Value, String), BrokerError> {
+    let command: C = args::parse(arguments)?;
+    finish(broker.execute(command, ctx).await)
 }
 
 /// Structured content plus its text rendering. The text is the same object as compact

@@ -8,7 +8,7 @@ use crate::support::mcp::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use subzero_core::{ChildId, EventSeq};
-use subzero_runtime::broker::{Broker, BrokerOptions};
+use subzero_runtime::broker::{Broker, BrokerOptions, Context};
 use subzero_runtime::config::Config;
 use subzero_runtime::secret_env::SecretEnv;
 use subzero_testkit::Reply;
@@ -48,11 +48,14 @@ async fn subscribe_streams_a_childs_events_as_they_are_written() {
         Reply::text("listed"),
     ]);
     let broker = open(&env).await;
-    let input = serde_json::from_value(json!({
+    let input: subzero_protocol::SpawnInput = serde_json::from_value(json!({
         "prompt": "list", "templateId": "researcher", "model": env.model()
     }))
     .expect("spawn input");
-    let spawned = broker.spawn(input).await.expect("spawn");
+    let spawned = broker
+        .execute(input, Context::default())
+        .await
+        .expect("spawn");
     let child = ChildId::parse(&spawned.child_id).expect("child id");
     let stream = broker.subscribe(child, EventSeq::START);
     futures::pin_mut!(stream);

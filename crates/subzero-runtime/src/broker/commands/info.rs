@@ -1,14 +1,66 @@
 //! `subzero_info`: what this broker serves — versions, templates, credentials (never their
 //! values), limits, tool limits, the host versions tested and what Subzero enforces.
 
+use std::sync::Arc;
+
 use subzero_core::template::{Template, TemplateId, ToolLimits};
 use subzero_protocol as p;
 
-use super::wire::{broken, positive, wire};
-use super::{Broker, BrokerError};
+use super::{Command, Context};
+use crate::broker::wire::{broken, positive, wire};
+use crate::broker::{Broker, BrokerError};
 use crate::config::Config;
 use crate::secret_env::SecretEnv;
 use crate::supervisor::Hello;
+
+/// `subzero_info`.
+impl Command for p::InfoInput {
+    const TOOL: &'static str = "subzero_info";
+    type Output = p::Info;
+
+    async fn execute(self, broker: &Arc<Broker>, _ctx: Context) -> Result<p::Info, BrokerError> {
+        let hello = broker
+            .hello_for(subzero_core::template::WorkerKind::Rust)
+            .await?;
+        let templates = broker
+            .policy
+            .templates
+            .ids()
+            .into_iter()
+            .filter_map(|id| broker.policy.templates.resolve(&id).ok())
+            .map(|(id, t)| {
+                let worker = broker.workers.engines.template_worker(t.worker);
+                template_info(&id, &t, broker.policy.templates.tool_limits(&t), worker)
+            })
+            .collect::<Result<_, _>>()?;
+        let credentials = broker.info_credentials()?;
+        let config_problems = broker.info_config_problems()?;
+        Ok(p::Info {
+            config_problems: (!config_problems.is_empty())
+                .then_some(p::InfoConfigProblems(config_problems)),
+            control_protocol_version: Some(positive(
+                hello.control_version,
+                INFO,
+                "controlProtocolVersion",
+            )?),
+            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
+            credential_refs: p::InfoCredentialRefs(credentials),
+            enforcement: Broker::info_enforcement(&hello)?,
+            host_adapters: broker.info_host_adapters()?,
+            limits: broker.info_limits()?,
+            budgets: broker.info_budgets(),
+            tool_limits: Some(tool_limits(
+                &broker.policy.templates.default_tool_limits(),
+                "toolLimits",
+            )?),
+            protocol_version: wire("1", INFO, "protocolVersion")?,
+            templates: p::InfoTemplates(templates),
+            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
+            worker: info_worker(&hello)?,
+            workers: Some(p::InfoWorkers(broker.info_workers().await)),
+        })
+    }
+}
 
 /// `text` cut to at most `max` bytes at a character boundary.
 fn cut(text: &str, max: usize) -> &str {
@@ -26,50 +78,6 @@ fn cut(text: &str, max: usize) -> &str {
 const INFO: &str = "info result";
 
 impl Broker {
-    /// `subzero_info`.
-    pub async fn info(&self) -> Result<p::Info, BrokerError> {
-        let hello = self
-            .hello_for(subzero_core::template::WorkerKind::Rust)
-            .await?;
-        let templates = self
-            .policy
-            .templates
-            .ids()
-            .into_iter()
-            .filter_map(|id| self.policy.templates.resolve(&id).ok())
-            .map(|(id, t)| {
-                let worker = self.workers.engines.template_worker(t.worker);
-                template_info(&id, &t, self.policy.templates.tool_limits(&t), worker)
-            })
-            .collect::<Result<_, _>>()?;
-        let credentials = self.info_credentials()?;
-        let config_problems = self.info_config_problems()?;
-        Ok(p::Info {
-            config_problems: (!config_problems.is_empty())
-                .then_some(p::InfoConfigProblems(config_problems)),
-            control_protocol_version: Some(positive(
-                hello.control_version,
-                INFO,
-                "controlProtocolVersion",
-            )?),
-            core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
-            credential_refs: p::InfoCredentialRefs(credentials),
-            enforcement: Self::info_enforcement(&hello)?,
-            host_adapters: self.info_host_adapters()?,
-            limits: self.info_limits()?,
-            budgets: self.info_budgets(),
-            tool_limits: Some(tool_limits(
-                &self.policy.templates.default_tool_limits(),
-                "toolLimits",
-            )?),
-            protocol_version: wire("1", INFO, "protocolVersion")?,
-            templates: p::InfoTemplates(templates),
-            version: wire(env!("CARGO_PKG_VERSION"), INFO, "version")?,
-            worker: info_worker(&hello)?,
-            workers: Some(p::InfoWorkers(self.info_workers().await)),
-        })
-    }
-
     /// `credentialRefs`: each configured credential, whether it is available, and its origins.
     fn info_credentials(&self) -> Result<Vec<p::CredentialInfo>, BrokerError> {
         self.policy
@@ -231,7 +239,7 @@ impl Broker {
 
 /// A configured credential as `subzero_info` shows it: never its value.
 #[derive(Debug)]
-pub(super) struct CredentialSource {
+pub(in crate::broker) struct CredentialSource {
     name: String,
     source: p::CredentialInfoSource,
     available: bool,
@@ -240,7 +248,10 @@ pub(super) struct CredentialSource {
 }
 
 /// Names, sources, availability and origins of the configured credentials.
-pub(super) fn credential_sources(config: &Config, secrets: &SecretEnv) -> Vec<CredentialSource> {
+pub(in crate::broker) fn credential_sources(
+    config: &Config,
+    secrets: &SecretEnv,
+) -> Vec<CredentialSource> {
     use p::CredentialInfoSource::{Env, File};
     config
         .credentials

@@ -6,48 +6,55 @@ use std::sync::Arc;
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId};
 use subzero_protocol as p;
 
-use super::admit::model_row;
-use super::checkpoint;
-use super::engines::{Asked, worker_of};
-use super::live::Live;
-use super::receipts::{Receipt, replayed};
-use super::worker::{FirstRun, StartFrom};
-use super::{Broker, BrokerError};
+use super::{Command, Context};
+use crate::broker::admit::model_row;
+use crate::broker::checkpoint;
+use crate::broker::engines::{Asked, worker_of};
+use crate::broker::live::Live;
+use crate::broker::receipts::{Receipt, replayed};
+use crate::broker::worker::{FirstRun, StartFrom};
+use crate::broker::{Broker, BrokerError};
 use crate::locks::{ChildLock, SlotGuard};
 use crate::scope::WorkspaceScope;
 use crate::store::{Admit, ChildRow, Ownership, ResumeCommit};
 
-impl Broker {
-    /// `subzero_resume`.
-    pub async fn resume(
-        self: &Arc<Self>,
-        input: p::ResumeInput,
+/// `subzero_resume`.
+impl Command for p::ResumeInput {
+    const TOOL: &'static str = "subzero_resume";
+    type Output = p::ResumeOutput;
+
+    async fn execute(
+        self,
+        broker: &Arc<Broker>,
+        _ctx: Context,
     ) -> Result<p::ResumeOutput, BrokerError> {
-        self.gate.check_open()?;
-        let (child, message) = self.resume_request(&input)?;
-        let scope = self.child_scope(child).await?;
+        let input = self;
+        broker.gate.check_open()?;
+        let (child, message) = broker.resume_request(&input)?;
+        let scope = broker.child_scope(child).await?;
         let receipt = Receipt::prepare(
             "subzero_resume",
             input.request_id.as_deref().map(String::as_str),
             &input,
         )?;
-        if let Some(replayed) = self.replay(&scope, receipt.as_ref()).await? {
+        if let Some(replayed) = broker.replay(&scope, receipt.as_ref()).await? {
             return Ok(replayed);
         }
-        let model = self.policy.credential(&input.model)?;
-        let (row, snapshot, verified) = self.resumable(&scope, child).await?;
-        self.check_worker(
-            worker_of(&snapshot),
-            Asked {
-                tools: snapshot.tools.iter().map(ToString::to_string).collect(),
-                mcp_servers: snapshot.mcp_servers.len(),
-                compact: input.compact == Some(true),
-                model: &model,
-            },
-        )
-        .await?;
+        let model = broker.policy.credential(&input.model)?;
+        let (row, snapshot, verified) = broker.resumable(&scope, child).await?;
+        broker
+            .check_worker(
+                worker_of(&snapshot),
+                Asked {
+                    tools: snapshot.tools.iter().map(ToString::to_string).collect(),
+                    mcp_servers: snapshot.mcp_servers.len(),
+                    compact: input.compact == Some(true),
+                    model: &model,
+                },
+            )
+            .await?;
         let run = message.as_ref().map(|_| RunId::generate());
-        let (slots, child_lock) = self.resume_locks(&scope, &row, run.is_some()).await?;
+        let (slots, child_lock) = broker.resume_locks(&scope, &row, run.is_some()).await?;
         let output = p::ResumeOutput {
             child_id: child.into(),
             run_id: run.map(Into::into),
@@ -57,12 +64,12 @@ impl Broker {
             },
         };
         let first = run.zip(message.clone());
-        let admitted = self
+        let admitted = broker
             .store
             .claim_and_resume(
                 &scope,
                 child,
-                self.owner_token(),
+                broker.owner_token(),
                 ResumeCommit {
                     model: model_row(&model),
                     observed: verified.observed,
@@ -74,11 +81,12 @@ impl Broker {
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_resume", stored);
         }
-        self.workers
+        broker
+            .workers
             .live()
             .insert(child, Live::new(model, snapshot));
         if let (Some(run), Some(true)) = (run, input.compact) {
-            self.compact_before(child, run);
+            broker.compact_before(child, run);
         }
         if let (Some((run, prompt)), Some(child_lock)) = (first, child_lock) {
             let notice = (row.state == ChildState::Interrupted)
@@ -88,12 +96,15 @@ impl Broker {
                 recovery_notice: notice,
             };
             let first = FirstRun { run, prompt, from };
-            self.start_worker(child, &scope, child_lock, slots, first)
+            broker
+                .start_worker(child, &scope, child_lock, slots, first)
                 .await?;
         }
         Ok(output)
     }
+}
 
+impl Broker {
     /// The child a resume names and its new run's message, checked before anything is
     /// read: a message within the prompt limit, and `compact` only with a message.
     fn resume_request(

@@ -7,6 +7,7 @@
 //! poll interval. While it waits it reports progress (tool names, phase) when the
 //! caller gave a progress token.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::Stream;
@@ -16,9 +17,92 @@ use subzero_core::{ChildId, ChildState, EventSeq};
 use subzero_protocol as p;
 use tokio::sync::mpsc;
 
-use super::{Broker, BrokerError, events, snapshot};
+use super::{Command, Context};
+use crate::broker::{Broker, BrokerError, events, snapshot};
 use crate::scope::WorkspaceScope;
 use crate::store::{ChildRow, ChildView, EventPage, RunRow};
+
+/// `subzero_get`.
+impl Command for p::GetInput {
+    const TOOL: &'static str = "subzero_get";
+    type Output = p::ChildSnapshot;
+
+    async fn execute(
+        self,
+        broker: &Arc<Broker>,
+        ctx: Context,
+    ) -> Result<p::ChildSnapshot, BrokerError> {
+        let input = self;
+        let child = ChildId::parse(input.child_id.as_str())?;
+        let scope = broker.child_scope(child).await?;
+        let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
+        let cursor = EventSeq::new(input.cursor_or_default());
+        let limit = u32::try_from(input.event_limit_or_default()).unwrap_or(50);
+        let preview_limit = usize::try_from(input.preview_limit_or_default()).unwrap_or(0);
+        let until_event = matches!(input.wait_for_or_default(), p::GetInputWaitFor::Event);
+        let started = Instant::now();
+        let deadline = started + wait;
+        let mut commits = broker.store.commits();
+        let mut closing = broker.gate.closing();
+        let mut reported = cursor;
+        let mut first = true;
+        // How far the wait has looked for the event that ends it: from the caller's cursor
+        // (`waitFor: event`) or from the last event when the call came in (a receipt).
+        let mut scanned = cursor;
+        loop {
+            commits.borrow_and_update();
+            let ChildView { row, runs, page } = broker
+                .store
+                .child_view(&scope, child, cursor, limit)
+                .await?;
+            if first {
+                beyond_the_log(&row, cursor)?;
+            }
+            if first && !until_event {
+                scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
+            }
+            let reason = broker
+                .wait_ended(&scope, &row, &page, until_event, &mut scanned)
+                .await?;
+            let now = Instant::now();
+            let reason = match reason {
+                Some(p::WaitedReason::Settled) if first => Some(p::WaitedReason::Immediate),
+                Some(r) => Some(r),
+                None if now >= deadline || *closing.borrow() => Some(if wait.is_zero() {
+                    p::WaitedReason::Immediate
+                } else {
+                    p::WaitedReason::Timeout
+                }),
+                None => None,
+            };
+            if let Some(reason) = reason {
+                let waited = p::Waited {
+                    ms: p::WaitMs(
+                        i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000),
+                    ),
+                    reason,
+                };
+                let view = View {
+                    events: usize::try_from(limit).unwrap_or(50),
+                    preview: preview_limit.min(2048),
+                    waited,
+                };
+                return broker.answer(&row, &runs, &page, view).await;
+            }
+            first = false;
+            if let Some(sink) = &ctx.progress {
+                reported = broker
+                    .report_progress(&scope, child, reported, &row, sink)
+                    .await;
+            }
+            let nap = (deadline - now).min(broker.store.options().poll_interval);
+            tokio::select! {
+                _ = tokio::time::timeout(nap, commits.changed()) => {}
+                _ = closing.changed() => {}
+            }
+        }
+    }
+}
 
 /// How much of the child a snapshot shows, and how the wait before it went.
 struct View {
@@ -84,80 +168,6 @@ impl Broker {
     fn live_process(&self, child: ChildId) -> Option<p::ProcessContainment> {
         let live = self.workers.live();
         live.get(&child)?.worker.as_ref()?.process.clone()
-    }
-
-    /// `subzero_get`.
-    pub async fn get(
-        &self,
-        input: p::GetInput,
-        progress: Option<ProgressSink>,
-    ) -> Result<p::ChildSnapshot, BrokerError> {
-        let child = ChildId::parse(input.child_id.as_str())?;
-        let scope = self.child_scope(child).await?;
-        let wait = Duration::from_millis(u64::try_from(input.wait_ms_or_default()).unwrap_or(0));
-        let cursor = EventSeq::new(input.cursor_or_default());
-        let limit = u32::try_from(input.event_limit_or_default()).unwrap_or(50);
-        let preview_limit = usize::try_from(input.preview_limit_or_default()).unwrap_or(0);
-        let until_event = matches!(input.wait_for_or_default(), p::GetInputWaitFor::Event);
-        let started = Instant::now();
-        let deadline = started + wait;
-        let mut commits = self.store.commits();
-        let mut closing = self.gate.closing();
-        let mut reported = cursor;
-        let mut first = true;
-        // How far the wait has looked for the event that ends it: from the caller's cursor
-        // (`waitFor: event`) or from the last event when the call came in (a receipt).
-        let mut scanned = cursor;
-        loop {
-            commits.borrow_and_update();
-            let ChildView { row, runs, page } =
-                self.store.child_view(&scope, child, cursor, limit).await?;
-            if first {
-                beyond_the_log(&row, cursor)?;
-            }
-            if first && !until_event {
-                scanned = EventSeq::new(row.next_event_seq.get().saturating_sub(1));
-            }
-            let reason = self
-                .wait_ended(&scope, &row, &page, until_event, &mut scanned)
-                .await?;
-            let now = Instant::now();
-            let reason = match reason {
-                Some(p::WaitedReason::Settled) if first => Some(p::WaitedReason::Immediate),
-                Some(r) => Some(r),
-                None if now >= deadline || *closing.borrow() => Some(if wait.is_zero() {
-                    p::WaitedReason::Immediate
-                } else {
-                    p::WaitedReason::Timeout
-                }),
-                None => None,
-            };
-            if let Some(reason) = reason {
-                let waited = p::Waited {
-                    ms: p::WaitMs(
-                        i64::try_from(started.elapsed().as_millis().min(30_000)).unwrap_or(30_000),
-                    ),
-                    reason,
-                };
-                let view = View {
-                    events: usize::try_from(limit).unwrap_or(50),
-                    preview: preview_limit.min(2048),
-                    waited,
-                };
-                return self.answer(&row, &runs, &page, view).await;
-            }
-            first = false;
-            if let Some(sink) = &progress {
-                reported = self
-                    .report_progress(&scope, child, reported, &row, sink)
-                    .await;
-            }
-            let nap = (deadline - now).min(self.store.options().poll_interval);
-            tokio::select! {
-                _ = tokio::time::timeout(nap, commits.changed()) => {}
-                _ = closing.changed() => {}
-            }
-        }
     }
 
     /// The snapshot a `get` answers with: the child, its runs and one page of events (all
@@ -246,7 +256,7 @@ impl Broker {
     /// Whether `line` differs from the last phase line reported for `child` (so a long
     /// wait reports each phase once, not once per poll).
     fn phase_changed(&self, child: ChildId, line: &str) -> bool {
-        let mut last = super::lock(&self.last_phase);
+        let mut last = crate::broker::lock(&self.last_phase);
         if last.get(&child).is_some_and(|l| l == line) {
             return false;
         }

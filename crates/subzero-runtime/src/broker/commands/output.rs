@@ -1,25 +1,36 @@
 //! `subzero_output`: a chunk of a run's full result, read from its artifact file.
 
+use std::sync::Arc;
+
 use subzero_core::ErrorCode;
 use subzero_protocol as p;
 
-use super::wire::wire;
-use super::{Broker, BrokerError};
+use super::{Command, Context};
+use crate::broker::wire::wire;
+use crate::broker::{Broker, BrokerError};
 
-impl Broker {
-    /// `subzero_output`: a chunk of a run's full result.
-    pub async fn output(&self, input: p::OutputInput) -> Result<p::ArtifactChunk, BrokerError> {
+/// `subzero_output`: a chunk of a run's full result.
+impl Command for p::OutputInput {
+    const TOOL: &'static str = "subzero_output";
+    type Output = p::ArtifactChunk;
+
+    async fn execute(
+        self,
+        broker: &Arc<Broker>,
+        _ctx: Context,
+    ) -> Result<p::ArtifactChunk, BrokerError> {
+        let input = self;
         let id = subzero_core::ArtifactId::parse(input.artifact_id.as_str())?;
         let offset = input.offset.unwrap_or(0);
         // `length` is 1..65536 by the contract, checked where the arguments are parsed
         // (`invalid_request`); absent, it is the largest chunk.
         let length = input
             .length
-            .map_or(u64::from(self.policy.limits.output_chunk_bytes), |l| {
+            .map_or(u64::from(broker.policy.limits.output_chunk_bytes), |l| {
                 l.get()
             });
-        let row = self.find_artifact(id).await?;
-        let files = self.artifacts.clone();
+        let row = broker.find_artifact(id).await?;
+        let files = broker.artifacts.clone();
         let chunk = tokio::task::spawn_blocking(move || files.read_chunk(&row, offset, length))
             .await
             .map_err(|e| BrokerError::internal(format!("artifact read panicked: {e}")))??;
@@ -32,7 +43,9 @@ impl Broker {
             total_bytes: chunk.total_bytes,
         })
     }
+}
 
+impl Broker {
     async fn find_artifact(
         &self,
         id: subzero_core::ArtifactId,

@@ -1,16 +1,27 @@
 //! `subzero_list`: the children of a workspace, a page at a time.
 
+use std::sync::Arc;
+
 use subzero_core::ChildId;
 use subzero_protocol as p;
 
-use super::{Broker, BrokerError, snapshot};
+use super::{Command, Context};
+use crate::broker::{Broker, BrokerError, snapshot};
 
-impl Broker {
-    /// `subzero_list`.
-    pub async fn list(&self, input: p::ListInput) -> Result<p::ListOutput, BrokerError> {
+/// `subzero_list`.
+impl Command for p::ListInput {
+    const TOOL: &'static str = "subzero_list";
+    type Output = p::ListOutput;
+
+    async fn execute(
+        self,
+        broker: &Arc<Broker>,
+        _ctx: Context,
+    ) -> Result<p::ListOutput, BrokerError> {
+        let input = self;
         let scope = match &input.workspace_root {
-            Some(root) => self.scopes.for_root(Some(root.as_str()))?,
-            None => self.scopes.own.clone(),
+            Some(root) => broker.scopes.for_root(Some(root.as_str()))?,
+            None => broker.scopes.own.clone(),
         };
         let limit = input.limit.map(|l| l.get()).unwrap_or(50).clamp(1, 200) as u32;
         let after = input
@@ -18,19 +29,19 @@ impl Broker {
             .as_ref()
             .map(|a| ChildId::parse(a.as_str()))
             .transpose()?;
-        let rows = self.store.list_children(&scope, limit + 1, after).await?;
+        let rows = broker.store.list_children(&scope, limit + 1, after).await?;
         let more = rows.len() > limit as usize;
         let mut children = Vec::with_capacity(rows.len());
         for row in rows.iter().take(limit as usize) {
             // Listing is an access too: a child whose broker is gone is recovered here
             // (startup recovery may have seen that broker's locks a moment before they
             // were released) and shown as it now is.
-            if self.maybe_orphaned(row) {
-                self.recover_if_orphaned(&scope, row).await?;
+            if broker.maybe_orphaned(row) {
+                broker.recover_if_orphaned(&scope, row).await?;
             }
             // The row again with its runs, from one read: the page's row and runs read
             // apart could show a run settled in between as both active and last.
-            let (row, runs) = self.store.child_and_runs(&scope, row.child_id).await?;
+            let (row, runs) = broker.store.child_and_runs(&scope, row.child_id).await?;
             children.push(snapshot::summary(&row, &runs)?);
         }
         let next_after = if more {
@@ -44,3 +55,5 @@ impl Broker {
         })
     }
 }
+
+impl Broker {}

@@ -1,0 +1,105 @@
+//! `subzero_spawn`: a new child on a template, its first run started.
+
+use std::sync::Arc;
+
+use subzero_core::{ChildId, RunId};
+use subzero_protocol as p;
+
+use super::{Command, Context};
+use crate::broker::admit::{model_row, wire_grant};
+use crate::broker::engines::Asked;
+use crate::broker::live::Live;
+use crate::broker::receipts::{Receipt, replayed};
+use crate::broker::worker::{FirstRun, StartFrom};
+use crate::broker::{Broker, BrokerError};
+use crate::locks::ChildLock;
+use crate::store::{Admit, AdmitSpawn, NewChild};
+
+/// `subzero_spawn`.
+impl Command for p::SpawnInput {
+    const TOOL: &'static str = "subzero_spawn";
+    type Output = p::SpawnOutput;
+
+    async fn execute(
+        self,
+        broker: &Arc<Broker>,
+        _ctx: Context,
+    ) -> Result<p::SpawnOutput, BrokerError> {
+        let input = self;
+        broker.gate.check_open()?;
+        let prompt = input.prompt.to_string();
+        broker.policy.limits.check_prompt(&prompt)?;
+        let scope = broker
+            .scopes
+            .for_root(input.workspace_root.as_deref().map(String::as_str))?;
+        let receipt = Receipt::prepare(
+            "subzero_spawn",
+            input.request_id.as_deref().map(String::as_str),
+            &input,
+        )?;
+        if let Some(replayed) = broker.replay(&scope, receipt.as_ref()).await? {
+            return Ok(replayed);
+        }
+        let snapshot = broker.spawn_grant(&input)?;
+        let model = broker.policy.credential(&input.model)?;
+        broker
+            .check_worker(
+                snapshot.worker(),
+                Asked {
+                    tools: snapshot.tools().to_vec(),
+                    mcp_servers: snapshot.mcp_servers().len(),
+                    compact: false,
+                    model: &model,
+                },
+            )
+            .await?;
+        broker.check_filesystem(&snapshot).await?;
+        let child = ChildId::generate();
+        let run = RunId::generate();
+        let write_capable = snapshot.write_capable();
+        let slots = broker.take_slots(&scope, write_capable)?;
+        let child_lock = ChildLock::try_acquire(&broker.paths, child)?;
+        let snapshot_json = serde_json::to_value(&snapshot)
+            .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
+        let sent_snapshot = wire_grant(&snapshot)?;
+        // Refuse before any state changes when an MCP server's environment is missing.
+        crate::broker::worker::mcp_env(&sent_snapshot, &broker.policy.secrets)?;
+        let output = p::SpawnOutput {
+            child_id: child.into(),
+            run_id: run.into(),
+        };
+        let admitted = broker
+            .store
+            .admit_spawn(AdmitSpawn {
+                child: NewChild {
+                    child_id: child,
+                    scope: scope.clone(),
+                    template_id: snapshot.template_id().as_str().to_owned(),
+                    snapshot: snapshot_json.clone(),
+                    write_capable,
+                    model: model_row(&model),
+                },
+                run_id: run,
+                prompt: prompt.clone(),
+                owner_token: broker.owner_token().to_owned(),
+                receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
+            })
+            .await?;
+        if let Admit::Replayed(stored) = admitted {
+            return replayed("subzero_spawn", stored);
+        }
+        broker
+            .workers
+            .live()
+            .insert(child, Live::new(model, sent_snapshot));
+        let first = FirstRun {
+            run,
+            prompt,
+            from: StartFrom::default(),
+        };
+        broker
+            .start_worker(child, &scope, child_lock, slots, first)
+            .await?;
+        Ok(output)
+    }
+}
