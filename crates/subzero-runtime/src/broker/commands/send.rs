@@ -9,7 +9,7 @@ use super::{Command, Context};
 use crate::broker::admit::{delivered, interrupted};
 use crate::broker::receipts::{Receipt, replayed};
 use crate::broker::{Broker, BrokerError};
-use crate::store::{Admit, AdmitFollowup};
+use crate::store::{Admit, AdmitFollowup, ChildRow};
 
 /// `subzero_send`: steer the active run, or add a follow-up run.
 impl Command for p::SendInput {
@@ -52,19 +52,7 @@ impl Command for p::SendInput {
             return Ok(replayed);
         }
         let row = broker.store.child(&scope, child).await?;
-        // Keys live only in the memory of the broker that was given them: after a
-        // restart (or for another broker's child) work continues only through resume.
-        if !broker.workers.live().contains_key(&child) {
-            return Err(BrokerError::new(
-                ErrorCode::CredentialsRequired,
-                format!(
-                    "this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"
-                ),
-            ));
-        }
-        if row.state == ChildState::Interrupted {
-            return Err(interrupted(child));
-        }
+        followup_allowed(broker, &row)?;
         let run = RunId::generate();
         if input.compact == Some(true) {
             broker.check_compact(child).await?;
@@ -99,4 +87,23 @@ impl Command for p::SendInput {
             .followup_on_ready(child, &scope, &row, run, message, receipt)
             .await
     }
+}
+
+/// Whether `row`'s child can take a follow-up from this broker: only the broker that was
+/// given a child's key holds it (after a restart, or for another broker's child, work
+/// continues only through resume), and an interrupted child resumes first.
+fn followup_allowed(broker: &Broker, row: &ChildRow) -> Result<(), BrokerError> {
+    let child = row.child_id;
+    if !broker.workers.live().contains_key(&child) {
+        return Err(BrokerError::new(
+            ErrorCode::CredentialsRequired,
+            format!(
+                "this broker holds no credentials for child {child} (it was started before a restart or by another broker); call subzero_resume with a model and credentialRef first, then send"
+            ),
+        ));
+    }
+    if row.state == ChildState::Interrupted {
+        return Err(interrupted(child));
+    }
+    Ok(())
 }

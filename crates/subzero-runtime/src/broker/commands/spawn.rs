@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 
+use subzero_core::template::GrantSnapshot;
 use subzero_core::{ChildId, RunId};
 use subzero_protocol as p;
 
 use super::{Command, Context};
 use crate::broker::admit::{model_row, wire_grant};
 use crate::broker::engines::Asked;
-use crate::broker::live::Live;
+use crate::broker::live::{Live, ModelKey};
 use crate::broker::receipts::{Receipt, replayed};
 use crate::broker::worker::{FirstRun, StartFrom};
 use crate::broker::{Broker, BrokerError};
@@ -42,18 +43,7 @@ impl Command for p::SpawnInput {
         }
         let snapshot = broker.spawn_grant(&input)?;
         let model = broker.policy.credential(&input.model)?;
-        broker
-            .check_worker(
-                snapshot.worker(),
-                Asked {
-                    tools: snapshot.tools().to_vec(),
-                    mcp_servers: snapshot.mcp_servers().len(),
-                    compact: false,
-                    model: &model,
-                },
-            )
-            .await?;
-        broker.check_filesystem(&snapshot).await?;
+        runnable(broker, &snapshot, &model).await?;
         let child = ChildId::generate();
         let run = RunId::generate();
         let write_capable = snapshot.write_capable();
@@ -102,4 +92,22 @@ impl Command for p::SpawnInput {
             .await?;
         Ok(output)
     }
+}
+
+/// Whether a worker can run `snapshot`'s grant with `model` (its tools, MCP servers and
+/// model protocol) and the kernel can hold its filesystem grant: refused before any state
+/// changes.
+async fn runnable(
+    broker: &Broker,
+    snapshot: &GrantSnapshot,
+    model: &ModelKey,
+) -> Result<(), BrokerError> {
+    let asked = Asked {
+        tools: snapshot.tools().to_vec(),
+        mcp_servers: snapshot.mcp_servers().len(),
+        compact: false,
+        model,
+    };
+    broker.check_worker(snapshot.worker(), asked).await?;
+    broker.check_filesystem(snapshot).await
 }
