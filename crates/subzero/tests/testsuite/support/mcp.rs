@@ -274,6 +274,48 @@ pub fn kinds(snap: &p::ChildSnapshot) -> Vec<&'static str> {
     snap.events.iter().map(kind).collect()
 }
 
+/// An event's per-child sequence number.
+pub fn seq(event: &p::ChildEvent) -> u64 {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { seq, .. }
+        | E::RunStarted { seq, .. }
+        | E::Text { seq, .. }
+        | E::Tool { seq, .. }
+        | E::SteerApplied { seq, .. }
+        | E::SteerDiscarded { seq, .. }
+        | E::Compacted { seq, .. }
+        | E::StopRequested { seq, .. }
+        | E::StopConfirmed { seq, .. }
+        | E::Completed { seq, .. }
+        | E::BudgetExhausted { seq, .. }
+        | E::Failed { seq, .. }
+        | E::Interrupted { seq, .. }
+        | E::Gap { seq, .. } => seq.get(),
+    }
+}
+
+/// The child an event belongs to.
+pub fn event_child(event: &p::ChildEvent) -> &str {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { child_id, .. }
+        | E::RunStarted { child_id, .. }
+        | E::Text { child_id, .. }
+        | E::Tool { child_id, .. }
+        | E::SteerApplied { child_id, .. }
+        | E::SteerDiscarded { child_id, .. }
+        | E::Compacted { child_id, .. }
+        | E::StopRequested { child_id, .. }
+        | E::StopConfirmed { child_id, .. }
+        | E::Completed { child_id, .. }
+        | E::BudgetExhausted { child_id, .. }
+        | E::Failed { child_id, .. }
+        | E::Interrupted { child_id, .. }
+        | E::Gap { child_id, .. } => child_id.as_str(),
+    }
+}
+
 /// The run an event belongs to (none for a gap or a run-less interruption).
 pub fn event_run(event: &p::ChildEvent) -> Option<&str> {
     use p::ChildEvent as E;
