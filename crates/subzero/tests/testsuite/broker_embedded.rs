@@ -63,7 +63,7 @@ async fn subscribe_streams_a_childs_events_as_they_are_written() {
     let collected = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(event) = stream.next().await {
             let event: Value = event.expect("event");
-            let kind = event["type"].as_str().unwrap_or_default().to_owned();
+            let kind = kind(&parse::<p::ChildEvent>("event", &event)).to_owned();
             kinds.push(kind.clone());
             if kind == "completed" {
                 break;

@@ -13,8 +13,77 @@ use std::time::Duration;
 
 use crate::support;
 use crate::support::mcp::*;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use subzero_testkit::{Reply, Step};
+
+/// The Python SDK client's report (`tests/clients/python_sdk_client.py`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PythonReport {
+    protocol_version: String,
+    server: String,
+    tools: Vec<String>,
+    state: p::ChildState,
+    last_run: p::LastRun,
+    progress: Vec<Value>,
+    bad_is_error: bool,
+    bad_structured: bool,
+    bad_code: Option<String>,
+    info_text: String,
+}
+
+/// One step of `tests/clients/error_cases.json`.
+#[derive(Debug, Deserialize)]
+struct Case {
+    tool: String,
+    arguments: Value,
+    /// `ok` or the error code the step must end with.
+    expect: String,
+}
+
+/// `tests/clients/error_cases.json`.
+#[derive(Debug, Deserialize)]
+struct Cases {
+    steps: Vec<Case>,
+}
+
+/// What a client read of one step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CaseRow {
+    got: String,
+    is_error: bool,
+    structured: bool,
+}
+
+/// An error-case script's report: the client, and what it read of each step.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClientReport {
+    sdk: Option<String>,
+    version: Option<String>,
+    tools: Option<Vec<Value>>,
+    schema_warnings: Option<Vec<Value>>,
+    results: Vec<CaseRow>,
+}
+
+/// The Ajv strict-mode report (`tests/clients/ts/strict_schemas.mjs`).
+#[derive(Debug, Deserialize)]
+struct AjvReport {
+    failures: Vec<Value>,
+    warnings: Vec<Value>,
+    tools: u64,
+    files: u64,
+    sources: u64,
+    compiled: u64,
+}
+
+/// A JSON-RPC response as far as the raw exchange reads it.
+#[derive(Debug, Deserialize)]
+struct RpcReply<T> {
+    result: T,
+}
 
 /// The group of the Python SDK cases.
 const PYTHON_SDK: &str = "outside_clients:python-sdk";
@@ -65,30 +134,25 @@ fn the_python_sdk_client_delegates_and_validates_every_result() {
         "python client failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: Value =
+    let report: PythonReport =
         serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("report");
-    assert_eq!(report["server"], "subzero");
-    assert_eq!(report["tools"].as_array().map(Vec::len), Some(8));
-    assert_eq!(report["state"], "ready", "{report:#}");
-    assert_eq!(report["lastRun"]["status"], "completed");
-    assert_eq!(report["lastRun"]["preview"], "It is a demo project.");
-    assert_eq!(report["badIsError"], true);
-    assert_eq!(report["badStructured"], false);
-    assert_eq!(report["badCode"], "invalid_request");
-    assert_eq!(report["infoText"], "1");
-    let progress: Vec<&str> = report["progress"]
-        .as_array()
-        .expect("progress")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    assert_eq!(report.server, "subzero");
+    assert_eq!(report.tools.len(), 8);
+    assert_eq!(report.state, p::ChildState::Ready, "{report:#?}");
+    assert_eq!(report.last_run.status, p::TerminalRunStatus::Completed);
+    assert_eq!(report.last_run.preview.as_str(), "It is a demo project.");
+    assert!(report.bad_is_error);
+    assert!(!report.bad_structured);
+    assert_eq!(report.bad_code.as_deref(), Some("invalid_request"));
+    assert_eq!(report.info_text, "1");
+    let progress: Vec<&str> = report.progress.iter().filter_map(Value::as_str).collect();
     assert!(
         progress.iter().any(|m| m.contains("tool read")),
         "no tool progress reached the client: {progress:?}"
     );
     eprintln!(
         "python sdk: protocol {} progress {progress:?}",
-        report["protocolVersion"]
+        report.protocol_version
     );
 }
 
@@ -142,13 +206,17 @@ fn every_protocol_version_current_hosts_send_is_accepted() {
     let env = Env::new(vec![]);
     for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
         let (reply, tools) = initialize_with(&env, version);
-        assert_eq!(reply["result"]["protocolVersion"], version, "{reply:#}");
-        assert_eq!(reply["result"]["serverInfo"]["name"], "subzero");
+        let init: RpcReply<rmcp::model::InitializeResult> =
+            serde_json::from_value(reply.clone()).unwrap_or_else(|e| panic!("{e}: {reply:#?}"));
         assert_eq!(
-            tools["result"]["tools"].as_array().map(Vec::len),
-            Some(8),
-            "{tools:#}"
+            init.result.protocol_version.to_string(),
+            version,
+            "{reply:#?}"
         );
+        assert_eq!(init.result.server_info.name, "subzero");
+        let listed: RpcReply<rmcp::model::ListToolsResult> =
+            serde_json::from_value(tools.clone()).unwrap_or_else(|e| panic!("{e}: {tools:#?}"));
+        assert_eq!(listed.result.tools.len(), 8, "{tools:#?}");
     }
 }
 
@@ -158,10 +226,10 @@ fn clients_dir() -> PathBuf {
 }
 
 /// The steps every client makes: `tests/clients/error_cases.json`.
-fn error_cases() -> Vec<Value> {
+fn error_cases() -> Vec<Case> {
     let text = std::fs::read_to_string(clients_dir().join("error_cases.json")).expect("cases");
-    let cases: Value = serde_json::from_str(&text).expect("cases are JSON");
-    cases["steps"].as_array().expect("steps").clone()
+    let cases: Cases = serde_json::from_str(&text).expect("cases are JSON");
+    cases.steps
 }
 
 /// A broker environment for the error cases: the first spawn's turn takes a minute, so
@@ -183,12 +251,12 @@ fn broker_vars(env: &Env) -> Vec<(&'static str, std::ffi::OsString)> {
 }
 
 /// A script's report (its last stdout line), after it exited successfully.
-fn report_of(client: &str, output: &Output) -> Value {
+fn report_of<T: serde::de::DeserializeOwned>(client: &str, output: &Output) -> T {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report = stdout
         .lines()
         .last()
-        .and_then(|line| serde_json::from_str::<Value>(line).ok());
+        .and_then(|line| serde_json::from_str::<T>(line).ok());
     match report {
         Some(report) if output.status.success() => report,
         _ => panic!(
@@ -201,19 +269,18 @@ fn report_of(client: &str, output: &Output) -> Value {
 
 /// Every step's outcome is what the case file says, and every error arrived as a tool
 /// error with its code in the text and no structured content.
-fn assert_every_case(client: &str, results: &Value) {
+fn assert_every_case(client: &str, rows: &[CaseRow]) {
     let steps = error_cases();
-    let rows = results.as_array().expect("results");
-    assert_eq!(rows.len(), steps.len(), "{client}: {results:#}");
+    assert_eq!(rows.len(), steps.len(), "{client}: {rows:#?}");
     for (step, row) in steps.iter().zip(rows) {
-        assert_eq!(row["got"], step["expect"], "{client}: {row}");
-        let failed = step["expect"] != "ok";
-        assert_eq!(row["isError"], failed, "{client}: {row}");
-        assert_eq!(row["structured"], !failed, "{client}: {row}");
+        assert_eq!(row.got, step.expect, "{client}: {row:?}");
+        let failed = step.expect != "ok";
+        assert_eq!(row.is_error, failed, "{client}: {row:?}");
+        assert_eq!(row.structured, !failed, "{client}: {row:?}");
     }
     let codes: std::collections::BTreeSet<&str> = rows
         .iter()
-        .filter_map(|r| r["got"].as_str())
+        .map(|r| r.got.as_str())
         .filter(|c| *c != "ok")
         .collect();
     eprintln!("{client}: read {} error codes: {codes:?}", codes.len());
@@ -244,8 +311,8 @@ async fn rmcp_reads_every_error_code() {
     bindings.insert("oversizePrompt".into(), "é".repeat(33 * 1024).into());
     let mut results = Vec::new();
     for step in error_cases() {
-        let tool = step["tool"].as_str().expect("tool");
-        let reply = call(&session, tool, substitute(&step["arguments"], &bindings)).await;
+        let tool = step.tool.as_str();
+        let reply = call(&session, tool, substitute(&step.arguments, &bindings)).await;
         if !reply.is_error
             && let Some(fields) = reply.structured.as_object()
         {
@@ -256,15 +323,17 @@ async fn rmcp_reads_every_error_code() {
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
         }
-        results.push(json!({
-            "tool": tool,
-            "got": reply.code().unwrap_or(if reply.is_error { "?" } else { "ok" }),
-            "isError": reply.is_error,
-            "structured": reply.has_structured_content,
-        }));
+        results.push(CaseRow {
+            got: reply
+                .code()
+                .unwrap_or(if reply.is_error { "?" } else { "ok" })
+                .to_owned(),
+            is_error: reply.is_error,
+            structured: reply.has_structured_content,
+        });
     }
     session.close().await.expect("close");
-    assert_every_case("rmcp", &Value::Array(results));
+    assert_every_case("rmcp", &results);
 }
 
 #[test]
@@ -278,9 +347,9 @@ fn the_python_sdk_reads_every_error_code() {
         .envs(broker_vars(&env))
         .output()
         .expect("python runs");
-    let report = report_of("the Python SDK", &output);
-    let client = format!("mcp {}", report["version"].as_str().unwrap_or("?"));
-    assert_every_case(&client, &report["results"]);
+    let report: ClientReport = report_of("the Python SDK", &output);
+    let client = format!("mcp {}", report.version.as_deref().unwrap_or("?"));
+    assert_every_case(&client, &report.results);
 }
 
 /// `tests/clients/ts/` with its node modules installed (once per test run, from the
@@ -314,19 +383,19 @@ fn typescript_sdk_reads_every_error_code(sdk: &str) {
         .envs(broker_vars(&env))
         .output()
         .expect("node runs");
-    let report = report_of(&format!("the TypeScript SDK ({sdk})"), &output);
+    let report: ClientReport = report_of(&format!("the TypeScript SDK ({sdk})"), &output);
     let client = format!(
         "{} {}",
-        report["sdk"].as_str().unwrap_or("?"),
-        report["version"].as_str().unwrap_or("?")
+        report.sdk.as_deref().unwrap_or("?"),
+        report.version.as_deref().unwrap_or("?")
     );
+    assert_eq!(report.tools.as_ref().map(Vec::len), Some(8), "{report:#?}");
     assert_eq!(
-        report["tools"].as_array().map(Vec::len),
-        Some(8),
-        "{report:#}"
+        report.schema_warnings.as_deref(),
+        Some(&[][..]),
+        "{client}: {report:#?}"
     );
-    assert_eq!(report["schemaWarnings"], json!([]), "{client}: {report:#}");
-    assert_every_case(&client, &report["results"]);
+    assert_every_case(&client, &report.results);
 }
 
 #[test]
@@ -353,13 +422,12 @@ fn ajv_strict_compiles_every_published_schema() {
         .envs(broker_vars(&env))
         .output()
         .expect("node runs");
-    let report = report_of("Ajv strict", &output);
-    assert_eq!(report["failures"], json!([]), "{report:#}");
-    assert_eq!(report["warnings"], json!([]), "{report:#}");
+    let report: AjvReport = report_of("Ajv strict", &output);
+    assert!(report.failures.is_empty(), "{report:#?}");
+    assert!(report.warnings.is_empty(), "{report:#?}");
     // Every file of both directories, and an input and an output schema for each tool.
-    assert_eq!(report["tools"], 8, "{report:#}");
-    let files = report["files"].as_u64().expect("files");
-    let sources = report["sources"].as_u64().expect("sources");
-    assert!(files >= 24 && sources > files, "{report:#}");
-    assert_eq!(report["compiled"], files + sources + 16, "{report:#}");
+    assert_eq!(report.tools, 8, "{report:#?}");
+    let (files, sources) = (report.files, report.sources);
+    assert!(files >= 24 && sources > files, "{report:#?}");
+    assert_eq!(report.compiled, files + sources + 16, "{report:#?}");
 }

@@ -5,9 +5,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::time::Duration;
 
 use crate::support::cli::*;
-use crate::support::mcp::{CRED, Env, KEY};
+use crate::support::mcp::*;
 use crate::support::pty::{Terminal, colours_only, controls_beyond};
-use serde_json::Value;
 
 #[test]
 fn a_malformed_config_fails_naming_the_file_and_a_fix() {
@@ -15,14 +14,14 @@ fn a_malformed_config_fails_naming_the_file_and_a_fix() {
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[credentials.openai\nenv = \"OPENAI_API_KEY\"\n").expect("config");
     let (code, report) = doctor(&dir.path().join("state"), &config, &[], &[]);
-    assert_eq!(code, 1, "{report:#}");
-    assert_eq!(report["ok"], false);
+    assert_eq!(code, 1, "{report:#?}");
+    assert!(!report.ok);
     let check = checks(&report, "config");
-    assert_eq!(check.len(), 1, "{report:#}");
-    assert_eq!(check[0]["status"], "fail");
-    let detail = check[0]["detail"].as_str().expect("detail");
+    assert_eq!(check.len(), 1, "{report:#?}");
+    assert_eq!(check[0].status, Status::Fail);
+    let detail = check[0].detail.as_str();
     assert!(detail.contains(&config.display().to_string()), "{detail}");
-    let fix = check[0]["fix"].as_str().expect("a failing check has a fix");
+    let fix = check[0].fix.as_deref().expect("a failing check has a fix");
     assert!(
         fix.contains(&config.display().to_string()) && fix.contains("--config"),
         "{fix}"
@@ -39,21 +38,20 @@ fn an_unset_credential_variable_fails_with_the_variable_and_a_fix() {
     )
     .expect("config");
     let (code, report) = doctor(&dir.path().join("state"), &config, &[], &[]);
-    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(code, 1, "{report:#?}");
     let check = checks(&report, "credential openai");
-    assert_eq!(check.len(), 1, "{report:#}");
-    assert_eq!(check[0]["status"], "fail");
+    assert_eq!(check.len(), 1, "{report:#?}");
+    assert_eq!(check[0].status, Status::Fail);
     assert!(
-        check[0]["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("SUBZERO_DOCTOR_UNSET_KEY")),
-        "{report:#}"
+        Some(check[0].detail.as_str()).is_some_and(|d| d.contains("SUBZERO_DOCTOR_UNSET_KEY")),
+        "{report:#?}"
     );
     assert!(
-        check[0]["fix"]
-            .as_str()
+        check[0]
+            .fix
+            .as_deref()
             .is_some_and(|f| f.contains("export SUBZERO_DOCTOR_UNSET_KEY=")),
-        "{report:#}"
+        "{report:#?}"
     );
     // With the variable set the same reference resolves, and its value is never printed.
     let (code, report) = doctor(
@@ -62,9 +60,9 @@ fn an_unset_credential_variable_fails_with_the_variable_and_a_fix() {
         &[],
         &[("SUBZERO_DOCTOR_UNSET_KEY", "sk-doctor-secret-value")],
     );
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(checks(&report, "credential openai")[0]["status"], "pass");
-    assert!(!report.to_string().contains("sk-doctor-secret-value"));
+    assert_eq!(code, 0, "{report:#?}");
+    assert_eq!(checks(&report, "credential openai")[0].status, Status::Pass);
+    assert!(!format!("{report:?}").contains("sk-doctor-secret-value"));
 }
 
 #[test]
@@ -90,18 +88,18 @@ fn a_held_child_lock_is_reported_with_its_pid_and_a_fix() {
         .expect("flock");
     let (code, report) = doctor(&state, &dir.path().join("config.toml"), &[], &[]);
     let check = checks(&report, &format!("child lock {child}"));
-    assert_eq!(check.len(), 1, "{report:#}");
-    assert_eq!(check[0]["status"], "warn", "{report:#}");
+    assert_eq!(check.len(), 1, "{report:#?}");
+    assert_eq!(check[0].status, Status::Warn, "{report:#?}");
     let pid = std::process::id().to_string();
-    let detail = check[0]["detail"].as_str().expect("detail");
+    let detail = check[0].detail.as_str();
     assert!(
         detail.contains(&format!("pid {pid}")) && detail.contains("no broker owns it"),
         "{detail}"
     );
-    let fix = check[0]["fix"].as_str().expect("fix");
+    let fix = check[0].fix.as_deref().expect("fix");
     assert!(fix.contains(&format!("kill {pid}")), "{fix}");
     // A held lock is a warning, not a broken setup.
-    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(code, 0, "{report:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -123,8 +121,8 @@ async fn a_healthy_setup_passes_every_check_and_exits_zero() {
         ],
         &[("SUBZERO_TEST_KEY", KEY)],
     );
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(report["ok"], true);
+    assert_eq!(code, 0, "{report:#?}");
+    assert!(report.ok);
     for name in [
         "config",
         "state dir",
@@ -137,17 +135,17 @@ async fn a_healthy_setup_passes_every_check_and_exits_zero() {
     ] {
         let found = checks(&report, name);
         assert!(
-            found.iter().any(|c| c["status"] == "pass"),
-            "{name} did not pass: {report:#}"
+            found.iter().any(|c| c.status == Status::Pass),
+            "{name} did not pass: {report:#?}"
         );
     }
-    assert!(failures(&report).is_empty(), "{report:#}");
+    assert!(failures(&report).is_empty(), "{report:#?}");
     let model = checks(&report, "model ");
-    assert_eq!(model.len(), 1, "{report:#}");
-    assert_eq!(model[0]["status"], "pass", "{report:#}");
+    assert_eq!(model.len(), 1, "{report:#?}");
+    assert_eq!(model[0].status, Status::Pass, "{report:#?}");
     // The probe really reached the endpoint, with the key, and never printed it.
     assert_probed_with_the_key(&env.server);
-    assert!(!report.to_string().contains(KEY));
+    assert!(!format!("{report:?}").contains(KEY));
 }
 
 #[test]
@@ -166,14 +164,14 @@ fn an_unreachable_model_fails_with_a_fix() {
         &["--model", "http://127.0.0.1:9/v1", "--credential", "local"],
         &[("SUBZERO_TEST_KEY", KEY)],
     );
-    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(code, 1, "{report:#?}");
     let model = checks(&report, "model ");
-    assert_eq!(model[0]["status"], "fail", "{report:#}");
+    assert_eq!(model[0].status, Status::Fail, "{report:#?}");
     assert!(
-        model[0]["fix"].as_str().is_some_and(|f| f.contains("curl")),
-        "{report:#}"
+        model[0].fix.as_deref().is_some_and(|f| f.contains("curl")),
+        "{report:#?}"
     );
-    assert!(!report.to_string().contains(KEY));
+    assert!(!format!("{report:?}").contains(KEY));
 }
 
 /// The broker binary is linked statically (`.cargo/rustc-wrapper`), so its host lookups go
@@ -204,7 +202,7 @@ fn the_model_probe_finds_its_host_by_name() {
         &[("SUBZERO_TEST_KEY", KEY)],
     );
     let model = checks(&report, "model ");
-    assert_eq!(model[0]["status"], "pass", "{report:#}");
+    assert_eq!(model[0].status, Status::Pass, "{report:#?}");
     assert_probed_with_the_key(&server);
 }
 
@@ -222,7 +220,7 @@ fn assert_probed_with_the_key(server: &subzero_testkit::ScriptedServer) {
 }
 
 /// `doctor --workspace DIR` with `containment` appended to an empty config: the report.
-fn doctor_with_containment(containment: &str) -> Value {
+fn doctor_with_containment(containment: &str) -> DoctorReport {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.toml");
     std::fs::write(&config, format!("[containment]\n{containment}")).expect("config");
@@ -236,9 +234,9 @@ fn doctor_with_containment(containment: &str) -> Value {
     report
 }
 
-fn the_check<'a>(report: &'a Value, name: &str) -> &'a Value {
+fn the_check<'a>(report: &'a DoctorReport, name: &str) -> &'a Check {
     let found = checks(report, name);
-    assert_eq!(found.len(), 1, "one {name} check: {report:#}");
+    assert_eq!(found.len(), 1, "one {name} check: {report:#?}");
     found[0]
 }
 
@@ -246,14 +244,14 @@ fn the_check<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn doctor_names_what_tools_cannot_see_and_how_their_tree_is_bounded() {
     let report = doctor_with_containment("");
     let view = the_check(&report, "tool view");
-    assert_eq!(view["status"], "pass", "{view:#}");
-    let detail = view["detail"].as_str().expect("detail");
+    assert_eq!(view.status, Status::Pass, "{view:#?}");
+    let detail = view.detail.as_str();
     assert!(
         detail.contains("mount namespace per tool process") && detail.contains("config.toml"),
         "{detail}"
     );
     let bounds = the_check(&report, "tool bounds");
-    let detail = bounds["detail"].as_str().expect("detail");
+    let detail = bounds.detail.as_str();
     for resource in ["processes:", "memory:", "file size:", "open files:"] {
         assert!(detail.contains(resource), "{detail}");
     }
@@ -264,17 +262,18 @@ fn doctor_names_what_tools_cannot_see_and_how_their_tree_is_bounded() {
 fn doctor_reports_landlock_off_by_configuration_not_as_in_force() {
     let report = doctor_with_containment("filesystem = \"off\"\n");
     let landlock = the_check(&report, "landlock");
-    assert_eq!(landlock["status"], "warn", "{landlock:#}");
-    let detail = landlock["detail"].as_str().expect("detail");
+    assert_eq!(landlock.status, Status::Warn, "{landlock:#?}");
+    let detail = landlock.detail.as_str();
     assert!(
         detail.starts_with("off by configuration ([containment] filesystem = \"off\""),
         "{detail}"
     );
     assert!(
-        landlock["fix"]
-            .as_str()
+        landlock
+            .fix
+            .as_deref()
             .is_some_and(|f| f.contains("filesystem = \"off\"")),
-        "{landlock:#}"
+        "{landlock:#?}"
     );
 }
 
@@ -282,8 +281,8 @@ fn doctor_reports_landlock_off_by_configuration_not_as_in_force() {
 fn doctor_reports_the_configured_process_switch_and_the_mode_it_got() {
     let report = doctor_with_containment("process = \"subreaper\"\n");
     let process = the_check(&report, "process containment");
-    assert_eq!(process["status"], "warn", "{process:#}");
-    let detail = process["detail"].as_str().expect("detail");
+    assert_eq!(process.status, Status::Warn, "{process:#?}");
+    let detail = process.detail.as_str();
     assert!(
         detail.starts_with("subreaper only ([containment] process = \"subreaper\""),
         "{detail}"
@@ -291,27 +290,28 @@ fn doctor_reports_the_configured_process_switch_and_the_mode_it_got() {
 
     let report = doctor_with_containment("process = \"cgroup\"\n");
     let process = the_check(&report, "process containment");
-    let detail = process["detail"].as_str().expect("detail");
-    match process["status"].as_str() {
+    let detail = process.detail.as_str();
+    match process.status {
         // A writable cgroup v2 subtree (CI, as root): the worker ran in its cgroup.
-        Some("warn") => {
+        Status::Warn => {
             assert!(
                 detail.starts_with("cgroup ([containment] process = \"cgroup\"; PID namespaces are disabled by the configuration"),
                 "{detail}"
             );
             assert!(
-                process["fix"]
-                    .as_str()
+                process
+                    .fix
+                    .as_deref()
                     .is_some_and(|f| f.contains("process = \"auto\"")),
-                "{process:#}"
+                "{process:#?}"
             );
         }
         // None: the broker would refuse to start, and doctor says why.
-        Some("fail") => assert!(
+        Status::Fail => assert!(
             detail.contains("[containment] process = \"cgroup\" needs a cgroup v2 subtree"),
             "{detail}"
         ),
-        other => panic!("unexpected status {other:?}: {process:#}"),
+        other => panic!("unexpected status {other:?}: {process:#?}"),
     }
 }
 
@@ -378,11 +378,11 @@ fn on_a_terminal_the_report_shows_a_hostile_model_url_escaped() {
     let text = String::from_utf8(bytes)
         .expect("utf-8")
         .replace("\r\n", "\n");
-    let report: Value = serde_json::from_str(&text).expect("JSON");
+    let report: DoctorReport = serde_json::from_str(&text).expect("JSON");
     let model = checks(&report, "model ");
     assert_eq!(
-        model[0]["name"].as_str(),
-        Some(format!("model http://127.0.0.1:9/v1/{HOSTILE}").as_str()),
-        "{report:#}"
+        model[0].name,
+        format!("model http://127.0.0.1:9/v1/{HOSTILE}"),
+        "{report:#?}"
     );
 }

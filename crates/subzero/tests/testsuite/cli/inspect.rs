@@ -57,37 +57,32 @@ async fn ls_and_logs_follow_see_a_running_child_and_its_events_arrive() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let listed = json_of(&out);
-    let item = listed["children"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["childId"] == child.as_str()))
-        .unwrap_or_else(|| panic!("child missing from ls: {listed:#}"));
-    assert_eq!(item["state"], "running", "{listed:#}");
-    assert_eq!(item["activeRunId"], run.as_str());
-    assert_eq!(item["templateId"], "researcher");
-    let only_ready = json_of(&inspect(&env, &["ls", "--json", "--state", "ready"]));
-    assert_eq!(
-        only_ready["children"].as_array().map(Vec::len),
-        Some(0),
-        "{only_ready:#}"
-    );
+    let listed: Listing = parsed_of(&out);
+    let item = listed
+        .children
+        .iter()
+        .find(|c| c.child_id.as_str() == child)
+        .unwrap_or_else(|| panic!("child missing from ls: {listed:#?}"));
+    assert_eq!(item.state, p::ChildState::Running, "{listed:#?}");
+    assert_eq!(item.active_run_id.as_deref(), Some(&run));
+    assert_eq!(item.template_id.as_str(), "researcher");
+    let only_ready: Listing = parsed_of(&inspect(&env, &["ls", "--json", "--state", "ready"]));
+    assert!(only_ready.children.is_empty(), "{only_ready:#?}");
 
     // While the child works, the doctor sees its lock held by a worker of a live broker.
     let (_, report) = doctor(&env.state_dir(), &env.config(), &[], &[]);
     let lock = checks(&report, &format!("child lock {child}"));
-    assert_eq!(lock.len(), 1, "{report:#}");
-    assert_eq!(lock[0]["status"], "pass", "{report:#}");
+    assert_eq!(lock.len(), 1, "{report:#?}");
+    assert_eq!(lock[0].status, Status::Pass, "{report:#?}");
     assert!(
-        lock[0]["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("owned by running broker")),
-        "{report:#}"
+        lock[0].detail.contains("owned by running broker"),
+        "{report:#?}"
     );
 
     // The events arrive in order as the broker writes them, up to the completion.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen: Vec<Value> = Vec::new();
-    while !seen.iter().any(|e| e["type"] == "completed") {
+    let mut seen: Vec<p::ChildEvent> = Vec::new();
+    while !seen.iter().any(|e| kind(e) == "completed") {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = lines
             .recv_timeout(left)
@@ -97,15 +92,15 @@ async fn ls_and_logs_follow_see_a_running_child_and_its_events_arrive() {
                 .unwrap_or_else(|e| panic!("not a JSON event ({e}): {line}")),
         );
     }
-    let kinds: Vec<&str> = seen.iter().filter_map(|e| e["type"].as_str()).collect();
+    let kinds: Vec<&str> = seen.iter().map(kind).collect();
     assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
     assert!(kinds.contains(&"tool"), "{kinds:?}");
-    let seqs: Vec<u64> = seen.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    let seqs: Vec<u64> = seen.iter().map(seq).collect();
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
         "out of order: {seqs:?}"
     );
-    assert!(seen.iter().all(|e| e["childId"] == child.as_str()));
+    assert!(seen.iter().all(|e| event_child(e) == child));
 
     // Ctrl-C ends the follower cleanly.
     nix::sys::signal::kill(
@@ -117,18 +112,19 @@ async fn ls_and_logs_follow_see_a_running_child_and_its_events_arrive() {
     assert!(status.success(), "logs exited with {status}");
     reader.join().expect("reader");
 
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
 
     // `show` is the same snapshot `subzero_get` gives, and `output` prints the result.
-    let shown = json_of(&inspect(&env, &["show", &child, "--json"]));
-    assert_eq!(shown["childId"], child.as_str());
-    assert_eq!(shown["lastRun"]["runId"], run.as_str());
-    assert_eq!(shown["lastRun"]["status"], "completed");
-    let artifact = shown["lastRun"]["artifactId"]
-        .as_str()
+    let shown: p::ChildSnapshot = parsed_of(&inspect(&env, &["show", &child, "--json"]));
+    assert_eq!(shown.child_id.as_str(), child);
+    assert_eq!(last(&shown).run_id.as_str(), run.as_str());
+    assert_eq!(last_status(&shown), Some(p::TerminalRunStatus::Completed));
+    let artifact = last(&shown)
+        .artifact_id
+        .as_deref()
         .expect("artifact")
-        .to_owned();
+        .to_string();
     let out = inspect(&env, &["output", &artifact]);
     assert!(
         out.status.success(),
@@ -145,10 +141,10 @@ async fn ls_and_logs_follow_see_a_running_child_and_its_events_arrive() {
             "output", &artifact, "--offset", "4", "--length", "6", "--json",
         ],
     );
-    let chunk = json_of(&out);
-    assert_eq!(chunk["text"], "README");
-    assert_eq!(chunk["nextOffset"], 10);
-    assert_eq!(chunk["eof"], false);
+    let chunk: p::ArtifactChunk = parsed_of(&out);
+    assert_eq!(chunk.text.as_str(), "README");
+    assert_eq!(chunk.next_offset, 10);
+    assert!(!chunk.eof);
 
     // Without --follow, logs prints what is there and ends.
     let out = inspect(&env, &["logs", &child, "--json"]);
@@ -215,8 +211,8 @@ async fn an_unknown_child_is_not_found_with_a_hint() {
             && err.contains("subzero ls"),
         "{err}"
     );
-    let listed = json_of(&inspect(&env, &["ls", "--json"]));
-    assert_eq!(listed["children"].as_array().map(Vec::len), Some(0));
+    let listed: Listing = parsed_of(&inspect(&env, &["ls", "--json"]));
+    assert!(listed.children.is_empty());
 }
 
 /// What a prompt-injected child writes to make a terminal act instead of show: OSC 52 sets
@@ -259,27 +255,36 @@ async fn hostile_children() -> HostileChildren {
     let model = json!({"url": env.server.base_url(), "model": format!("scripted{HOSTILE}"), "credentialRef": CRED});
     let mut children = Vec::new();
     for prompt in ["Answer", "Answer again"] {
-        let out = ok(
+        let out = typed::<p::SpawnOutput>(
             &s,
             "subzero_spawn",
             json!({"prompt": prompt, "templateId": "researcher", "model": model}),
         )
         .await;
-        let child = out["childId"].as_str().expect("childId").to_owned();
-        settle(&s, &child, Duration::from_secs(30)).await;
+        let child = out.child_id.as_str().to_owned();
+        settled(&s, &child, Duration::from_secs(30)).await;
         children.push(child);
     }
     s.close().await.expect("close");
     let failed = children.pop().expect("second child");
     let answered = children.pop().expect("first child");
-    let shown = json_of(&inspect(&env, &["show", &answered, "--json"]));
-    assert_eq!(shown["lastRun"]["status"], "completed", "{shown:#}");
-    let artifact = shown["lastRun"]["artifactId"]
-        .as_str()
+    let shown: p::ChildSnapshot = parsed_of(&inspect(&env, &["show", &answered, "--json"]));
+    assert_eq!(
+        last_status(&shown),
+        Some(p::TerminalRunStatus::Completed),
+        "{shown:#?}"
+    );
+    let artifact = last(&shown)
+        .artifact_id
+        .as_deref()
         .expect("artifact")
-        .to_owned();
-    let shown = json_of(&inspect(&env, &["show", &failed, "--json"]));
-    assert_eq!(shown["lastRun"]["status"], "failed", "{shown:#}");
+        .to_string();
+    let shown: p::ChildSnapshot = parsed_of(&inspect(&env, &["show", &failed, "--json"]));
+    assert_eq!(
+        last_status(&shown),
+        Some(p::TerminalRunStatus::Failed),
+        "{shown:#?}"
+    );
     HostileChildren {
         env,
         workspace,

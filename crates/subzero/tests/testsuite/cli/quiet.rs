@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::support::faults::{RawBroker, Reaper};
 use crate::support::mcp::Env;
+use crate::support::mcp::{last_status, p};
 use serde_json::json;
 use subzero_testkit::Reply;
 
@@ -22,13 +23,18 @@ fn session(log: Option<&str>, name: &str) -> String {
     }
     let mut broker = RawBroker::start(&cmd);
     reaper.broker(Some(broker.pid()));
-    let out = broker.ok(
+    let out = broker.typed::<p::SpawnOutput>(
         "subzero_spawn",
         json!({"prompt": "go", "templateId": "researcher", "model": env.model()}),
     );
-    let child = out["childId"].as_str().expect("childId").to_owned();
-    let snap = broker.ok("subzero_get", json!({"childId": child, "waitMs": 20000}));
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let child = out.child_id.as_str().to_owned();
+    let snap =
+        broker.typed::<p::ChildSnapshot>("subzero_get", json!({"childId": child, "waitMs": 20000}));
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     broker.close_stdin();
     assert!(
         broker.wait_exit(Duration::from_secs(10)).is_some(),

@@ -65,7 +65,7 @@ fn ls_with_no_database_lists_no_children_and_creates_nothing() {
             String::from_utf8_lossy(&out.stderr)
         );
         let listed = json_of(&out);
-        assert_eq!(listed, serde_json::json!({"children": []}), "{listed:#}");
+        assert_eq!(listed, serde_json::json!({"children": []}), "{listed:#?}");
         let out = inspect(state, &["ls"]);
         assert!(out.status.success());
     }
@@ -135,7 +135,7 @@ async fn inspection_reads_while_another_process_holds_the_write_lock() {
         );
         if args[0] == "ls" {
             assert!(out.status.success(), "{args:?}: {err}");
-            assert_eq!(json_of(&out)["children"], serde_json::json!([]));
+            assert!(parsed_of::<Listing>(&out).children.is_empty());
         } else {
             assert!(err.starts_with("error[not_found]: "), "{args:?}: {err}");
         }
@@ -192,19 +192,17 @@ fn doctor_on_a_fresh_or_missing_state_directory_reports_no_failure() {
         let (code, report) = doctor(state, &config, &[], &[]);
         assert!(
             failures(&report).is_empty(),
-            "{}: {report:#}",
+            "{}: {report:#?}",
             state.display()
         );
-        assert_eq!(code, 0, "{report:#}");
+        assert_eq!(code, 0, "{report:#?}");
     }
     let (_, report) = doctor(&fresh, &config, &[], &[]);
     let lock = checks(&report, "lock dir");
-    assert_eq!(lock.len(), 1, "{report:#}");
+    assert_eq!(lock.len(), 1, "{report:#?}");
     assert!(
-        lock[0]["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("created by `subzero mcp`")),
-        "{report:#}"
+        Some(lock[0].detail.as_str()).is_some_and(|d| d.contains("created by `subzero mcp`")),
+        "{report:#?}"
     );
     assert!(!missing.exists(), "doctor created {}", missing.display());
     assert!(tree(&fresh).is_empty(), "doctor created {:?}", tree(&fresh));
@@ -218,7 +216,7 @@ fn doctor_still_fails_a_lock_directory_it_cannot_write() {
     std::fs::write(state.join("locks"), b"").expect("file");
     let (code, report) = doctor(&state, &dir.path().join("config.toml"), &[], &[]);
     let lock = checks(&report, "lock dir");
-    assert_eq!(lock.len(), 1, "{report:#}");
-    assert_eq!(lock[0]["status"], "fail", "{report:#}");
+    assert_eq!(lock.len(), 1, "{report:#?}");
+    assert_eq!(lock[0].status, Status::Fail, "{report:#?}");
     assert_eq!(code, 1);
 }

@@ -10,8 +10,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::cli::{DoctorReport, Status, parsed_of};
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 /// Broken entries appended to a working config: an unknown tool, an id that is no
@@ -46,21 +47,12 @@ env = "SUBZERO_TEST_KEY"
 prompt_bytes = 0
 "#;
 
-fn problems(info: &Value) -> Vec<(String, String, String)> {
-    info["configProblems"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| {
-                    (
-                        p["file"].as_str().unwrap_or_default().to_owned(),
-                        p["key"].as_str().unwrap_or_default().to_owned(),
-                        p["reason"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn problems(info: &p::Info) -> Vec<(String, String, String)> {
+    info.config_problems
+        .iter()
+        .flat_map(|a| a.iter())
+        .map(|p| (p.file.to_string(), p.key.to_string(), p.reason.to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -73,7 +65,7 @@ async fn a_broken_entry_is_left_out_reported_and_refused_while_the_rest_is_serve
     std::fs::write(env.config(), config + BROKEN).expect("config");
     let s = env.broker("broker").await;
 
-    let info = ok(&s, "subzero_info", json!({})).await;
+    let info = broker_info(&s).await;
     let found = problems(&info);
     let file = env.config().display().to_string();
     for (key, says) in [
@@ -92,17 +84,16 @@ async fn a_broken_entry_is_left_out_reported_and_refused_while_the_rest_is_serve
     }
     assert_eq!(found.len(), 5, "{found:#?}");
     // The rest is served: the good template, the good credential, the default limit.
-    let ids: Vec<&str> = info["templates"]
-        .as_array()
-        .expect("templates")
+    let ids: Vec<&str> = info
+        .templates
         .iter()
-        .filter_map(|t| t["templateId"].as_str())
+        .map(|t| t.template_id.as_str())
         .collect();
     assert!(
         ids.contains(&"fine") && !ids.contains(&"reviewer"),
         "{ids:?}"
     );
-    assert_eq!(info["limits"]["promptBytes"], 65536, "{:#}", info["limits"]);
+    assert_eq!(info.limits.prompt_bytes.get(), 65536, "{:#?}", info.limits);
 
     let refused = call(
         &s,
@@ -154,11 +145,19 @@ async fn a_broken_entry_is_left_out_reported_and_refused_while_the_rest_is_serve
     );
 
     let (child, _) = spawn(&s, &env, "fine", "Say done").await;
-    let done = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
     let (child, _) = spawn(&s, &env, "researcher", "Say done").await;
-    let done = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
     s.close().await.expect("close");
 }
 
@@ -175,18 +174,13 @@ fn doctor_names_each_broken_entry_with_its_fix() {
         .env("SUBZERO_TEST_KEY", KEY)
         .output()
         .expect("doctor runs");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "doctor --json: {e}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    let checks = report["checks"].as_array().expect("checks");
+    let report: DoctorReport = parsed_of(&out);
+    let checks = &report.checks;
     let entry = |key: &str| {
         checks
             .iter()
-            .find(|c| c["name"] == format!("config entry {key}"))
-            .unwrap_or_else(|| panic!("no check for {key}: {report:#}"))
+            .find(|c| c.name == format!("config entry {key}"))
+            .unwrap_or_else(|| panic!("no check for {key}: {report:#?}"))
     };
     for key in [
         "templates.reviewer",
@@ -194,17 +188,17 @@ fn doctor_names_each_broken_entry_with_its_fix() {
         "limits.prompt_bytes",
     ] {
         let check = entry(key);
-        assert_eq!(check["status"], "warn", "{check:#}");
+        assert_eq!(check.status, Status::Warn, "{check:#?}");
         assert!(
-            check["fix"].as_str().is_some_and(|f| f.contains(key)),
-            "{check:#}"
+            check.fix.as_deref().is_some_and(|f| f.contains(key)),
+            "{check:#?}"
         );
     }
     let config = checks
         .iter()
-        .find(|c| c["name"] == "config")
+        .find(|c| c.name == "config")
         .expect("config check");
-    assert_eq!(config["status"], "warn", "{config:#}");
+    assert_eq!(config.status, Status::Warn, "{config:#?}");
 }
 
 #[test]

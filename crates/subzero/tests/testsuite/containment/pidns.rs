@@ -96,8 +96,12 @@ async fn tools_work_inside_the_namespace(path: Path_) {
     let s = case.broker("broker").await;
     reaper.broker(s.pid());
     let (child, _) = spawn(&s, env, "coder", "Look around").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let seen = env.server.requests()[1].body.clone();
     for expected in ["worker-pid=1\\n", "worker-ppid=0\\n", "git-ok", "cc-ok"] {
         assert!(seen.contains(expected), "{expected} not in {seen}");

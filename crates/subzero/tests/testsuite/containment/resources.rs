@@ -12,7 +12,7 @@ use crate::support;
 use crate::support::containment::{Case, Path_};
 use crate::support::faults::Reaper;
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 const PROCESSES: u64 = 64;
@@ -109,8 +109,12 @@ async fn a_tool_tree_past_its_bounds_gets_the_kernels_errors(path: Path_) {
     reaper.broker(s.pid());
 
     let (child, _) = spawn(&s, env, "bounded", "Try the bounds").await;
-    let snap = settle(&s, &child, Duration::from_secs(180)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(180)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let read = |name: &str| {
         std::fs::read_to_string(env.workspace().join(name))
             .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -142,26 +146,36 @@ async fn a_tool_tree_past_its_bounds_gets_the_kernels_errors(path: Path_) {
     assert_eq!(number_after(&fds, "errno"), Some(24), "EMFILE: {fds}");
 
     // The broker answers at once and the receipts name each bound.
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert!(info["enforcement"]["containment"]["resources"].is_object());
-    let resources: &Value = &snap["containment"]["resources"];
-    for (key, limit) in [
-        ("processes", PROCESSES),
-        ("memory", MEMORY),
-        ("fileSize", FILE_SIZE),
-        ("openFiles", OPEN_FILES),
+    let info = broker_info(&s).await;
+    assert!(
+        info.enforcement
+            .containment
+            .as_ref()
+            .is_some_and(|c| c.resources.is_some())
+    );
+    let resources = resources_of(&snap);
+    for (key, bound, limit) in [
+        ("processes", &resources.processes, PROCESSES),
+        ("memory", &resources.memory, MEMORY),
+        ("fileSize", &resources.file_size, FILE_SIZE),
+        ("openFiles", &resources.open_files, OPEN_FILES),
     ] {
-        assert_eq!(resources[key]["limit"], limit, "{key}: {resources:#}");
-        assert_ne!(resources[key]["scope"], "none", "{key}: {resources:#}");
+        assert_eq!(
+            bound.limit.map(|l| l.get()),
+            Some(limit),
+            "{key}: {resources:#?}"
+        );
+        assert_ne!(bound.scope, p::ResourceScope::None, "{key}: {resources:#?}");
     }
     // A child without tool_limits gets the shipped defaults.
     env.server.push(Reply::text("default"));
     let (plain, _) = spawn(&s, env, "coder", "Say default").await;
-    let plain = settle(&s, &plain, Duration::from_secs(60)).await;
+    let plain = settled(&s, &plain, Duration::from_secs(60)).await;
     assert_eq!(
-        plain["containment"]["resources"]["processes"]["limit"], 4096,
-        "{:#}",
-        plain["containment"]
+        resources_of(&plain).processes.limit.map(|l| l.get()),
+        Some(4096),
+        "{:#?}",
+        plain.containment
     );
     s.close().await.expect("close");
 }
@@ -174,4 +188,12 @@ async fn in_a_pid_namespace_a_tool_tree_past_its_bounds_gets_the_kernels_errors(
 #[tokio::test(flavor = "multi_thread")]
 async fn as_an_unprivileged_user_a_tool_tree_past_its_bounds_gets_the_kernels_errors() {
     a_tool_tree_past_its_bounds_gets_the_kernels_errors(Path_::NamespaceUnprivileged).await;
+}
+
+/// The resource receipt of a child's snapshot.
+fn resources_of(snap: &p::ChildSnapshot) -> &p::ResourceReceipt {
+    snap.containment
+        .as_ref()
+        .and_then(|c| c.resources.as_ref())
+        .unwrap_or_else(|| panic!("no resource receipt: {snap:#?}"))
 }

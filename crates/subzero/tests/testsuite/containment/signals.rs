@@ -46,7 +46,11 @@ async fn a_tool_signals_only_its_own_tree(path: Path_) {
     let mut reaper = Reaper::new(env.dir.path());
     let s = case.broker("broker").await;
     let broker = reaper.broker(s.pid());
-    let landlock = ok(&s, "subzero_info", json!({})).await["enforcement"]["landlock"].as_u64();
+    let landlock = broker_info(&s)
+        .await
+        .enforcement
+        .landlock
+        .map(|abi| abi.get());
     if landlock.is_none_or(|abi| abi < 6) {
         eprintln!("skipping: Landlock ABI {landlock:?} does not scope signals (6 or later does)");
         return;
@@ -65,9 +69,13 @@ async fn a_tool_signals_only_its_own_tree(path: Path_) {
     ));
     env.server.push(Reply::text("signalled"));
     let (child, _) = spawn(&s, env, "coder", "Try the signals").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
     // The worker was not ended by its tool: the run completed.
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let seen = results(&case);
     for (name, _) in &targets {
         let (delivered, output) = seen

@@ -127,8 +127,12 @@ async fn a_tool_sees_nothing_of_subzeros_state_or_configuration(path: Path_) {
         .expect("broker starts");
     reaper.broker(s.pid());
     let (first, _) = spawn(&s, env, "researcher", "Say done").await;
-    let done = settle(&s, &first, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&s, &first, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
 
     let state = env.state_dir().canonicalize().expect("state");
     let config = config.canonicalize().expect("config");
@@ -153,8 +157,12 @@ async fn a_tool_sees_nothing_of_subzeros_state_or_configuration(path: Path_) {
     ));
     env.server.push(Reply::text("probed"));
     let (child, _) = spawn(&s, env, "coder", "Probe").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let seen = probes(&env.workspace());
     if seen.is_empty() {
         let tool_result = env.server.requests().last().map(|r| r.body.clone());
@@ -210,17 +218,18 @@ async fn a_tool_sees_nothing_of_subzeros_state_or_configuration(path: Path_) {
             "the model saw the file key"
         );
     }
-    let receipt = &snap["containment"]["view"];
-    assert_eq!(receipt["hidden"], true, "{:#}", snap["containment"]);
-    let hidden: Vec<PathBuf> = receipt["paths"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str())
-                .map(PathBuf::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let receipt = snap
+        .containment
+        .as_ref()
+        .and_then(|c| c.view.as_ref())
+        .unwrap_or_else(|| panic!("no view receipt: {snap:#?}"));
+    assert!(receipt.hidden, "{receipt:#?}");
+    let hidden: Vec<PathBuf> = receipt
+        .paths
+        .iter()
+        .flat_map(|a| a.iter())
+        .map(|p| PathBuf::from(p.as_str()))
+        .collect();
     for expected in [
         &state,
         config.parent().expect("dir").to_path_buf().as_path(),

@@ -62,22 +62,22 @@ async fn a_result_that_cannot_be_stored_fails_the_run_with_artifact_unavailable(
     let blocker = artifacts.join(&child);
     std::fs::write(&blocker, "not a directory").expect("blocker");
 
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["activeRunId"], serde_json::Value::Null, "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(snap.active_run_id, None, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run.as_str(), "{snap:#?}");
     assert_eq!(
-        snap["lastRun"]["error"]["code"], "artifact_unavailable",
-        "{snap:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Failed),
+        "{snap:#?}"
     );
-    assert!(snap["lastRun"].get("artifactId").is_none(), "{snap:#}");
-    let kinds: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    assert_eq!(
+        last(&snap).error.as_ref().map(|e| e.code),
+        Some(p::ErrorCode::ArtifactUnavailable),
+        "{snap:#?}"
+    );
+    assert!(last(&snap).artifact_id.is_none(), "{snap:#?}");
+    let kinds = kinds(&snap);
     assert!(
         kinds.contains(&"failed") && !kinds.contains(&"completed"),
         "{kinds:?}"
@@ -97,18 +97,25 @@ async fn a_result_that_cannot_be_stored_fails_the_run_with_artifact_unavailable(
 
     // The fault is gone: the next run stores its result whole.
     std::fs::remove_file(&blocker).expect("remove blocker");
-    let sent = ok(
+    let sent = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Again"}),
     )
     .await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    let artifact = snap["lastRun"]["artifactId"].as_str().expect("artifact");
-    let out = ok(&s, "subzero_output", json!({"artifactId": artifact})).await;
-    assert_eq!(out["text"], "Stored fine.", "{out:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).run_id, sent.run_id, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    let artifact = last(&snap)
+        .artifact_id
+        .as_deref()
+        .map(String::as_str)
+        .expect("artifact");
+    let out = read_output(&s, json!({"artifactId": artifact})).await;
+    assert_eq!(out.text.as_str(), "Stored fine.", "{out:#?}");
     assert_eq!(registered_artifacts(&db, &child), 1);
     s.close().await.expect("close");
 }
@@ -159,15 +166,20 @@ async fn a_result_larger_than_the_free_space_fails_the_run_and_leaves_no_partial
     reaper.broker(s.pid());
 
     let (child, run) = spawn(&s, &env, "researcher", "Produce a large result").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run.as_str(), "{snap:#?}");
     assert_eq!(
-        snap["lastRun"]["error"]["code"], "artifact_unavailable",
-        "{snap:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Failed),
+        "{snap:#?}"
     );
-    assert!(snap["lastRun"].get("artifactId").is_none(), "{snap:#}");
+    assert_eq!(
+        last(&snap).error.as_ref().map(|e| e.code),
+        Some(p::ErrorCode::ArtifactUnavailable),
+        "{snap:#?}"
+    );
+    assert!(last(&snap).artifact_id.is_none(), "{snap:#?}");
     let db = env.state_dir().join("subzero.db");
     assert_eq!(registered_artifacts(&db, &child), 0);
     assert_eq!(
@@ -176,15 +188,18 @@ async fn a_result_larger_than_the_free_space_fails_the_run_and_leaves_no_partial
         "a partial artifact was left behind"
     );
 
-    let sent = ok(
+    let sent = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Shorter please"}),
     )
     .await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).run_id, sent.run_id, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     assert_eq!(registered_artifacts(&db, &child), 1);
     s.close().await.expect("close");
 }

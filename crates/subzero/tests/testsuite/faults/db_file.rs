@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::support::faults::{RawBroker, Reaper};
 use crate::support::mcp::Env;
+use crate::support::mcp::{last_status, p};
 use serde_json::json;
 use subzero_testkit::Reply;
 
@@ -31,15 +32,20 @@ fn footprint(path: &Path) -> Option<(u64, i64, i64)> {
 
 /// Spawn a researcher child and wait until its run settled; returns the child id.
 fn spawn_and_settle(broker: &mut RawBroker, env: &Env, prompt: &str) -> String {
-    let out = broker.ok(
+    let out = broker.typed::<p::SpawnOutput>(
         "subzero_spawn",
         json!({"prompt": prompt, "templateId": "researcher", "model": env.model()}),
     );
-    let child = out["childId"].as_str().expect("childId").to_owned();
+    let child = out.child_id.as_str().to_owned();
     for _ in 0..6 {
-        let snap = broker.ok("subzero_get", json!({"childId": child, "waitMs": 10000}));
-        if snap["state"] != "running" {
-            assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+        let snap = broker
+            .typed::<p::ChildSnapshot>("subzero_get", json!({"childId": child, "waitMs": 10000}));
+        if snap.state != p::ChildState::Running {
+            assert_eq!(
+                last_status(&snap),
+                Some(p::TerminalRunStatus::Completed),
+                "{snap:#?}"
+            );
             return child;
         }
     }
@@ -104,12 +110,12 @@ fn a_database_deleted_under_a_running_broker_is_refused_and_never_recreated() {
 
     let db = database(&env);
     std::fs::remove_file(&db).expect("delete the database under the broker");
-    let body = broker.refused(
+    let body = broker.refused_with(
         "subzero_spawn",
         json!({"prompt": "Second", "templateId": "researcher", "model": env.model()}),
     );
-    assert_eq!(body["code"], "storage_unavailable", "{body:#}");
-    let message = body["message"].as_str().expect("message");
+    assert_eq!(body.code, p::ErrorCode::StorageUnavailable, "{body:#?}");
+    let message = body.message.as_str();
     assert!(
         message.contains(&db.display().to_string()) && message.contains("restart"),
         "{message}"
@@ -150,12 +156,12 @@ fn a_database_replaced_under_a_running_broker_is_refused_and_the_orphan_is_not_w
     std::fs::rename(&replacement, &db).expect("replace the database under the broker");
     let before = (footprint(&orphan), footprint(&wal(&db)));
 
-    let body = broker.refused(
+    let body = broker.refused_with(
         "subzero_spawn",
         json!({"prompt": "Second", "templateId": "researcher", "model": env.model()}),
     );
-    assert_eq!(body["code"], "storage_unavailable", "{body:#}");
-    let message = body["message"].as_str().expect("message");
+    assert_eq!(body.code, p::ErrorCode::StorageUnavailable, "{body:#?}");
+    let message = body.message.as_str();
     assert!(
         message.contains(&db.display().to_string())
             && message.contains("replaced")
@@ -163,11 +169,11 @@ fn a_database_replaced_under_a_running_broker_is_refused_and_the_orphan_is_not_w
         "{message}"
     );
     // A write to an existing child is refused the same way.
-    let body = broker.refused(
+    let body = broker.refused_with(
         "subzero_send",
         json!({"childId": first, "message": "More", "mode": "followup"}),
     );
-    assert_eq!(body["code"], "storage_unavailable", "{body:#}");
+    assert_eq!(body.code, p::ErrorCode::StorageUnavailable, "{body:#?}");
 
     broker.close_stdin();
     broker

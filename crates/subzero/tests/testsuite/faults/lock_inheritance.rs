@@ -67,10 +67,14 @@ async fn four_workers_spawned_at_once_each_hold_exactly_their_own_locks() {
             .iter()
             .map(|r| {
                 assert!(!r.is_error, "spawn failed: {}", r.text);
-                r.structured["childId"]
-                    .as_str()
-                    .expect("childId")
-                    .to_owned()
+                Some(
+                    parse::<p::SpawnOutput>("subzero_spawn", &r.structured)
+                        .child_id
+                        .to_string(),
+                )
+                .as_deref()
+                .expect("childId")
+                .to_owned()
             })
             .collect();
         assert!(
@@ -129,11 +133,10 @@ async fn four_workers_spawned_at_once_each_hold_exactly_their_own_locks() {
             "a lock descriptor of the broker is inheritable"
         );
         for child in &children {
-            let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-            let run = snap["activeRunId"].as_str().expect("active run").to_owned();
-            ok(
+            let snap = get(&s, json!({"childId": child})).await;
+            let run = snap.active_run_id.clone().expect("active run").to_string();
+            stop(
                 &s,
-                "subzero_stop",
                 json!({"childId": child, "expectedRunId": run, "waitMs": 5000}),
             )
             .await;

@@ -39,42 +39,51 @@ async fn a_broken_reply_fails_the_run_once_and_the_child_stays_usable(broken: Re
     reaper.broker(s.pid());
 
     let (child, run) = spawn(&s, &env, "researcher", "Say hello").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["activeRunId"], serde_json::Value::Null, "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(snap.active_run_id, None, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run.as_str(), "{snap:#?}");
     assert_eq!(
-        snap["lastRun"]["error"]["code"], "model_request_failed",
-        "{snap:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Failed),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).error.as_ref().map(|e| e.code),
+        Some(p::ErrorCode::ModelRequestFailed),
+        "{snap:#?}"
     );
     // What the run produced before it broke is kept as its artifact, and nothing else.
     let partial = partial_text(&broken);
     match partial {
         None => assert!(
-            snap["lastRun"].get("artifactId").is_none(),
-            "a failed run without output has no artifact: {snap:#}"
+            last(&snap).artifact_id.is_none(),
+            "a failed run without output has no artifact: {snap:#?}"
         ),
         Some(text) => {
-            assert_eq!(snap["lastRun"]["preview"], text, "{snap:#}");
-            let artifact = snap["lastRun"]["artifactId"].as_str().expect("artifact");
-            let chunk = ok(
+            assert_eq!(last(&snap).preview.as_str(), text, "{snap:#?}");
+            let artifact = last(&snap)
+                .artifact_id
+                .as_deref()
+                .map(String::as_str)
+                .expect("artifact");
+            let chunk = read_output(
                 &s,
-                "subzero_output",
                 json!({"artifactId": artifact, "offset": 0, "length": 1024}),
             )
             .await;
-            assert_eq!(chunk["text"], text, "{chunk:#}");
+            assert_eq!(chunk.text.as_str(), text, "{chunk:#?}");
         }
     }
-    let failed: Vec<_> = snap["events"]
-        .as_array()
-        .expect("events")
+    let failed: Vec<p::ErrorCode> = snap
+        .events
         .iter()
-        .filter(|e| e["type"] == "failed")
+        .filter_map(|e| match e {
+            p::ChildEvent::Failed { code, .. } => Some(*code),
+            _ => None,
+        })
         .collect();
-    assert_eq!(failed.len(), 1, "{snap:#}");
-    assert_eq!(failed[0]["code"], "model_request_failed");
+    assert_eq!(failed, [p::ErrorCode::ModelRequestFailed], "{snap:#?}");
     // The run settled after the worker gave up, so a retry would already be logged.
     assert_eq!(
         env.server.requests().len(),
@@ -82,18 +91,25 @@ async fn a_broken_reply_fails_the_run_once_and_the_child_stays_usable(broken: Re
         "the failed request was retried"
     );
 
-    let sent = ok(
+    let sent = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Try again"}),
     )
     .await;
-    assert_eq!(sent["delivery"], "started", "{sent:#}");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Second time lucky.", "{snap:#}");
+    assert_eq!(sent.delivery, p::SendOutputDelivery::Started, "{sent:#?}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(last(&snap).run_id, sent.run_id, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).preview.as_str(),
+        "Second time lucky.",
+        "{snap:#?}"
+    );
     assert_eq!(env.server.requests().len(), 2);
     s.close().await.expect("close");
     assert!(

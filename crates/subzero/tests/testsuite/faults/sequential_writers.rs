@@ -7,17 +7,21 @@ use std::time::Duration;
 
 use crate::support::faults::Reaper;
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 use subzero_testkit::mcp_client::McpSession;
 
 const TRIES: usize = 200;
 
 /// Waits (long-polling) until `child` is no longer running; the snapshot then.
-async fn until_ready(s: &McpSession, child: &str) -> Value {
-    let snap = settle(s, child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+async fn until_ready(s: &McpSession, child: &str) -> p::ChildSnapshot {
+    let snap = settled(s, child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     snap
 }
 
@@ -46,7 +50,13 @@ async fn a_followup_sent_the_moment_a_coder_is_ready_always_starts() {
             assert_eq!(reply.code(), Some("workspace_busy"), "{}", reply.text);
             continue;
         }
-        assert_eq!(reply.structured["delivery"], "started", "{}", reply.text);
+        let sent: p::SendOutput = parse("subzero_send", &reply.structured);
+        assert_eq!(
+            sent.delivery,
+            p::SendOutputDelivery::Started,
+            "{}",
+            reply.text
+        );
     }
     assert!(
         refused.is_empty(),
@@ -82,10 +92,14 @@ async fn spawn_each_coder_the_moment_the_last_is_ready(
             refused += 1;
             continue;
         }
-        child = reply.structured["childId"]
-            .as_str()
-            .expect("childId")
-            .to_owned();
+        child = Some(
+            parse::<p::SpawnOutput>("subzero_spawn", &reply.structured)
+                .child_id
+                .to_string(),
+        )
+        .as_deref()
+        .expect("childId")
+        .to_owned();
         owner = next;
     }
     until_ready(brokers[owner], &child).await;

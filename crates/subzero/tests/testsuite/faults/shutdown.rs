@@ -52,11 +52,11 @@ fn closing_stdin_while_50_gets_wait_exits_promptly_and_leaves_nothing_running() 
 
     let children: Vec<String> = (0..CHILDREN)
         .map(|n| {
-            let out = broker.ok(
+            let out = broker.typed::<p::SpawnOutput>(
                 "subzero_spawn",
                 json!({"prompt": format!("Task {n}"), "templateId": "researcher", "model": env.model()}),
             );
-            out["childId"].as_str().expect("childId").to_owned()
+            out.child_id.as_str().to_owned()
         })
         .collect();
     assert!(
@@ -193,7 +193,7 @@ fn ending_the_broker_with_4_busy_coders_stops_every_run(ending: Ending) {
     let pid = reaper.broker(Some(broker.pid()));
 
     for n in 0..BUSY_CODERS {
-        broker.ok(
+        broker.typed::<p::SpawnOutput>(
             "subzero_spawn",
             json!({"prompt": format!("Start server {n}"), "templateId": "coder", "model": env.model()}),
         );

@@ -26,27 +26,25 @@ async fn a_hanging_model_is_stopped_with_confirmation(hang: Reply) {
     });
     assert!(worker.is_some(), "no worker process under the broker");
 
-    let stop = ok(
+    let stop = stop(
         &s,
-        "subzero_stop",
         json!({"childId": child, "expectedRunId": run, "waitMs": 10000}),
     )
     .await;
-    assert_eq!(stop["requested"], true, "{stop:#}");
-    assert_eq!(stop["confirmed"], true, "{stop:#}");
-    assert_eq!(stop["status"], "stopped", "{stop:#}");
-    assert_eq!(stop["runId"], run.as_str());
+    assert!(stop.requested, "{stop:#?}");
+    assert!(stop.confirmed, "{stop:#?}");
+    assert_eq!(stop.status, p::RunStatus::Stopped, "{stop:#?}");
+    assert_eq!(stop.run_id.as_str(), run);
 
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["activeRunId"], serde_json::Value::Null, "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "stopped", "{snap:#}");
-    let kinds: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    let snap = get(&s, json!({"childId": child})).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(snap.active_run_id, None, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Stopped),
+        "{snap:#?}"
+    );
+    let kinds = kinds(&snap);
     assert!(
         kinds.contains(&"stop_requested") && kinds.contains(&"stop_confirmed"),
         "{kinds:?}"
@@ -66,16 +64,19 @@ async fn a_hanging_model_is_stopped_with_confirmation(hang: Reply) {
 
     // Nothing was retried, and the child still works.
     assert_eq!(env.server.requests().len(), 1);
-    let sent = ok(
+    let sent = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Again"}),
     )
     .await;
-    assert_eq!(sent["delivery"], "started", "{sent:#}");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "After the stop.", "{snap:#}");
+    assert_eq!(sent.delivery, p::SendOutputDelivery::Started, "{sent:#?}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    assert_eq!(last(&snap).preview.as_str(), "After the stop.", "{snap:#?}");
     s.close().await.expect("close");
 }
 
@@ -121,14 +122,13 @@ async fn a_stop_is_confirmed_only_after_the_whole_tool_tree_is_gone() {
         marked(&mark)
     );
 
-    let stop = ok(
+    let stop = stop(
         &s,
-        "subzero_stop",
         json!({"childId": child, "expectedRunId": run, "waitMs": 10000}),
     )
     .await;
-    assert_eq!(stop["confirmed"], true, "{stop:#}");
-    assert_eq!(stop["status"], "stopped", "{stop:#}");
+    assert!(stop.confirmed, "{stop:#?}");
+    assert_eq!(stop.status, p::RunStatus::Stopped, "{stop:#?}");
     // Confirmed means gone: no grace period here.
     assert!(
         marked(&mark).is_empty(),
@@ -140,8 +140,12 @@ async fn a_stop_is_confirmed_only_after_the_whole_tool_tree_is_gone() {
         "workers left: {:?}",
         workers_of(broker)
     );
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "stopped", "{snap:#}");
+    let snap = get(&s, json!({"childId": child})).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Stopped),
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
 }

@@ -23,8 +23,8 @@ async fn a_surviving_broker_recovers_and_resumes_the_children_of_a_killed_one() 
     let (second, second_run) = spawn(&a, &env, "researcher", "Work on that").await;
     assert!(env.server.wait_for_requests(2, Duration::from_secs(20)));
     // Before the kill, B sees A's children running and cannot take them over.
-    let seen = ok(&b, "subzero_get", json!({"childId": first})).await;
-    assert_eq!(seen["state"], "running", "{seen:#}");
+    let seen = get(&b, json!({"childId": first})).await;
+    assert_eq!(seen.state, p::ChildState::Running, "{seen:#?}");
 
     let tree = descendants(a_pid);
     sigkill(a_pid);
@@ -37,14 +37,20 @@ async fn a_surviving_broker_recovers_and_resumes_the_children_of_a_killed_one() 
     );
 
     // B, alive throughout, recovers on first access: no restart.
-    let snap = ok(&b, "subzero_get", json!({"childId": first})).await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], first_run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
-    let message = snap["lastRun"]["error"]["message"]
-        .as_str()
+    let snap = get(&b, json!({"childId": first})).await;
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), first_run.as_str(), "{snap:#?}");
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Interrupted),
+        "{snap:#?}"
+    );
+    let message = last(&snap)
+        .error
+        .as_ref()
+        .map(|e| e.message.as_str())
         .unwrap_or_default();
-    assert!(message.contains("broker_lost"), "{snap:#}");
+    assert!(message.contains("broker_lost"), "{snap:#?}");
 
     // stop of the other child answers as for any child that is no longer running.
     let stopped = call(
@@ -59,20 +65,23 @@ async fn a_surviving_broker_recovers_and_resumes_the_children_of_a_killed_one() 
         "stop of a dead broker's child is still busy: {}",
         stopped.text
     );
-    let snap = ok(&b, "subzero_get", json!({"childId": second})).await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
+    let snap = get(&b, json!({"childId": second})).await;
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
 
     // resume runs it here at once.
     env.server.push(Reply::text("Picked up again."));
-    let resumed = ok(
+    let resumed = resume(
         &b,
-        "subzero_resume",
         json!({"childId": first, "model": env.model(), "message": "Carry on"}),
     )
     .await;
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
-    let snap = settle(&b, &first, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let snap = settled(&b, &first, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     b.close().await.expect("close");
 }
 
@@ -98,9 +107,9 @@ async fn listing_is_a_first_access_too_and_shows_a_dead_brokers_child_interrupte
     );
 
     // The first thing B does with the child is list it: it is shown as it now is.
-    let listed = ok(&b, "subzero_list", json!({})).await;
-    let entry = &listed["children"][0];
-    assert_eq!(entry["childId"], child.as_str(), "{listed:#}");
-    assert_eq!(entry["state"], "interrupted", "{listed:#}");
+    let listed = list(&b, json!({})).await;
+    let entry = &listed.children[0];
+    assert_eq!(entry.child_id.as_str(), child, "{listed:#?}");
+    assert_eq!(entry.state, p::ChildState::Interrupted, "{listed:#?}");
     b.close().await.expect("close");
 }

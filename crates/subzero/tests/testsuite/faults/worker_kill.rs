@@ -37,19 +37,28 @@ async fn a_killed_worker_interrupts_the_run_leaves_no_orphan_and_resume_complete
     assert_eq!(worker.len(), 1, "one worker under the broker: {worker:?}");
     sigkill(worker[0]);
 
-    let snap = until(&s, &child, Duration::from_secs(15), |v| {
-        v["state"] != "running"
+    let snap = until_snap(&s, &child, Duration::from_secs(15), |v| {
+        v.state != p::ChildState::Running
     })
     .await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
-    assert_eq!(snap["activeRunId"], serde_json::Value::Null, "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"][0]["state"], "interrupted", "{listed:#}");
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
+    assert_eq!(snap.active_run_id, None, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run.as_str(), "{snap:#?}");
     assert_eq!(
-        listed["children"][0]["lastRunStatus"], "interrupted",
-        "{listed:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Interrupted),
+        "{snap:#?}"
+    );
+    let listed = list(&s, json!({})).await;
+    assert_eq!(
+        listed.children[0].state,
+        p::ChildState::Interrupted,
+        "{listed:#?}"
+    );
+    assert_eq!(
+        listed.children[0].last_run_status,
+        Some(p::TerminalRunStatus::Interrupted),
+        "{listed:#?}"
     );
 
     assert!(
@@ -72,18 +81,29 @@ async fn a_killed_worker_interrupts_the_run_leaves_no_orphan_and_resume_complete
     )
     .await;
     assert_eq!(refused, "interrupted");
-    let resumed = ok(
+    let resumed = resume(
         &s,
-        "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "Carry on"}),
     )
     .await;
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Resumed and done.", "{snap:#}");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(
+        Some(&last(&snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).preview.as_str(),
+        "Resumed and done.",
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
 }
 
@@ -104,13 +124,12 @@ async fn a_killed_worker_with_a_queued_followup_leaves_nothing_queued_or_running
     let broker = reaper.broker(s.pid());
 
     let (child, run) = spawn(&s, &env, "coder", "Run the long job").await;
-    let sent = ok(
+    let sent = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Then this"}),
     )
     .await;
-    assert_eq!(sent["delivery"], "queued", "{sent:#}");
+    assert_eq!(sent.delivery, p::SendOutputDelivery::Queued, "{sent:#?}");
     wait_for(Duration::from_secs(20), || {
         let found = marked(&mark);
         (found.len() >= 2).then_some(found)
@@ -120,22 +139,25 @@ async fn a_killed_worker_with_a_queued_followup_leaves_nothing_queued_or_running
     assert_eq!(worker.len(), 1, "{worker:?}");
     sigkill(worker[0]);
 
-    let snap = until(&s, &child, Duration::from_secs(15), |v| {
-        v["state"] != "running"
+    let snap = until_snap(&s, &child, Duration::from_secs(15), |v| {
+        v.state != p::ChildState::Running
     })
     .await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
     // Both the active run and the queued followup end interrupted (the followup is the
     // later run, so it is the one `lastRun` shows).
     assert!(
-        snap["lastRun"]["runId"] == run.as_str() || snap["lastRun"]["runId"] == sent["runId"],
-        "{snap:#}"
+        last(&snap).run_id.as_str() == run || last(&snap).run_id == sent.run_id,
+        "{snap:#?}"
     );
-    assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
     assert_eq!(
-        snap["queuedRuns"],
-        json!([]),
-        "the queued followup survived the interruption: {snap:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Interrupted),
+        "{snap:#?}"
+    );
+    assert!(
+        snap.queued_runs.is_empty(),
+        "the queued followup survived the interruption: {snap:#?}"
     );
     assert!(
         eventually(Duration::from_secs(5), || marked(&mark).is_empty()),
@@ -173,14 +195,21 @@ async fn a_killed_worker_with_a_queued_followup_leaves_nothing_queued_or_running
         "the queued followup was dispatched to a dead child"
     );
 
-    let resumed = ok(
+    let resumed = resume(
         &s,
-        "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "Carry on"}),
     )
     .await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        Some(&last(&snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
 }

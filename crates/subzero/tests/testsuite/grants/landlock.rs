@@ -15,8 +15,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::support;
+use crate::support::control::{hello_containment, is_hello, run_settled};
 use crate::support::worker::{RunSpec, WorkerProc, coder, researcher, snapshot, tool_messages};
 use serde_json::{Value, json};
+use subzero_protocol as p;
 use subzero_testkit::{Reply, ScriptedServer};
 
 /// A minimal MCP stdio server (newline-delimited JSON-RPC) with two tools: `write_file`
@@ -101,16 +103,16 @@ fn filesystem(mut snapshot: Value, access: &str, writable: &[&Path], require: bo
 /// A worker that says it enforces filesystem grants with Landlock.
 fn landlocked_worker() -> WorkerProc {
     let mut worker = WorkerProc::spawn();
-    let hello = worker.expect("hello", |v| v["type"] == "hello");
-    let fs = &hello["containment"]["filesystem"];
-    assert!(
-        fs["landlockAbi"].as_u64().is_some_and(|abi| abi >= 1),
-        "these tests need a kernel with Landlock; the worker reports {fs}"
-    );
+    let hello = worker.expect("hello", is_hello);
+    let fs = hello_containment(&hello).filesystem.expect("filesystem");
+    let abi = fs
+        .landlock_abi
+        .expect("these tests need a kernel with Landlock")
+        .get();
     assert_eq!(
-        fs["summary"],
-        format!("landlock-abi-{}", fs["landlockAbi"]),
-        "{fs}"
+        fs.summary.as_str(),
+        format!("landlock-abi-{abi}"),
+        "{fs:#?}"
     );
     worker
 }
@@ -133,8 +135,12 @@ fn run_tools(
         .expect("model server");
     worker
         .send(&RunSpec::new(run_id, model.base_url(), snapshot, workspace, &transcript).message());
-    let settled = worker.settled(run_id);
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = run_settled(&worker.settled(run_id));
+    assert_eq!(
+        settled.status,
+        p::RunSettledStatus::Completed,
+        "{settled:#?}"
+    );
     let requests = model.requests();
     assert_eq!(requests.len(), 2, "one tool turn and the answer");
     tool_messages(&requests[1].json().expect("json"))
@@ -292,14 +298,12 @@ fn a_coders_write_outside_succeeds_only_where_landlock_is_off() {
     let elsewhere = tempfile::tempdir().expect("tempdir");
     let outside = elsewhere.path().join("outside.txt");
     let mut worker = WorkerProc::spawn_with_args(&["--landlock", "off"]);
-    let hello = worker.expect("hello", |v| v["type"] == "hello");
-    let fs = &hello["containment"]["filesystem"];
-    assert_eq!(fs["landlockAbi"], Value::Null, "{fs}");
+    let hello = worker.expect("hello", is_hello);
+    let fs = hello_containment(&hello).filesystem.expect("filesystem");
+    assert_eq!(fs.landlock_abi, None, "{fs:#?}");
     assert!(
-        fs["summary"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("none: ") && s.contains("filesystem = \"off\"")),
-        "{fs}"
+        fs.summary.starts_with("none: ") && fs.summary.contains("filesystem = \"off\""),
+        "{fs:#?}"
     );
     let results = run_tools(
         &mut worker,
@@ -352,10 +356,11 @@ fn a_grant_that_needs_the_kernel_fails_before_any_model_call_where_landlock_is_o
         worker.send(
             &RunSpec::new(run_id, model.base_url(), snapshot, ws.path(), &transcript).message(),
         );
-        let settled = worker.settled(run_id);
-        assert_eq!(settled["status"], "failed", "{settled}");
-        assert_eq!(settled["error"]["code"], "unsupported_grant", "{settled}");
-        let message = settled["error"]["message"].as_str().unwrap_or_default();
+        let settled = run_settled(&worker.settled(run_id));
+        assert_eq!(settled.status, p::RunSettledStatus::Failed, "{settled:#?}");
+        let error = settled.error.expect("error");
+        assert_eq!(error.code, p::ErrorCode::UnsupportedGrant, "{error:#?}");
+        let message = error.message.as_str();
         assert!(
             message.contains("kernel-enforced") && message.contains("filesystem = \"off\""),
             "{message}"
@@ -381,22 +386,20 @@ fn broker_env(landlock_off: bool) -> support::mcp::Env {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_template_requiring_enforcement_is_refused_at_spawn_where_landlock_is_off() {
-    use crate::support::mcp::{err, ok, settle, spawn};
+    use crate::support::mcp::*;
     let env = broker_env(true);
     let mut reaper = support::faults::Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
 
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let fs = &info["enforcement"]["containment"]["filesystem"];
-    assert_eq!(fs["landlockAbi"], Value::Null, "{info:#}");
+    let info = broker_info(&s).await;
+    let fs = enforced_filesystem(&info);
+    assert_eq!(fs.landlock_abi, None, "{info:#?}");
     assert!(
-        fs["summary"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("none: ") && t.contains("filesystem = \"off\"")),
-        "{fs}"
+        fs.summary.starts_with("none: ") && fs.summary.contains("filesystem = \"off\""),
+        "{fs:#?}"
     );
-    assert_eq!(info["enforcement"]["landlock"], Value::Null, "{info:#}");
+    assert_eq!(info.enforcement.landlock, None, "{info:#?}");
 
     let code = err(
         &s,
@@ -410,49 +413,69 @@ async fn a_template_requiring_enforcement_is_refused_at_spawn_where_landlock_is_
     // A template that does not require it still runs, and its snapshot says it is not
     // enforced and why.
     let (child, _run) = spawn(&s, &env, "researcher", "read").await;
-    settle(&s, &child, std::time::Duration::from_secs(20)).await;
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    let fs = &snap["containment"]["filesystem"];
-    assert_eq!(fs["access"], "read-only", "{snap:#}");
-    assert_eq!(fs["enforced"], false, "{snap:#}");
+    settled(&s, &child, std::time::Duration::from_secs(20)).await;
+    let snap = get(&s, json!({"childId": child})).await;
+    let fs = child_filesystem(&snap);
+    assert_eq!(fs.access, p::FilesystemAccess::ReadOnly, "{snap:#?}");
+    assert!(!fs.enforced, "{snap:#?}");
     assert!(
-        fs["summary"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("none: ") && t.ends_with("writes are not restricted")),
-        "{fs}"
+        fs.summary.starts_with("none: ") && fs.summary.ends_with("writes are not restricted"),
+        "{fs:#?}"
     );
     s.close().await.expect("close");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn info_and_snapshots_name_the_landlock_enforcement_in_force() {
-    use crate::support::mcp::{ok, settle, spawn};
+    use crate::support::mcp::*;
     let env = broker_env(false);
     let mut reaper = support::faults::Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
 
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let abi = info["enforcement"]["landlock"]
-        .as_u64()
+    let info = broker_info(&s).await;
+    let abi = info
+        .enforcement
+        .landlock
         .expect("this test needs a kernel with Landlock");
-    let fs = &info["enforcement"]["containment"]["filesystem"];
-    assert_eq!(fs["landlockAbi"], abi, "{info:#}");
-    assert_eq!(fs["summary"], format!("landlock-abi-{abi}"), "{info:#}");
+    let fs = enforced_filesystem(&info);
+    assert_eq!(fs.landlock_abi, Some(abi), "{info:#?}");
+    assert_eq!(
+        fs.summary.as_str(),
+        format!("landlock-abi-{abi}"),
+        "{info:#?}"
+    );
 
     for (template, access) in [("strict", "read-only"), ("coder", "workspace")] {
         let (child, _run) = spawn(&s, &env, template, "go").await;
-        settle(&s, &child, std::time::Duration::from_secs(20)).await;
-        let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-        let fs = &snap["containment"]["filesystem"];
-        assert_eq!(fs["access"], access, "{snap:#}");
-        assert_eq!(fs["enforced"], true, "{snap:#}");
-        assert_eq!(fs["landlockAbi"], abi, "{snap:#}");
+        settled(&s, &child, std::time::Duration::from_secs(20)).await;
+        let snap = get(&s, json!({"childId": child})).await;
+        let fs = child_filesystem(&snap);
+        assert_eq!(fs.access.to_string(), access, "{snap:#?}");
+        assert!(fs.enforced, "{snap:#?}");
+        assert_eq!(fs.landlock_abi, Some(abi), "{snap:#?}");
         assert_eq!(
-            fs["summary"],
+            fs.summary.as_str(),
             format!("landlock-abi-{abi} {access}"),
-            "{snap:#}"
+            "{snap:#?}"
         );
     }
     s.close().await.expect("close");
+}
+
+/// The filesystem enforcement `subzero_info` reports.
+fn enforced_filesystem(info: &p::Info) -> &p::FilesystemSupport {
+    info.enforcement
+        .containment
+        .as_ref()
+        .and_then(|c| c.filesystem.as_ref())
+        .unwrap_or_else(|| panic!("no filesystem enforcement: {info:#?}"))
+}
+
+/// The filesystem receipt of a child's snapshot.
+fn child_filesystem(snap: &p::ChildSnapshot) -> &p::FilesystemEnforcement {
+    snap.containment
+        .as_ref()
+        .and_then(|c| c.filesystem.as_ref())
+        .unwrap_or_else(|| panic!("no filesystem receipt: {snap:#?}"))
 }

@@ -124,8 +124,12 @@ async fn as_nobody_a_read_only_templates_bash_and_mcp_server_get_eacces_on_every
     let s = case.broker("broker").await;
     reaper.broker(s.pid());
     let (child, _) = spawn(&s, env, "auditor", "Try to write").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
 
     let seen = env.server.requests()[1].body.clone();
     let uid = user.map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.uid);
@@ -158,19 +162,24 @@ async fn as_nobody_a_read_only_templates_bash_and_mcp_server_get_eacces_on_every
 
     // What was in force: the child's filesystem receipt, and the process containment a
     // worker of this broker gets (the handshake worker's, as `info` reports it).
-    let containment = &snap["containment"];
+    let filesystem = snap
+        .containment
+        .as_ref()
+        .and_then(|c| c.filesystem.as_ref())
+        .unwrap_or_else(|| panic!("no filesystem receipt: {snap:#?}"));
+    assert!(filesystem.enforced, "{filesystem:#?}");
+    assert!(filesystem.summary.ends_with("read-only"), "{filesystem:#?}");
+    let info = broker_info(&s).await;
+    let process = info
+        .enforcement
+        .containment
+        .as_ref()
+        .and_then(|c| c.process.as_ref())
+        .unwrap_or_else(|| panic!("no process containment: {info:#?}"));
     assert_eq!(
-        containment["filesystem"]["enforced"], true,
-        "{containment:#}"
+        process.mode,
+        p::ProcessContainmentMode::PidNamespace,
+        "{process:#?}"
     );
-    assert!(
-        containment["filesystem"]["summary"]
-            .as_str()
-            .is_some_and(|s| s.ends_with("read-only")),
-        "{containment:#}"
-    );
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let process = &info["enforcement"]["containment"]["process"];
-    assert_eq!(process["mode"], "pid-namespace", "{process:#}");
     s.close().await.expect("close");
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::support::faults::{RawBroker, Reaper};
 use crate::support::mcp::Env;
+use crate::support::mcp::p;
 use serde_json::{Value, json};
 use subzero_testkit::Reply;
 
@@ -37,17 +38,17 @@ fn a_broker_without_its_worker_binary_refuses_a_spawn_naming_the_fix() {
     let mut broker = RawBroker::start(&command);
     reaper.broker(Some(broker.pid()));
 
-    let listed = broker.ok("subzero_list", json!({}));
-    assert_eq!(listed["children"], json!([]), "{listed:#}");
-    let err = broker.refused(
+    let listed = broker.typed::<p::ListOutput>("subzero_list", json!({}));
+    assert!(listed.children.is_empty(), "{listed:#?}");
+    let err = broker.refused_with(
         "subzero_spawn",
         json!({"prompt": "go", "templateId": "researcher", "model": env.model()}),
     );
-    assert_eq!(err["code"], "worker_incompatible", "{err:#}");
-    names_the_fix(err["message"].as_str().expect("message"));
+    assert_eq!(err.code, p::ErrorCode::WorkerIncompatible, "{err:#?}");
+    names_the_fix(err.message.as_str());
     // Nothing was recorded for the refused spawn.
-    let listed = broker.ok("subzero_list", json!({}));
-    assert_eq!(listed["children"], json!([]), "{listed:#}");
+    let listed = broker.typed::<p::ListOutput>("subzero_list", json!({}));
+    assert!(listed.children.is_empty(), "{listed:#?}");
 
     broker.close_stdin();
     assert!(
@@ -82,20 +83,20 @@ fn doctor_fails_the_worker_check_when_the_worker_binary_is_missing() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    assert_eq!(out.status.code(), Some(1), "{report:#?}");
     let worker = report["checks"]
         .as_array()
         .expect("checks")
         .iter()
         .find(|c| c["name"] == "worker")
-        .unwrap_or_else(|| panic!("no worker check: {report:#}"));
-    assert_eq!(worker["status"], "fail", "{worker:#}");
+        .unwrap_or_else(|| panic!("no worker check: {report:#?}"));
+    assert_eq!(worker["status"], "fail", "{worker:#?}");
     names_the_fix(worker["detail"].as_str().expect("detail"));
     assert!(
         worker["fix"]
             .as_str()
             .is_some_and(|f| f.contains("cargo install")),
-        "{worker:#}"
+        "{worker:#?}"
     );
 }
 

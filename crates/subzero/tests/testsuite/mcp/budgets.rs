@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::chat_request::ChatRequest;
 use crate::support::mcp::*;
 use serde_json::{Value, json};
 use subzero_testkit::mcp_client::McpSession;
@@ -13,35 +14,20 @@ use subzero_testkit::{Reply, Step};
 const SUMMARY: &str = "Handoff: I read README.md; the demo project is small; nothing remains.";
 
 async fn spawn_with(s: &McpSession, env: &Env, budget: Value) -> (String, String) {
-    let out = ok(
+    let out = typed::<p::SpawnOutput>(
         s,
         "subzero_spawn",
         json!({"prompt": "Survey the project", "templateId": "researcher",
                "model": env.model(), "budget": budget}),
     )
     .await;
-    (
-        out["childId"].as_str().expect("childId").to_owned(),
-        out["runId"].as_str().expect("runId").to_owned(),
-    )
+    (out.child_id.to_string(), out.run_id.to_string())
 }
 
-fn event_types(snap: &Value) -> Vec<String> {
-    snap["events"]
-        .as_array()
-        .map(|events| {
-            events
-                .iter()
-                .filter_map(|e| e["type"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn result_text(s: &McpSession, snap: &Value) -> String {
-    let artifact = snap["lastRun"]["artifactId"].as_str().expect("artifact");
-    let chunk = ok(s, "subzero_output", json!({"artifactId": artifact})).await;
-    chunk["text"].as_str().expect("text").to_owned()
+async fn result_text(s: &McpSession, snap: &p::ChildSnapshot) -> String {
+    let artifact = last(snap).artifact_id.clone().expect("artifact");
+    let chunk = read_output(s, json!({"artifactId": artifact})).await;
+    chunk.text.to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -53,50 +39,53 @@ async fn a_turn_budget_ends_with_the_childs_handoff_summary() {
     ]);
     let s = env.broker("broker").await;
     let (child, run) = spawn_with(&s, &env, json!({"maxTurns": 2})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    let last = &snap["lastRun"];
-    assert_eq!(last["runId"], run.as_str());
-    assert_eq!(last["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    let last_run = last(&snap);
+    assert_eq!(last_run.run_id.as_str(), run);
     assert_eq!(
-        last["budgetReached"],
+        last_run.status,
+        p::TerminalRunStatus::BudgetExhausted,
+        "{snap:#?}"
+    );
+    assert_eq!(
+        json!(last_run.budget_reached),
         json!({"budget": "maxTurns", "limit": 2, "reached": 2})
     );
-    assert_eq!(last["preview"], SUMMARY);
+    assert_eq!(last_run.preview.as_str(), SUMMARY);
     assert_eq!(result_text(&s, &snap).await, SUMMARY);
     // Two turns and the handoff, 10 + 5 tokens each as the scripted model reports them.
     assert_eq!(
-        last["usage"],
+        json!(last_run.usage),
         json!({"inputTokens": 30, "outputTokens": 15, "turns": 3, "source": "reported",
                // The last turn's prompt (the handoff request is not a turn of the child's).
                "contextTokens": 10})
     );
-    assert!(
-        event_types(&snap).contains(&"budget_exhausted".to_owned()),
-        "{snap:#}"
-    );
+    assert!(kinds(&snap).contains(&"budget_exhausted"), "{snap:#?}");
 
     let requests = env.server.requests();
     assert_eq!(requests.len(), 3, "two turns and the handoff");
-    let handoff = requests[2].json().expect("json body");
+    let handoff = ChatRequest::of(&requests[2]);
     assert!(
-        handoff.get("tools").is_none(),
-        "the handoff offers no tools: {handoff:#}"
+        handoff.tools.is_none(),
+        "the handoff offers no tools: {handoff:#?}"
     );
-    let messages = handoff["messages"].as_array().expect("messages");
-    let notice = messages.last().expect("a last message");
-    assert_eq!(notice["role"], "user");
-    let notice = notice["content"].as_str().expect("notice text");
+    let notice = handoff.messages.last().expect("a last message");
+    assert_eq!(notice.role, "user");
+    let notice = notice.content.as_str().expect("notice text");
     assert!(
         notice.contains("maxTurns") && notice.contains("handoff summary"),
         "{notice}"
     );
-    assert!(handoff["max_tokens"].as_u64().expect("max_tokens") <= 1024);
+    assert!(handoff.max_tokens.expect("max_tokens") <= 1024);
 
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    let item = &listed["children"][0];
-    assert_eq!(item["lastRunStatus"], "budget_exhausted");
-    assert_eq!(item["lastRunUsage"]["turns"], 3);
+    let listed = list(&s, json!({})).await;
+    let item = &listed.children[0];
+    assert_eq!(
+        item.last_run_status,
+        Some(p::TerminalRunStatus::BudgetExhausted)
+    );
+    assert_eq!(item.last_run_usage.as_ref().map(|u| u.turns), Some(3));
 
     // The child is ready: a followup continues from the summary.
     s.close().await.expect("close");
@@ -121,29 +110,37 @@ async fn a_token_budget_stops_before_the_next_tool_and_leaves_no_call_unanswered
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, json!({"tokenBudget": 100})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
     assert_eq!(
-        snap["lastRun"]["budgetReached"],
+        last_status(&snap),
+        Some(p::TerminalRunStatus::BudgetExhausted),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        json!(last(&snap).budget_reached),
         json!({"budget": "tokenBudget", "limit": 100, "reached": 110})
     );
-    assert_eq!(snap["lastRun"]["preview"], SUMMARY);
+    assert_eq!(last(&snap).preview.as_str(), SUMMARY);
     assert!(
-        !event_types(&snap).contains(&"tool".to_owned()),
-        "no tool ran past the budget: {snap:#}"
+        !kinds(&snap).contains(&"tool"),
+        "no tool ran past the budget: {snap:#?}"
     );
     let requests = env.server.requests();
     assert_eq!(requests.len(), 2);
-    let handoff = requests[1].json().expect("json body");
-    let messages = handoff["messages"].as_array().expect("messages");
-    let answered: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
-    assert_eq!(answered.len(), 1, "the unrun call is answered: {handoff:#}");
-    assert_eq!(answered[0]["tool_call_id"], "call_1");
+    let handoff = ChatRequest::of(&requests[1]);
+    let answered = handoff.tool_results();
+    assert_eq!(
+        answered.len(),
+        1,
+        "the unrun call is answered: {handoff:#?}"
+    );
+    assert_eq!(answered[0].tool_call_id.as_deref(), Some("call_1"));
     assert!(
-        answered[0]["content"]
+        answered[0]
+            .content
             .as_str()
             .is_some_and(|c| c.starts_with("not run")),
-        "{handoff:#}"
+        "{handoff:#?}"
     );
     s.close().await.expect("close");
 }
@@ -156,13 +153,18 @@ async fn a_deadline_cuts_a_hanging_turn_and_still_hands_off() {
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, json!({"deadlineMs": 1500})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "budget_exhausted", "{snap:#}");
-    assert_eq!(last["budgetReached"]["budget"], "deadlineMs");
-    assert_eq!(last["budgetReached"]["limit"], 1500);
-    assert!(last["budgetReached"]["reached"].as_u64().expect("reached") >= 1500);
-    assert_eq!(last["preview"], SUMMARY);
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
+    assert_eq!(
+        last_run.status,
+        p::TerminalRunStatus::BudgetExhausted,
+        "{snap:#?}"
+    );
+    let reached = last_run.budget_reached.as_ref().expect("budgetReached");
+    assert_eq!(reached.budget, p::BudgetName::DeadlineMs);
+    assert_eq!(reached.limit.get(), 1500);
+    assert!(reached.reached >= 1500);
+    assert_eq!(last_run.preview.as_str(), SUMMARY);
     s.close().await.expect("close");
 }
 
@@ -180,8 +182,12 @@ async fn a_failed_handoff_still_gives_the_parent_a_result() {
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, json!({"maxTurns": 1})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::BudgetExhausted),
+        "{snap:#?}"
+    );
     let text = result_text(&s, &snap).await;
     assert!(
         text.contains("maxTurns") && text.contains("503") && text.contains("demo"),
@@ -202,19 +208,30 @@ async fn a_budget_past_its_maximum_is_refused_before_anything_exists() {
     )
     .expect("config");
     let s = env.broker("broker").await;
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["budgets"]["maxima"]["maxTurns"], 5, "{info:#}");
-    assert_eq!(info["budgets"]["maxima"]["tokenBudget"], 50000);
+    let info = broker_info(&s).await;
+    let (maxima, defaults) = (&info.budgets.maxima, &info.budgets.defaults);
     assert_eq!(
-        info["budgets"]["defaults"]["maxTurns"], 5,
+        maxima.max_turns.as_ref().map(|t| t.get()),
+        Some(5),
+        "{info:#?}"
+    );
+    assert_eq!(maxima.token_budget.as_ref().map(|t| t.get()), Some(50000));
+    assert_eq!(
+        defaults.max_turns.as_ref().map(|t| t.get()),
+        Some(5),
         "a default left out follows a lowered maximum"
     );
     assert_eq!(
-        info["budgets"]["defaults"]["tokenBudget"], 50000,
+        defaults.token_budget.as_ref().map(|t| t.get()),
+        Some(50000),
         "a maximum without a default bounds every run"
     );
-    let protocols = info["worker"]["protocols"].as_array().expect("protocols");
-    assert!(protocols.contains(&json!("openai-completions")));
+    assert!(
+        json!(info.worker.protocols)
+            .as_array()
+            .expect("protocols")
+            .contains(&json!("openai-completions"))
+    );
 
     for budget in [json!({"maxTurns": 6}), json!({"tokenBudget": 50001})] {
         let reply = call(
@@ -234,8 +251,8 @@ async fn a_budget_past_its_maximum_is_refused_before_anything_exists() {
             .expect("key");
         assert!(reply.text.contains(name.as_str()), "{}", reply.text);
     }
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"], json!([]), "nothing was created");
+    let listed = list(&s, json!({})).await;
+    assert!(listed.children.is_empty(), "nothing was created");
     assert!(env.server.requests().is_empty(), "no model call");
     s.close().await.expect("close");
 }
@@ -278,13 +295,17 @@ async fn a_spawns_output_token_budget_is_the_cap_each_request_carries() {
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, json!({"maxOutputTokens": 321})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let requests = env.server.requests();
     assert_eq!(requests.len(), 2);
     for request in &requests {
-        let body = request.json().expect("json body");
-        assert_eq!(body["max_tokens"], 321, "{body:#}");
+        let body = ChatRequest::of(request);
+        assert_eq!(body.max_tokens, Some(321), "{body:#?}");
     }
     s.close().await.expect("close");
 }
@@ -296,28 +317,27 @@ async fn a_spawns_tool_timeout_bounds_each_tool_call_and_the_run_goes_on() {
         Reply::text("Done without it."),
     ]);
     let s = env.broker("broker").await;
-    let out = ok(
+    let out = typed::<p::SpawnOutput>(
         &s,
         "subzero_spawn",
         json!({"prompt": "Wait", "templateId": "coder", "model": env.model(),
                "budget": {"toolTimeoutMs": 400}}),
     )
     .await;
-    let child = out["childId"].as_str().expect("childId").to_owned();
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "completed", "{snap:#}");
-    assert_eq!(last["preview"], "Done without it.");
+    let child = out.child_id.as_str().to_owned();
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
+    assert_eq!(
+        last_run.status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    assert_eq!(last_run.preview.as_str(), "Done without it.");
     let requests = env.server.requests();
     assert_eq!(requests.len(), 2, "the run went on after the tool");
-    let body = requests[1].json().expect("json body");
-    let answered: Vec<&Value> = body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .collect();
-    let text = answered[0]["content"].as_str().expect("tool result");
+    let body = ChatRequest::of(&requests[1]);
+    let answered = body.tool_results();
+    let text = answered[0].content.as_str().expect("tool result");
     assert!(
         text.contains("bash timed out after 400 ms (toolTimeoutMs)"),
         "{text}"

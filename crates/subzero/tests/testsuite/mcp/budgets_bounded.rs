@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::fake_mcp::fake_server;
 
+use crate::support::chat_request::ChatRequest;
 use crate::support::mcp::*;
 use serde_json::{Value, json};
 use subzero_testkit::mcp_client::McpSession;
@@ -24,35 +25,27 @@ const CAP: usize = 16 * 1024;
 const MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
 
 async fn spawn_with(s: &McpSession, env: &Env, template: &str, budget: Value) -> (String, String) {
-    let out = ok(
+    let out = typed::<p::SpawnOutput>(
         s,
         "subzero_spawn",
         json!({"prompt": "Survey the project", "templateId": template,
                "model": env.model(), "budget": budget}),
     )
     .await;
-    (
-        out["childId"].as_str().expect("childId").to_owned(),
-        out["runId"].as_str().expect("runId").to_owned(),
-    )
+    (out.child_id.to_string(), out.run_id.to_string())
 }
 
 /// The whole result of the last run and its `totalBytes`.
-async fn result(s: &McpSession, snap: &Value) -> (String, u64) {
-    let artifact = snap["lastRun"]["artifactId"].as_str().expect("artifact");
+async fn result(s: &McpSession, snap: &p::ChildSnapshot) -> (String, u64) {
+    let artifact = last(snap).artifact_id.clone().expect("artifact");
     let mut text = String::new();
     let mut offset = 0u64;
     loop {
-        let chunk = ok(
-            s,
-            "subzero_output",
-            json!({"artifactId": artifact, "offset": offset}),
-        )
-        .await;
-        text.push_str(chunk["text"].as_str().expect("text"));
-        offset = chunk["nextOffset"].as_u64().expect("nextOffset");
-        if chunk["eof"] == true {
-            return (text, chunk["totalBytes"].as_u64().expect("totalBytes"));
+        let chunk = read_output(s, json!({"artifactId": artifact, "offset": offset})).await;
+        text.push_str(chunk.text.as_str());
+        offset = chunk.next_offset;
+        if chunk.eof {
+            return (text, chunk.total_bytes);
         }
     }
 }
@@ -66,16 +59,11 @@ fn flood(times: u64) -> Step {
 }
 
 /// The tool messages of a recorded Chat Completions request.
-fn tool_messages(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+fn tool_messages(body: &ChatRequest) -> Vec<String> {
+    body.tool_results()
+        .into_iter()
+        .map(|m| m.text().to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -94,9 +82,13 @@ async fn a_handoff_that_ignores_its_token_cap_is_cut_at_16_kib_and_marked() {
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, "researcher", json!({"maxTurns": 1})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
+    assert_eq!(
+        last_run.status,
+        p::TerminalRunStatus::BudgetExhausted,
+        "{snap:#?}"
+    );
     let (text, total) = result(&s, &snap).await;
     assert!(
         total <= (CAP + MARKER.len()) as u64,
@@ -105,7 +97,7 @@ async fn a_handoff_that_ignores_its_token_cap_is_cut_at_16_kib_and_marked() {
     assert_eq!(total, text.len() as u64);
     assert!(text.starts_with("Handoff: xxxx"), "{}", &text[..64]);
     assert!(text.ends_with(MARKER), "{}", &text[text.len() - 80..]);
-    assert_eq!(snap["state"], "ready");
+    assert_eq!(snap.state, p::ChildState::Ready);
     s.close().await.expect("close");
 }
 
@@ -120,8 +112,12 @@ async fn a_handoff_stream_is_not_read_past_the_cap() {
     let s = env.broker("broker").await;
     let started = Instant::now();
     let (child, _) = spawn_with(&s, &env, "researcher", json!({"maxTurns": 1})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::BudgetExhausted),
+        "{snap:#?}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "took {:?}",
@@ -131,7 +127,11 @@ async fn a_handoff_stream_is_not_read_past_the_cap() {
     assert_eq!(total, (CAP + MARKER.len()) as u64);
     assert!(text.ends_with(MARKER));
     // The first turn reported its usage, the stopped handoff could not: estimated.
-    assert_eq!(snap["lastRun"]["usage"]["source"], "estimated", "{snap:#}");
+    assert_eq!(
+        last(&snap).usage.source,
+        p::UsageSource::Estimated,
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
 }
 
@@ -189,15 +189,24 @@ async fn a_token_budget_holds_on_an_endpoint_that_never_reports_usage() {
         json!({"maxTurns": 3, "tokenBudget": 100}),
     )
     .await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "budget_exhausted", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
     assert_eq!(
-        last["budgetReached"]["budget"], "tokenBudget",
-        "the run went on to another budget: {snap:#}"
+        last_run.status,
+        p::TerminalRunStatus::BudgetExhausted,
+        "{snap:#?}"
     );
-    assert_eq!(last["usage"]["source"], "estimated", "{snap:#}");
-    assert_eq!(last["preview"], "Handoff: listed the project.");
+    assert_eq!(
+        last_run.budget_reached.as_ref().map(|b| b.budget),
+        Some(p::BudgetName::TokenBudget),
+        "the run went on to another budget: {snap:#?}"
+    );
+    assert_eq!(
+        last_run.usage.source,
+        p::UsageSource::Estimated,
+        "{snap:#?}"
+    );
+    assert_eq!(last_run.preview.as_str(), "Handoff: listed the project.");
 
     // The estimate: each request body's bytes / 4 and each streamed body's bytes / 4, both
     // rounded up, summed over the run (one turn and the handoff).
@@ -208,23 +217,28 @@ async fn a_token_budget_holds_on_an_endpoint_that_never_reports_usage() {
         .map(|r| (r.body.len() as u64).div_ceil(4))
         .sum();
     let output: u64 = sizes[..2].iter().map(|b| b.div_ceil(4)).sum();
-    assert_eq!(last["usage"]["inputTokens"], input, "{snap:#}");
-    assert_eq!(last["usage"]["outputTokens"], output, "{snap:#}");
-    assert_eq!(last["usage"]["turns"], 2);
+    assert_eq!(last_run.usage.input_tokens, input, "{snap:#?}");
+    assert_eq!(last_run.usage.output_tokens, output, "{snap:#?}");
+    assert_eq!(last_run.usage.turns, 2);
     let first_turn = (requests[0].body.len() as u64).div_ceil(4) + sizes[0].div_ceil(4);
     assert_eq!(
-        last["budgetReached"],
+        json!(last_run.budget_reached),
         json!({"budget": "tokenBudget", "limit": 100, "reached": first_turn})
     );
     // Every request still asked for usage.
     for request in &requests {
-        let body = request.json().expect("json body");
-        assert_eq!(body["stream_options"]["include_usage"], true, "{body:#}");
+        let body = ChatRequest::of(request);
+        assert_eq!(
+            body.stream_options.as_ref().and_then(|o| o.include_usage),
+            Some(true),
+            "{body:#?}"
+        );
     }
-    let listed = ok(&s, "subzero_list", json!({})).await;
+    let listed = list(&s, json!({})).await;
     assert_eq!(
-        listed["children"][0]["lastRunUsage"]["source"], "estimated",
-        "{listed:#}"
+        listed.children[0].last_run_usage.as_ref().map(|u| u.source),
+        Some(p::UsageSource::Estimated),
+        "{listed:#?}"
     );
     s.close().await.expect("close");
 }
@@ -237,14 +251,18 @@ async fn usage_every_request_reported_is_reported() {
     ]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, "researcher", json!({})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
     assert_eq!(
-        snap["lastRun"]["usage"],
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        json!(last(&snap).usage),
         json!({"inputTokens": 20, "outputTokens": 10, "turns": 2, "source": "reported",
                "contextTokens": 10})
     );
-    assert!(snap["lastRun"].get("cut").is_none(), "{snap:#}");
+    assert!(last(&snap).cut.is_none(), "{snap:#?}");
     s.close().await.expect("close");
 }
 
@@ -267,8 +285,8 @@ async fn a_bash_call_past_its_timeout_is_a_tool_error_its_tree_killed_and_the_ru
     let (child, _) = spawn_with(&s, &env, "coder", json!({"toolTimeoutMs": 600})).await;
     assert!(
         env.server.wait_for_requests(2, Duration::from_secs(20)),
-        "the run did not go on to a second turn: {:#}",
-        settle(&s, &child, Duration::from_secs(1)).await
+        "the run did not go on to a second turn: {:#?}",
+        settled(&s, &child, Duration::from_secs(1)).await
     );
     // The second request is being answered (slowly): the run is alive, and none of the
     // call's processes is.
@@ -285,7 +303,7 @@ async fn a_bash_call_past_its_timeout_is_a_tool_error_its_tree_killed_and_the_ru
     }
     assert_eq!(sleeps(), Vec::<String>::new(), "the call's tree survived");
     let requests = env.server.requests();
-    let answered = tool_messages(&requests[1].json().expect("json body"));
+    let answered = tool_messages(&ChatRequest::of(&requests[1]));
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert!(
         answered[0]
@@ -294,17 +312,28 @@ async fn a_bash_call_past_its_timeout_is_a_tool_error_its_tree_killed_and_the_ru
         answered[0]
     );
 
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "completed", "{snap:#}");
-    assert_eq!(last["preview"], "Carried on without it.");
-    let failed: Vec<&Value> = snap["events"]
-        .as_array()
-        .expect("events")
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
+    assert_eq!(
+        last_run.status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    assert_eq!(last_run.preview.as_str(), "Carried on without it.");
+    let failed: Vec<_> = snap
+        .events
         .iter()
-        .filter(|e| e["type"] == "tool" && e["state"] == "failed")
+        .filter(|e| {
+            matches!(
+                e,
+                p::ChildEvent::Tool {
+                    state: p::ToolState::Failed,
+                    ..
+                }
+            )
+        })
         .collect();
-    assert_eq!(failed.len(), 1, "{snap:#}");
+    assert_eq!(failed.len(), 1, "{snap:#?}");
     s.close().await.expect("close");
 }
 
@@ -326,13 +355,17 @@ async fn an_mcp_call_past_its_timeout_is_a_tool_error_the_request_cancelled() {
     let s = env.broker("broker").await;
     let started = Instant::now();
     let (child, _) = spawn_with(&s, &env, "waiter", json!({"toolTimeoutMs": 700})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Moved on.");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    assert_eq!(last(&snap).preview.as_str(), "Moved on.");
     assert!(started.elapsed() < Duration::from_secs(30));
     let requests = env.server.requests();
     assert_eq!(requests.len(), 2);
-    let answered = tool_messages(&requests[1].json().expect("json body"));
+    let answered = tool_messages(&ChatRequest::of(&requests[1]));
     assert!(
         answered[0].contains("fake__slow timed out after 700 ms (toolTimeoutMs)")
             && answered[0].contains("cancelled"),
@@ -351,16 +384,23 @@ async fn a_text_answer_cut_at_max_output_tokens_is_kept_and_marked() {
     ])]);
     let s = env.broker("broker").await;
     let (child, _) = spawn_with(&s, &env, "researcher", json!({"maxOutputTokens": 64})).await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "completed", "{snap:#}");
-    assert_eq!(last["preview"], "The project is a small demo, and its");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    let last_run = last(&snap);
     assert_eq!(
-        last["cut"],
-        json!({"limit": "maxOutputTokens", "value": 64}),
-        "{snap:#}"
+        last_run.status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
     );
-    assert!(last.get("error").is_none(), "{snap:#}");
-    assert_eq!(snap["state"], "ready");
+    assert_eq!(
+        last_run.preview.as_str(),
+        "The project is a small demo, and its"
+    );
+    assert_eq!(
+        json!(last_run.cut),
+        json!({"limit": "maxOutputTokens", "value": 64}),
+        "{snap:#?}"
+    );
+    assert!(last_run.error.is_none(), "{snap:#?}");
+    assert_eq!(snap.state, p::ChildState::Ready);
     s.close().await.expect("close");
 }

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use crate::support::mcp::{Env, err, ok, settle};
-use serde_json::{Value, json};
+use crate::support::mcp::*;
+use serde_json::json;
 use subzero_testkit::{RecordedRequest, overflow};
 
 const API: &str = "openai-completions";
@@ -39,14 +39,27 @@ async fn followup(
     if compact {
         args["compact"] = json!(true);
     }
-    ok(s, "subzero_send", args).await;
+    send(s, args).await;
 }
 
-fn events_of(snap: &Value, kind: &str) -> Vec<Value> {
-    snap["events"]
-        .as_array()
-        .map(|e| e.iter().filter(|e| e["type"] == kind).cloned().collect())
-        .unwrap_or_default()
+/// A context window as a number of tokens.
+fn window_of(window: Option<&p::ContextWindow>) -> Option<u64> {
+    window.map(|w| u64::try_from(w.0).expect("a positive window"))
+}
+
+/// The `compacted` events of a snapshot: (tokensBefore, tokensAfter) of each.
+fn compactions(snap: &p::ChildSnapshot) -> Vec<(u64, u64)> {
+    snap.events
+        .iter()
+        .filter_map(|e| match e {
+            p::ChildEvent::Compacted {
+                tokens_before,
+                tokens_after,
+                ..
+            } => Some((*tokens_before, *tokens_after)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -59,32 +72,32 @@ async fn an_overflow_ends_the_run_context_exhausted_the_child_stays_ready_and_co
     ]);
     env.server.refuse_past(WINDOW, overflow::openai_chat());
     let s = env.broker("broker").await;
-    let spawned = ok(
-        &s,
-        "subzero_spawn",
+    let spawned = typed::<p::SpawnOutput>(&s, "subzero_spawn",
         json!({"prompt": "read the readme", "templateId": "researcher", "model": env.model(), "compaction": "off"}),
     )
     .await;
-    let child = spawned["childId"].as_str().expect("childId").to_owned();
+    let child = spawned.child_id.as_str().to_owned();
     assert_eq!(
-        settle(&s, &child, LIMIT).await["lastRun"]["status"],
-        "completed"
+        last_status(&settled(&s, &child, LIMIT).await),
+        Some(p::TerminalRunStatus::Completed)
     );
 
     followup(&s, &child, &long_prompt(), false).await;
-    let snap = settle(&s, &child, LIMIT).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    let snap = settled(&s, &child, LIMIT).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
     assert_eq!(
-        snap["lastRun"]["error"]["code"], "context_exhausted",
-        "{snap:#}"
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Failed),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).error.as_ref().map(|e| e.code),
+        Some(p::ErrorCode::ContextExhausted),
+        "{snap:#?}"
     );
     // The context use shown is the refused prompt's; no window was given.
-    assert!(
-        snap["contextTokens"].as_u64().is_some_and(|t| t > WINDOW),
-        "{snap:#}"
-    );
-    assert!(snap.get("contextWindow").is_none(), "{snap:#}");
+    assert!(snap.context_tokens.is_some_and(|t| t > WINDOW), "{snap:#?}");
+    assert!(snap.context_window.is_none(), "{snap:#?}");
     assert_eq!(
         env.server.requests().len(),
         2,
@@ -93,25 +106,21 @@ async fn an_overflow_ends_the_run_context_exhausted_the_child_stays_ready_and_co
 
     // The parent asks: the child compacts, then answers on the new branch.
     followup(&s, &child, "PROMPT-SHORT go on", true).await;
-    let snap = ok(&s, "subzero_get", json!({"childId": child, "waitMs": 0})).await;
-    let snap = if snap["state"] == "running" {
-        settle(&s, &child, LIMIT).await
+    let snap = get(&s, json!({"childId": child, "waitMs": 0})).await;
+    let snap = if snap.state == p::ChildState::Running {
+        settled(&s, &child, LIMIT).await
     } else {
         snap
     };
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    let all = ok(
-        &s,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
-    )
-    .await;
-    let compacted = events_of(&all, "compacted");
-    assert_eq!(compacted.len(), 1, "{all:#}");
-    assert!(
-        compacted[0]["branchFrom"].is_string()
-            && compacted[0]["tokensBefore"].as_u64() > compacted[0]["tokensAfter"].as_u64()
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
     );
+    let all = get(&s, json!({"childId": child, "eventLimit": 50})).await;
+    let compacted = compactions(&all);
+    assert_eq!(compacted.len(), 1, "{all:#?}");
+    assert!(compacted[0].0 > compacted[0].1, "{all:#?}");
     let last = last_body(&env);
     assert!(
         last.contains("SUMMARY-TOKEN")
@@ -135,46 +144,46 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
     let mut model = env.model();
     model["contextWindow"] = json!(WINDOW);
     let s = env.broker("broker").await;
-    let spawned = ok(
+    let spawned = typed::<p::SpawnOutput>(
         &s,
         "subzero_spawn",
         json!({"prompt": "read the readme", "templateId": "researcher", "model": model}),
     )
     .await;
-    let child = spawned["childId"].as_str().expect("childId").to_owned();
+    let child = spawned.child_id.as_str().to_owned();
     assert_eq!(
-        settle(&s, &child, LIMIT).await["lastRun"]["status"],
-        "completed"
+        last_status(&settled(&s, &child, LIMIT).await),
+        Some(p::TerminalRunStatus::Completed)
     );
 
     followup(&s, &child, &long_prompt(), false).await;
-    let snap = settle(&s, &child, LIMIT).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    let all = ok(
-        &s,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
-    )
-    .await;
-    let compacted = events_of(&all, "compacted");
-    assert_eq!(compacted.len(), 1, "{all:#}");
-    let event = &compacted[0];
-    assert!(
-        event["tokensBefore"].as_u64() > event["tokensAfter"].as_u64(),
-        "{event}"
+    let snap = settled(&s, &child, LIMIT).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
     );
-    assert!(
-        event["runId"].is_string() && event["branchFrom"].is_string(),
-        "{event}"
-    );
+    let all = get(&s, json!({"childId": child, "eventLimit": 50})).await;
+    let compacted = compactions(&all);
+    assert_eq!(compacted.len(), 1, "{all:#?}");
+    let (before, after) = compacted[0];
+    assert!(before > after, "{all:#?}");
     // get and list show the compacted context use against the window.
-    assert_eq!(snap["contextWindow"], WINDOW, "{snap:#}");
-    let used = snap["contextTokens"].as_u64().expect("contextTokens");
-    assert!(used > 0 && used < WINDOW * 80 / 100, "{snap:#}");
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    let item = &listed["children"][0];
-    assert_eq!(item["contextWindow"], WINDOW, "{listed:#}");
-    assert_eq!(item["contextTokens"], used, "{listed:#}");
+    assert_eq!(
+        window_of(snap.context_window.as_ref()),
+        Some(WINDOW),
+        "{snap:#?}"
+    );
+    let used = snap.context_tokens.expect("contextTokens");
+    assert!(used > 0 && used < WINDOW * 80 / 100, "{snap:#?}");
+    let listed = list(&s, json!({})).await;
+    let item = &listed.children[0];
+    assert_eq!(
+        window_of(item.context_window.as_ref()),
+        Some(WINDOW),
+        "{listed:#?}"
+    );
+    assert_eq!(item.context_tokens, Some(used), "{listed:#?}");
     assert_eq!(
         env.server.requests().len(),
         3,
@@ -183,8 +192,8 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
 
     followup(&s, &child, "and then?", false).await;
     assert_eq!(
-        settle(&s, &child, LIMIT).await["lastRun"]["status"],
-        "completed"
+        last_status(&settled(&s, &child, LIMIT).await),
+        Some(p::TerminalRunStatus::Completed)
     );
     let third = last_body(&env);
     assert!(
@@ -195,14 +204,17 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
 
     // A new broker resumes from the checkpoint, which names the compacted branch's leaf.
     let s = env.broker("broker-2").await;
-    ok(
+    resume(
         &s,
-        "subzero_resume",
         json!({"childId": child, "model": model, "message": "after the restart"}),
     )
     .await;
-    let snap = settle(&s, &child, LIMIT).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, LIMIT).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     let resumed = last_body(&env);
     assert!(
         resumed.contains("SUMMARY-TOKEN")
@@ -223,34 +235,46 @@ async fn the_configured_window_is_the_default_a_spawn_overrides_it_and_info_docu
     config.push_str("\n[limits]\ncontext_window = 4096\n");
     std::fs::write(env.config(), config).expect("config");
     let s = env.broker("broker").await;
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["limits"]["compactAtPercent"], 80, "{info:#}");
-    assert_eq!(info["limits"]["contextWindow"], 4096, "{info:#}");
+    let info = broker_info(&s).await;
+    assert_eq!(
+        info.limits.compact_at_percent.as_ref().map(|p| p.0.get()),
+        Some(80),
+        "{info:#?}"
+    );
+    assert_eq!(
+        window_of(info.limits.context_window.as_ref()),
+        Some(4096),
+        "{info:#?}"
+    );
 
-    let spawned = ok(
+    let spawned = typed::<p::SpawnOutput>(
         &s,
         "subzero_spawn",
         json!({"prompt": "hello", "templateId": "researcher", "model": env.model()}),
     )
     .await;
-    let child = spawned["childId"].as_str().expect("childId").to_owned();
-    let snap = settle(&s, &child, LIMIT).await;
-    assert_eq!(snap["contextWindow"], 4096, "{snap:#}");
-    assert!(
-        snap["contextTokens"].as_u64().is_some_and(|t| t > 0),
-        "{snap:#}"
+    let child = spawned.child_id.as_str().to_owned();
+    let snap = settled(&s, &child, LIMIT).await;
+    assert_eq!(
+        window_of(snap.context_window.as_ref()),
+        Some(4096),
+        "{snap:#?}"
     );
+    assert!(snap.context_tokens.is_some_and(|t| t > 0), "{snap:#?}");
 
     let mut model = env.model();
     model["contextWindow"] = json!(8192);
-    let spawned = ok(
+    let spawned = typed::<p::SpawnOutput>(
         &s,
         "subzero_spawn",
         json!({"prompt": "hello", "templateId": "researcher", "model": model}),
     )
     .await;
-    let other = spawned["childId"].as_str().expect("childId").to_owned();
-    assert_eq!(settle(&s, &other, LIMIT).await["contextWindow"], 8192);
+    let other = spawned.child_id.as_str().to_owned();
+    assert_eq!(
+        window_of(settled(&s, &other, LIMIT).await.context_window.as_ref()),
+        Some(8192)
+    );
 
     // `compact` belongs to a followup, and to a resume that starts a run.
     let steer = json!({"childId": other, "mode": "steer", "message": "x", "compact": true});

@@ -132,8 +132,8 @@ async fn bad_arguments_are_typed_tool_errors_naming_the_field() {
     assert!(unknown_tool.is_error);
 
     // None of it created a child or reached the model.
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"], json!([]));
+    let listed = list(&s, json!({})).await;
+    assert!(listed.children.is_empty());
     assert!(env.server.requests().is_empty());
     s.close().await.expect("close");
 }
@@ -143,13 +143,13 @@ async fn a_repeated_request_id_returns_the_same_receipt_and_a_changed_one_confli
     let env = Env::new(vec![subzero_testkit::Reply::text("done")]);
     let s = env.broker("broker").await;
     let args = json!({"prompt": "once", "templateId": "researcher", "model": env.model(), "requestId": "spawn-1"});
-    let first = ok(&s, "subzero_spawn", args.clone()).await;
-    let second = ok(&s, "subzero_spawn", args).await;
+    let first = typed::<p::SpawnOutput>(&s, "subzero_spawn", args.clone()).await;
+    let second = typed::<p::SpawnOutput>(&s, "subzero_spawn", args).await;
     assert_eq!(first, second);
     let conflict = json!({"prompt": "twice", "templateId": "researcher", "model": env.model(), "requestId": "spawn-1"});
     assert_eq!(err(&s, "subzero_spawn", conflict).await, "request_conflict");
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"].as_array().map(Vec::len), Some(1));
+    let listed = list(&s, json!({})).await;
+    assert_eq!(Some(listed.children.len()), Some(1));
     s.close().await.expect("close");
 }
 
@@ -167,19 +167,13 @@ async fn user_templates_from_the_config_are_listed_spawned_and_checked() {
     )
     .expect("config");
     let s = env.broker("broker").await;
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let reviewer = info["templates"]
-        .as_array()
-        .expect("templates")
-        .iter()
-        .find(|t| t["templateId"] == "reviewer")
-        .cloned()
-        .expect("reviewer listed");
-    assert_eq!(reviewer["tools"], json!(["read", "grep"]));
-    assert_eq!(reviewer["builtin"], false);
+    let info = broker_info(&s).await;
+    let reviewer = template_named(&info, "reviewer");
+    assert_eq!(json!(reviewer.tools), json!(["read", "grep"]));
+    assert!(!reviewer.builtin);
     let (child, _) = spawn(&s, &env, "reviewer", "review").await;
-    let snap = settle(&s, &child, std::time::Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["preview"], "reviewed");
+    let snap = settled(&s, &child, std::time::Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).preview.as_str(), "reviewed");
     let declared = env.server.requests()[0].tool_names();
     assert_eq!(declared, vec!["read", "grep"]);
     let refused = call(

@@ -15,45 +15,36 @@ async fn spawn_runs_to_completion_and_the_result_is_readable() {
     ]);
     let s = env.broker("broker").await;
     let (child, run) = spawn(&s, &env, "researcher", "Summarize README.md").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str());
-    assert_eq!(snap["lastRun"]["status"], "completed");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    let last_run = last(&snap);
+    assert_eq!(last_run.run_id.as_str(), run);
+    assert_eq!(last_run.status, p::TerminalRunStatus::Completed);
     assert_eq!(
-        snap["lastRun"]["preview"],
+        last_run.preview.as_str(),
         "The README describes a small demo project."
     );
-    let artifact = snap["lastRun"]["artifactId"]
-        .as_str()
-        .expect("artifact")
-        .to_owned();
-    let chunk = ok(
+    let artifact = last_run.artifact_id.clone().expect("artifact");
+    let chunk = read_output(
         &s,
-        "subzero_output",
         json!({"artifactId": artifact, "offset": 0, "length": 10}),
     )
     .await;
-    assert_eq!(chunk["text"], "The README");
-    assert_eq!(chunk["eof"], false);
-    let rest = ok(
+    assert_eq!(chunk.text.as_str(), "The README");
+    assert!(!chunk.eof);
+    let rest = read_output(
         &s,
-        "subzero_output",
-        json!({"artifactId": artifact, "offset": chunk["nextOffset"]}),
+        json!({"artifactId": artifact, "offset": chunk.next_offset}),
     )
     .await;
-    assert_eq!(rest["eof"], true);
-    let kinds: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    assert!(rest.eof);
+    let kinds = kinds(&snap);
     assert!(
         kinds.contains(&"run_started") && kinds.contains(&"tool") && kinds.contains(&"completed"),
         "{kinds:?}"
     );
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"][0]["childId"], child.as_str());
+    let listed = list(&s, json!({})).await;
+    assert_eq!(listed.children[0].child_id.as_str(), child);
     s.close().await.expect("close");
     assert!(
         env.files_containing(KEY).is_empty(),
@@ -71,42 +62,39 @@ async fn followups_run_in_order_each_after_the_previous_settled() {
     ]);
     let s = env.broker("broker").await;
     let (child, first) = spawn(&s, &env, "researcher", "one").await;
-    let second = ok(
+    let second = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "two"}),
     )
     .await;
-    let third = ok(
+    let third = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "three"}),
     )
     .await;
-    assert_eq!(second["delivery"], "queued");
-    assert_eq!(third["delivery"], "queued");
-    let running = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(running["activeRunId"], first.as_str());
+    assert_eq!(second.delivery, p::SendOutputDelivery::Queued);
+    assert_eq!(third.delivery, p::SendOutputDelivery::Queued);
+    let running = snapshot(&s, &child).await;
+    assert_eq!(running.active_run_id.as_deref(), Some(&first));
     assert_eq!(
-        running["queuedRuns"],
-        json!([second["runId"], third["runId"]])
+        *running.queued_runs,
+        vec![second.run_id.clone(), third.run_id.clone()]
     );
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], third["runId"]);
-    assert_eq!(snap["lastRun"]["preview"], "third answer");
-    let started: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).run_id, third.run_id);
+    assert_eq!(last(&snap).preview.as_str(), "third answer");
+    let started: Vec<&str> = snap
+        .events
         .iter()
-        .filter(|e| e["type"] == "run_started")
-        .filter_map(|e| e["runId"].as_str())
+        .filter(|e| matches!(e, p::ChildEvent::RunStarted { .. }))
+        .filter_map(event_run)
         .collect();
     assert_eq!(
         started,
         vec![
             first.as_str(),
-            second["runId"].as_str().unwrap(),
-            third["runId"].as_str().unwrap()
+            second.run_id.as_str(),
+            third.run_id.as_str()
         ]
     );
     // Each later run saw the earlier answers: its request carried the conversation so far.
@@ -123,15 +111,14 @@ async fn followups_run_in_order_each_after_the_previous_settled() {
     );
     // A followup on the idle child starts at once.
     env.server.push(Reply::text("fourth answer"));
-    let fourth = ok(
+    let fourth = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "four"}),
     )
     .await;
-    assert_eq!(fourth["delivery"], "started");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["preview"], "fourth answer");
+    assert_eq!(fourth.delivery, p::SendOutputDelivery::Started);
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).preview.as_str(), "fourth answer");
     s.close().await.expect("close");
 }
 
@@ -146,22 +133,20 @@ async fn a_steer_is_delivered_with_a_receipt_and_is_never_a_followup() {
         let (child, _) = spawn(&s, &env, "researcher", "task").await;
         child
     };
-    let steer = ok(
+    let steer = send(
         &s,
-        "subzero_send",
         json!({"childId": idle_check, "mode": "steer", "message": "focus on tests", "requestId": "steer-1"}),
     )
     .await;
-    assert_eq!(steer["delivery"], "steered");
-    let steer_id = steer["steerId"].as_str().expect("steerId").to_owned();
+    assert_eq!(steer.delivery, p::SendOutputDelivery::Steered);
+    let steer_id = steer.steer_id.expect("steerId");
     // The same requestId and message is the same receipt, not a second steer.
-    let again = ok(
+    let again = send(
         &s,
-        "subzero_send",
         json!({"childId": idle_check, "mode": "steer", "message": "focus on tests", "requestId": "steer-1"}),
     )
     .await;
-    assert_eq!(again["steerId"], steer_id.as_str());
+    assert_eq!(again.steer_id.as_ref(), Some(&steer_id));
     let conflict = err(
         &s,
         "subzero_send",
@@ -169,16 +154,20 @@ async fn a_steer_is_delivered_with_a_receipt_and_is_never_a_followup() {
     )
     .await;
     assert_eq!(conflict, "request_conflict");
-    let snap = settle(&s, &idle_check, Duration::from_secs(30)).await;
-    let applied: Vec<_> = snap["events"]
-        .as_array()
-        .expect("events")
+    let snap = settled(&s, &idle_check, Duration::from_secs(30)).await;
+    let applied: Vec<_> = snap
+        .events
         .iter()
-        .filter(|e| e["type"] == "steer_applied")
+        .filter_map(|e| match e {
+            p::ChildEvent::SteerApplied {
+                steer_id,
+                request_id,
+                ..
+            } => Some((steer_id, request_id.as_deref().map(String::as_str))),
+            _ => None,
+        })
         .collect();
-    assert_eq!(applied.len(), 1, "{snap:#}");
-    assert_eq!(applied[0]["steerId"], steer_id.as_str());
-    assert_eq!(applied[0]["requestId"], "steer-1");
+    assert_eq!(applied, [(&steer_id, Some("steer-1"))], "{snap:#?}");
     // The steer reached the model in the request that followed its delivery.
     let requests = env.server.requests();
     assert!(
@@ -210,9 +199,8 @@ async fn a_stale_stop_changes_nothing_and_a_matching_stop_is_confirmed() {
     let env = Env::new(vec![Reply::Hang]);
     let s = env.broker("broker").await;
     let (child, run) = spawn(&s, &env, "researcher", "never ends").await;
-    let queued = ok(
+    let queued = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "later"}),
     )
     .await;
@@ -226,33 +214,22 @@ async fn a_stale_stop_changes_nothing_and_a_matching_stop_is_confirmed() {
         .await,
         "stale_run"
     );
-    let unchanged = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(unchanged["activeRunId"], run.as_str());
-    assert_eq!(unchanged["queuedRuns"], json!([queued["runId"]]));
+    let unchanged = snapshot(&s, &child).await;
+    assert_eq!(unchanged.active_run_id.as_deref(), Some(&run));
+    assert_eq!(*unchanged.queued_runs, vec![queued.run_id]);
     assert!(env.server.wait_for_requests(1, Duration::from_secs(10)));
-    let stopped = ok(
+    let stopped = stop(
         &s,
-        "subzero_stop",
         json!({"childId": child, "expectedRunId": run, "waitMs": 10000}),
     )
     .await;
-    assert_eq!(stopped["requested"], true);
-    assert_eq!(stopped["confirmed"], true);
-    assert_eq!(stopped["status"], "stopped");
-    let snap = ok(
-        &s,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
-    )
-    .await;
-    assert_eq!(snap["state"], "ready");
-    assert_eq!(snap["queuedRuns"], json!([]));
-    let kinds: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    assert!(stopped.requested);
+    assert!(stopped.confirmed);
+    assert_eq!(stopped.status, p::RunStatus::Stopped);
+    let snap = get(&s, json!({"childId": child, "eventLimit": 50})).await;
+    assert_eq!(snap.state, p::ChildState::Ready);
+    assert!(snap.queued_runs.is_empty());
+    let kinds = kinds(&snap);
     assert!(
         kinds.contains(&"stop_requested") && kinds.contains(&"stop_confirmed"),
         "{kinds:?}"

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::support::faults::{RawBroker, Reaper, eventually};
 use crate::support::mcp::Env;
+use crate::support::mcp::{last_status, p};
 use serde_json::json;
 use subzero_testkit::Reply;
 
@@ -35,8 +36,8 @@ fn the_state_opens_once_the_host_has_the_initialize_reply() {
             .exists()),
         "the state did not open after `initialized`"
     );
-    let listed = broker.ok("subzero_list", json!({}));
-    assert_eq!(listed["children"], json!([]), "{listed:#}");
+    let listed = broker.typed::<p::ListOutput>("subzero_list", json!({}));
+    assert!(listed.children.is_empty(), "{listed:#?}");
     broker.close_stdin();
     assert!(broker.wait_exit(Duration::from_secs(10)).is_some());
 }
@@ -48,13 +49,18 @@ fn a_host_that_never_says_initialized_is_served_at_its_first_call() {
     let mut broker = RawBroker::initialize(&env.command("broker"));
     reaper.broker(Some(broker.pid()));
 
-    let out = broker.ok(
+    let out = broker.typed::<p::SpawnOutput>(
         "subzero_spawn",
         json!({"prompt": "go", "templateId": "researcher", "model": env.model()}),
     );
-    let child = out["childId"].as_str().expect("childId").to_owned();
-    let snap = broker.ok("subzero_get", json!({"childId": child, "waitMs": 20000}));
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let child = out.child_id.as_str().to_owned();
+    let snap =
+        broker.typed::<p::ChildSnapshot>("subzero_get", json!({"childId": child, "waitMs": 20000}));
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     assert!(database(&env.state_dir()).exists());
     broker.close_stdin();
     assert!(broker.wait_exit(Duration::from_secs(10)).is_some());

@@ -41,10 +41,14 @@ async fn a_parent_following_the_descriptions_needs_at_most_four_gets() {
     let started = Instant::now();
     let spawned = call(&s, "subzero_spawn", json!({"prompt": "Survey the workspace.", "templateId": "researcher", "model": env.model()})).await;
     assert!(!spawned.is_error, "{}", spawned.text);
-    let child = spawned.structured["childId"]
-        .as_str()
-        .expect("childId")
-        .to_owned();
+    let child = Some(
+        parse::<p::SpawnOutput>("subzero_spawn", &spawned.structured)
+            .child_id
+            .to_string(),
+    )
+    .as_deref()
+    .expect("childId")
+    .to_owned();
     let mut gets = 0;
     let mut bytes = spawned.bytes;
     let snapshot = loop {
@@ -57,15 +61,20 @@ async fn a_parent_following_the_descriptions_needs_at_most_four_gets() {
         gets += 1;
         bytes += reply.bytes;
         assert!(!reply.is_error, "{}", reply.text);
-        if reply.structured["state"] != "running" || gets >= 10 {
-            break reply.structured;
+        let snap: p::ChildSnapshot = parse("subzero_get", &reply.structured);
+        if snap.state != p::ChildState::Running || gets >= 10 {
+            break snap;
         }
     };
     let elapsed = started.elapsed();
     eprintln!(
         "parent cost: {gets} get call(s), {bytes} bytes of tool results, child ran {elapsed:?}"
     );
-    assert_eq!(snapshot["lastRun"]["status"], "completed", "{snapshot:#}");
+    assert_eq!(
+        last_status(&snapshot),
+        Some(p::TerminalRunStatus::Completed),
+        "{snapshot:#?}"
+    );
     assert!(gets <= 4, "a parent needed {gets} get calls");
     assert!(
         elapsed >= Duration::from_secs(5),

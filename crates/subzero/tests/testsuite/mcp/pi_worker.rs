@@ -61,31 +61,25 @@ async fn a_researcher_on_the_pi_worker_completes_a_real_tool_call_and_info_lists
         Reply::text("It is a demo project."),
     ]);
     let broker = env.broker("pi-researcher").await;
-    let info = ok(&broker, "subzero_info", json!({})).await;
-    let workers = info["workers"].as_array().expect("workers");
-    let pi = workers
-        .iter()
-        .find(|w| w["name"] == "pi")
-        .expect("pi listed");
-    assert_eq!(pi["installed"], true, "{info:#}");
-    assert_eq!(pi["capabilities"]["mcpServers"], false);
-    assert!(pi["installedBytes"].as_u64().unwrap_or(0) > 1_000_000);
-    assert!(
-        workers
-            .iter()
-            .any(|w| w["name"] == "rust" && w["installed"] == true)
+    let info = broker_info(&broker).await;
+    let pi = worker_named(&info, "pi");
+    assert!(pi.installed, "{info:#?}");
+    assert_eq!(pi.capabilities.as_ref().map(|c| c.mcp_servers), Some(false));
+    assert!(pi.installed_bytes.unwrap_or(0) > 1_000_000);
+    assert!(worker_named(&info, "rust").installed);
+    let template = template_named(&info, "pi-researcher");
+    assert_eq!(
+        template.worker.as_ref().map(|w| w.to_string()).as_deref(),
+        Some("pi")
     );
-    let template = info["templates"]
-        .as_array()
-        .expect("templates")
-        .iter()
-        .find(|t| t["templateId"] == "pi-researcher")
-        .expect("template");
-    assert_eq!(template["worker"], "pi");
     let (child, _) = spawn(&broker, &env, "pi-researcher", "What is this project?").await;
-    let done = settle(&broker, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
-    assert_eq!(done["lastRun"]["preview"], "It is a demo project.");
+    let done = settled(&broker, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
+    assert_eq!(last(&done).preview.as_str(), "It is a demo project.");
     let body = env.server.requests()[1]
         .json()
         .unwrap_or_default()
@@ -118,10 +112,8 @@ async fn a_coder_on_the_pi_worker_writes_and_runs_commands_and_holds_the_writer_
     ]);
     let broker = env.broker("pi-coder").await;
     let (child, _) = spawn(&broker, &env, "pi-coder", "Write out.txt and show it.").await;
-    until(&broker, &child, Duration::from_secs(30), |snap| {
-        snap["events"]
-            .as_array()
-            .is_some_and(|e| e.iter().any(|e| e["type"] == "tool" && e["name"] == "bash"))
+    until_snap(&broker, &child, Duration::from_secs(30), |snap| {
+        has_tool_event(snap, "bash", None)
     })
     .await;
     // The writer slot is held while the Pi coder runs: a second coder is refused.
@@ -132,8 +124,12 @@ async fn a_coder_on_the_pi_worker_writes_and_runs_commands_and_holds_the_writer_
     )
     .await;
     assert_eq!(second, "workspace_busy");
-    let done = settle(&broker, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&broker, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
     assert_eq!(
         std::fs::read_to_string(env.workspace().join("out.txt")).expect("written"),
         "written by pi\n"
@@ -161,19 +157,19 @@ async fn a_pi_child_resumed_after_a_broker_sigkill_mid_tool_call_branches_from_t
     ]);
     let first = env.broker("pi-first").await;
     let (child, _) = spawn(&first, &env, "pi-coder", "What is this project?").await;
-    let done = settle(&first, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
-    ok(
+    let done = settled(&first, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
+    send(
         &first,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "INTERRUPTED-PROMPT-2b8: run it"}),
     )
     .await;
-    until(&first, &child, Duration::from_secs(30), |snap| {
-        snap["events"].as_array().is_some_and(|e| {
-            e.iter()
-                .any(|e| e["type"] == "tool" && e["name"] == "bash" && e["state"] == "started")
-        })
+    until_snap(&first, &child, Duration::from_secs(30), |snap| {
+        has_tool_event(snap, "bash", Some(p::ToolState::Started))
     })
     .await;
     sigkill(first.pid().expect("broker pid"));
@@ -184,18 +180,21 @@ async fn a_pi_child_resumed_after_a_broker_sigkill_mid_tool_call_branches_from_t
     );
     drop(first);
     let second = env.broker("pi-second").await;
-    let snap = ok(&second, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
-    let resumed = ok(
+    let snap = get(&second, json!({"childId": child})).await;
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
+    let resumed = resume(
         &second,
-        "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "Continue."}),
     )
     .await;
-    assert_eq!(resumed["state"], "running");
-    let after = settle(&second, &child, Duration::from_secs(60)).await;
-    assert_eq!(after["lastRun"]["status"], "completed", "{after:#}");
-    assert_eq!(after["lastRun"]["preview"], "resumed answer");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running);
+    let after = settled(&second, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&after),
+        Some(p::TerminalRunStatus::Completed),
+        "{after:#?}"
+    );
+    assert_eq!(last(&after).preview.as_str(), "resumed answer");
     let body = env.server.requests()[2]
         .json()
         .unwrap_or_default()
@@ -249,12 +248,8 @@ async fn a_pi_template_the_worker_cannot_run_is_refused_before_anything_is_writt
     )
     .await;
     assert_eq!(code, "unsupported_grant");
-    let listed = ok(&broker, "subzero_list", json!({})).await;
-    assert_eq!(
-        listed["children"].as_array().map(Vec::len),
-        Some(0),
-        "nothing was created"
-    );
+    let listed = list(&broker, json!({})).await;
+    assert!(listed.children.is_empty(), "nothing was created");
     assert!(env.server.requests().is_empty(), "no model call");
     broker.close().await.expect("close");
 }
@@ -276,30 +271,25 @@ async fn a_pi_template_without_the_worker_installed_is_refused_naming_the_fix() 
         json!({"prompt": "go", "templateId": "pi-researcher", "model": env.model()}),
     )
     .await;
-    let info = ok(&broker, "subzero_info", json!({})).await;
+    let info = broker_info(&broker).await;
     assert!(
         reply.is_error,
         "{} / {}",
-        reply.text, info["configProblems"]
+        reply.text,
+        json!(info.config_problems)
     );
     assert_eq!(reply.code(), Some("worker_incompatible"), "{}", reply.text);
     assert!(reply.text.contains("npm ci --prefix"), "{}", reply.text);
-    let pi = info["workers"]
-        .as_array()
-        .expect("workers")
-        .iter()
-        .find(|w| w["name"] == "pi")
-        .cloned()
-        .expect("pi");
-    assert_eq!(pi["installed"], false);
+    let pi = worker_named(&info, "pi");
+    assert!(!pi.installed);
     assert!(
-        pi["problem"].as_str().unwrap_or("").contains("npm ci"),
-        "{pi}"
+        pi.problem.as_deref().is_some_and(|p| p.contains("npm ci")),
+        "{pi:#?}"
     );
     // The Rust worker's templates are unaffected.
     let (child, _) = spawn(&broker, &env, "researcher", "hello").await;
-    let done = settle(&broker, &child, Duration::from_secs(30)).await;
-    assert_eq!(done["lastRun"]["status"], "completed");
+    let done = settled(&broker, &child, Duration::from_secs(30)).await;
+    assert_eq!(last_status(&done), Some(p::TerminalRunStatus::Completed));
     broker.close().await.expect("close");
 }
 
@@ -310,71 +300,74 @@ async fn a_pi_childs_receipts_say_that_node_is_confined_as_a_tool_and_bash_neste
     }
     let env = env_with_templates(vec![Reply::text("Pi answer."), Reply::text("Rust answer.")]);
     let broker = env.broker("pi-receipts").await;
-    let info = ok(&broker, "subzero_info", json!({})).await;
-    let workers = info["workers"].as_array().expect("workers");
-    let pi = workers.iter().find(|w| w["name"] == "pi").expect("pi");
-    let rust = workers.iter().find(|w| w["name"] == "rust").expect("rust");
-    let landlock = info["enforcement"]["landlock"].as_u64().is_some();
-    let receipt = &pi["containment"]["worker"];
-    assert_eq!(receipt["name"], "pi", "{info:#}");
-    assert_eq!(receipt["keyHolderConfined"], true, "{info:#}");
-    assert_eq!(receipt["nestedCommands"], landlock, "{info:#}");
+    let info = broker_info(&broker).await;
+    let pi = worker_named(&info, "pi");
+    let rust = worker_named(&info, "rust");
+    let landlock = info.enforcement.landlock.is_some();
+    let pi_containment = pi.containment.as_ref().expect("pi's receipts");
+    let receipt = pi_containment.worker.as_ref().expect("pi's worker receipt");
+    assert_eq!(receipt.name.to_string(), "pi", "{info:#?}");
+    assert!(receipt.key_holder_confined, "{info:#?}");
+    assert_eq!(receipt.nested_commands, landlock, "{info:#?}");
+    assert!(receipt.summary.contains("Node"), "{receipt:#?}");
     assert!(
-        receipt["summary"].as_str().unwrap_or("").contains("Node"),
-        "{receipt}"
+        pi_containment
+            .view
+            .as_ref()
+            .is_some_and(|v| v.summary.starts_with("Node and its tools: ")),
+        "{info:#?}"
     );
     assert!(
-        pi["containment"]["view"]["summary"]
-            .as_str()
-            .unwrap_or("")
-            .starts_with("Node and its tools: "),
-        "{info:#}"
+        rust.containment.is_none(),
+        "the Rust worker's receipts are enforcement.containment: {rust:#?}"
     );
     assert!(
-        rust.get("containment").is_none(),
-        "the Rust worker's receipts are enforcement.containment: {rust}"
-    );
-    assert!(
-        info["enforcement"]["containment"].get("worker").is_none(),
-        "{info:#}"
+        info.enforcement
+            .containment
+            .as_ref()
+            .is_none_or(|c| c.worker.is_none()),
+        "{info:#?}"
     );
 
     let (child, _) = spawn(&broker, &env, "pi-coder", "Say something.").await;
-    let done = settle(&broker, &child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
-    let containment = &done["containment"];
-    assert_eq!(containment["worker"], *receipt, "{done:#}");
+    let done = settled(&broker, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
+    let containment = done.containment.as_ref().expect("containment");
+    assert_eq!(containment.worker.as_ref(), Some(receipt), "{done:#?}");
     assert!(
-        containment["view"]["summary"]
-            .as_str()
-            .unwrap_or("")
-            .starts_with("Node and its tools: "),
-        "{done:#}"
+        containment
+            .view
+            .as_ref()
+            .is_some_and(|v| v.summary.starts_with("Node and its tools: ")),
+        "{done:#?}"
     );
     if landlock {
-        assert_eq!(containment["filesystem"]["enforced"], true, "{done:#}");
-        assert!(
-            containment["filesystem"]["summary"]
-                .as_str()
-                .unwrap_or("")
-                .ends_with(" workspace"),
-            "{done:#}"
-        );
+        let filesystem = containment.filesystem.as_ref().expect("filesystem");
+        assert!(filesystem.enforced, "{done:#?}");
+        assert!(filesystem.summary.ends_with(" workspace"), "{done:#?}");
     }
 
     let (rust_child, _) = spawn(&broker, &env, "researcher", "Say something.").await;
-    let done = settle(&broker, &rust_child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&broker, &rust_child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
+    let containment = done.containment.as_ref();
     assert!(
-        done["containment"].get("worker").is_none(),
-        "a Rust child has no worker receipt: {done:#}"
+        containment.is_none_or(|c| c.worker.is_none()),
+        "a Rust child has no worker receipt: {done:#?}"
     );
     assert!(
-        !done["containment"]["view"]["summary"]
-            .as_str()
-            .unwrap_or("")
-            .contains("Node"),
-        "{done:#}"
+        !containment
+            .and_then(|c| c.view.as_ref())
+            .is_some_and(|v| v.summary.contains("Node")),
+        "{done:#?}"
     );
     broker.close().await.expect("close");
 }

@@ -32,15 +32,10 @@ async fn a_steer_on_a_child_whose_stop_is_pending_is_not_running_and_not_deliver
     assert_eq!(workers.len(), 1, "{workers:?}");
     signal(workers[0], "STOP");
 
-    let stop = ok(
-        &s,
-        "subzero_stop",
-        json!({"childId": child, "expectedRunId": run}),
-    )
-    .await;
-    assert_eq!(stop["confirmed"], false, "{stop:#}");
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "running", "{snap:#}");
+    let stop = stop(&s, json!({"childId": child, "expectedRunId": run})).await;
+    assert!(!stop.confirmed, "{stop:#?}");
+    let snap = get(&s, json!({"childId": child})).await;
+    assert_eq!(snap.state, p::ChildState::Running, "{snap:#?}");
 
     let reply = call(
         &s,
@@ -61,14 +56,13 @@ async fn a_steer_on_a_child_whose_stop_is_pending_is_not_running_and_not_deliver
         reply.text
     );
 
-    let snap = settle(&s, &child, Duration::from_secs(20)).await;
-    assert_eq!(snap["lastRun"]["status"], "stopped", "{snap:#}");
-    let kinds: Vec<&str> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["type"].as_str())
-        .collect();
+    let snap = settled(&s, &child, Duration::from_secs(20)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Stopped),
+        "{snap:#?}"
+    );
+    let kinds = kinds(&snap);
     assert!(
         !kinds.iter().any(|k| k.starts_with("steer")),
         "the steer reached the worker: {kinds:?}"

@@ -12,8 +12,48 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use subzero_protocol as p;
 use subzero_testkit::mcp_client::BrokerCommand;
+
+/// A JSON-RPC message from the broker, as far as the tests read it.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    /// The request id it answers (`null` included); none for a notification.
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Value>,
+    /// Set on a notification or a request from the broker.
+    pub method: Option<String>,
+    /// A response's result.
+    pub result: Option<Value>,
+    /// A protocol-level error.
+    pub error: Option<rmcp::model::ErrorData>,
+}
+
+/// Reads a member that is there, `null` included, as `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Message {
+    /// Reads a raw JSON-RPC message, panicking with it when it is not one.
+    pub fn parse(raw: &Value) -> Message {
+        serde_json::from_value(raw.clone())
+            .unwrap_or_else(|e| panic!("not a JSON-RPC message ({e}): {raw}"))
+    }
+
+    /// The result read as a tool call's answer; none for an error or another result.
+    pub fn tool_result(&self) -> Option<rmcp::model::CallToolResult> {
+        serde_json::from_value(self.result.clone()?).ok()
+    }
+
+    /// Whether this message is a response (it has an id and no method).
+    pub fn is_response(&self) -> bool {
+        self.id.is_some() && self.method.is_none()
+    }
+}
 
 pub use subzero_testkit::procs::*;
 
@@ -229,17 +269,21 @@ impl RawBroker {
     /// The next message with this id — a response or an error — in `limit`, as for
     /// [`RawBroker::response`], but for ids that are not numbers (or `null`).
     pub fn response_to(&mut self, id: &Value, limit: Duration) -> Option<Value> {
-        if let Some(at) = self.early.iter().position(|m| &m["id"] == id) {
+        let answers = |m: &Value| {
+            let m = Message::parse(m);
+            m.is_response() && m.id.as_ref() == Some(id)
+        };
+        if let Some(at) = self.early.iter().position(answers) {
             return Some(self.early.remove(at));
         }
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let message = self.lines.recv_timeout(left).ok()?;
-            if &message["id"] == id && message.get("method").is_none() {
+            if answers(&message) {
                 return Some(message);
             }
-            if message.get("id").is_some() && message.get("method").is_none() {
+            if Message::parse(&message).is_response() {
                 self.early.push(message);
             }
         }
@@ -265,17 +309,18 @@ impl RawBroker {
 
     /// The response to request `id` (its `result` or `error` member), if it comes in time.
     pub fn response(&mut self, id: u64, limit: Duration) -> Option<Value> {
-        if let Some(at) = self.early.iter().position(|m| m["id"] == id) {
+        let answers = |m: &Value| Message::parse(m).id == Some(json!(id));
+        if let Some(at) = self.early.iter().position(answers) {
             return Some(self.early.remove(at));
         }
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let message = self.lines.recv_timeout(left).ok()?;
-            if message["id"] == id {
+            if answers(&message) {
                 return Some(message);
             }
-            if message.get("id").is_some() && message.get("method").is_none() {
+            if Message::parse(&message).is_response() {
                 self.early.push(message);
             }
         }
@@ -287,15 +332,24 @@ impl RawBroker {
         let reply = self
             .response(id, Duration::from_secs(30))
             .unwrap_or_else(|| panic!("{tool} was never answered"));
-        assert_eq!(
-            reply["result"]["isError"], true,
+        let result = Message::parse(&reply).tool_result();
+        assert!(
+            result.as_ref().is_some_and(|r| r.is_error == Some(true)),
             "{tool} unexpectedly succeeded: {reply}"
         );
-        let text = reply["result"]["content"][0]["text"]
-            .as_str()
+        let text = result
+            .and_then(|r| r.content.into_iter().next())
+            .and_then(|c| c.as_text().map(|t| t.text.clone()))
             .unwrap_or_default();
-        serde_json::from_str(text)
+        serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{tool}: error text is not JSON ({e}): {reply}"))
+    }
+
+    /// A tool call that must fail: its error body, read as the protocol's type.
+    pub fn refused_with(&mut self, tool: &str, arguments: Value) -> p::ErrorBody {
+        let body = self.refused(tool, arguments);
+        serde_json::from_value(body.clone())
+            .unwrap_or_else(|e| panic!("{tool}: not an error body ({e}): {body}"))
     }
 
     /// `tools/call` and its structured result; panics on a tool or protocol error.
@@ -304,12 +358,20 @@ impl RawBroker {
         let reply = self
             .response(id, Duration::from_secs(40))
             .expect("tool call answered");
-        let result = &reply["result"];
-        assert!(
-            reply.get("error").is_none() && result["isError"] != true,
-            "{tool} failed: {reply}"
-        );
-        result["structuredContent"].clone()
+        let message = Message::parse(&reply);
+        let result = message
+            .tool_result()
+            .filter(|r| message.error.is_none() && r.is_error != Some(true))
+            .unwrap_or_else(|| panic!("{tool} failed: {reply}"));
+        result.structured_content.unwrap_or(Value::Null)
+    }
+
+    /// `tools/call` read as the protocol's output type `T`; panics on a tool or protocol
+    /// error, or when the output does not match `T`.
+    pub fn typed<T: DeserializeOwned>(&mut self, tool: &str, arguments: Value) -> T {
+        let out = self.ok(tool, arguments);
+        serde_json::from_value(out.clone())
+            .unwrap_or_else(|e| panic!("{tool} does not match its protocol type ({e}): {out:#?}"))
     }
 
     /// Every response or notification read so far or arriving within `limit`.

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+pub use subzero_protocol as p;
 use subzero_testkit::mcp_client::{BrokerCommand, McpSession, ToolReply};
 use subzero_testkit::{Reply, ScriptedServer};
 use tempfile::TempDir;
@@ -144,16 +146,195 @@ pub async fn err(s: &McpSession, tool: &str, args: Value) -> String {
 }
 
 pub async fn spawn(s: &McpSession, env: &Env, template: &str, prompt: &str) -> (String, String) {
-    let out = ok(
+    let out: p::SpawnOutput = typed(
         s,
         "subzero_spawn",
         json!({"prompt": prompt, "templateId": template, "model": env.model()}),
     )
     .await;
-    (
-        out["childId"].as_str().expect("childId").to_owned(),
-        out["runId"].as_str().expect("runId").to_owned(),
-    )
+    (out.child_id.to_string(), out.run_id.to_string())
+}
+
+/// Reads a tool's structured output (or error body) as its protocol type `T`, panicking with
+/// the raw JSON when it does not match: the shape itself is part of the contract.
+pub fn parse<T: DeserializeOwned>(what: &str, value: &Value) -> T {
+    serde_json::from_value(value.clone())
+        .unwrap_or_else(|e| panic!("{what} does not match its protocol type: {e}\n{value:#?}"))
+}
+
+/// Calls `tool`, asserts it succeeded and reads its output as the protocol type `T`.
+pub async fn typed<T: DeserializeOwned>(s: &McpSession, tool: &str, args: Value) -> T {
+    parse(tool, &ok(s, tool, args).await)
+}
+
+/// `subzero_get` with these arguments.
+pub async fn get(s: &McpSession, args: Value) -> p::ChildSnapshot {
+    typed(s, "subzero_get", args).await
+}
+
+/// `subzero_get` of `child` without waiting.
+pub async fn snapshot(s: &McpSession, child: &str) -> p::ChildSnapshot {
+    get(s, json!({"childId": child})).await
+}
+
+/// `subzero_send` with these arguments.
+pub async fn send(s: &McpSession, args: Value) -> p::SendOutput {
+    typed(s, "subzero_send", args).await
+}
+
+/// `subzero_stop` with these arguments.
+pub async fn stop(s: &McpSession, args: Value) -> p::StopOutput {
+    typed(s, "subzero_stop", args).await
+}
+
+/// `subzero_resume` with these arguments.
+pub async fn resume(s: &McpSession, args: Value) -> p::ResumeOutput {
+    typed(s, "subzero_resume", args).await
+}
+
+/// `subzero_list` with these arguments.
+pub async fn list(s: &McpSession, args: Value) -> p::ListOutput {
+    typed(s, "subzero_list", args).await
+}
+
+/// `subzero_output` with these arguments.
+pub async fn read_output(s: &McpSession, args: Value) -> p::ArtifactChunk {
+    typed(s, "subzero_output", args).await
+}
+
+/// `subzero_info`.
+pub async fn broker_info(s: &McpSession) -> p::Info {
+    typed(s, "subzero_info", json!({})).await
+}
+
+/// The last run of a snapshot, panicking with the snapshot when it has none.
+pub fn last(snap: &p::ChildSnapshot) -> &p::LastRun {
+    snap.last_run
+        .as_ref()
+        .unwrap_or_else(|| panic!("no lastRun: {snap:#?}"))
+}
+
+/// The worker `name` as `subzero_info` lists it.
+pub fn worker_named<'a>(info: &'a p::Info, name: &str) -> &'a p::WorkerAvailability {
+    info.workers
+        .iter()
+        .flat_map(|w| w.iter())
+        .find(|w| w.name.to_string() == name)
+        .unwrap_or_else(|| panic!("worker {name} not listed: {info:#?}"))
+}
+
+/// The template `id` as `subzero_info` lists it.
+pub fn template_named<'a>(info: &'a p::Info, id: &str) -> &'a p::TemplateInfo {
+    info.templates
+        .iter()
+        .find(|t| t.template_id.as_str() == id)
+        .unwrap_or_else(|| panic!("template {id} not listed: {info:#?}"))
+}
+
+/// Whether the snapshot's events hold a `tool` event for `name` (in `state`, if given).
+pub fn has_tool_event(snap: &p::ChildSnapshot, name: &str, state: Option<p::ToolState>) -> bool {
+    snap.events.iter().any(|e| match e {
+        p::ChildEvent::Tool {
+            name: tool,
+            state: now,
+            ..
+        } => tool.as_str() == name && state.is_none_or(|s| s == *now),
+        _ => false,
+    })
+}
+
+/// The status of a snapshot's last run, if it has one.
+pub fn last_status(snap: &p::ChildSnapshot) -> Option<p::TerminalRunStatus> {
+    snap.last_run.as_ref().map(|run| run.status)
+}
+
+/// The wire name of an event's type (its `type` tag).
+pub fn kind(event: &p::ChildEvent) -> &'static str {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { .. } => "run_queued",
+        E::RunStarted { .. } => "run_started",
+        E::Text { .. } => "text",
+        E::Tool { .. } => "tool",
+        E::SteerApplied { .. } => "steer_applied",
+        E::SteerDiscarded { .. } => "steer_discarded",
+        E::Compacted { .. } => "compacted",
+        E::StopRequested { .. } => "stop_requested",
+        E::StopConfirmed { .. } => "stop_confirmed",
+        E::Completed { .. } => "completed",
+        E::BudgetExhausted { .. } => "budget_exhausted",
+        E::Failed { .. } => "failed",
+        E::Interrupted { .. } => "interrupted",
+        E::Gap { .. } => "gap",
+    }
+}
+
+/// The types of a snapshot's events, in order.
+pub fn kinds(snap: &p::ChildSnapshot) -> Vec<&'static str> {
+    snap.events.iter().map(kind).collect()
+}
+
+/// An event's per-child sequence number.
+pub fn seq(event: &p::ChildEvent) -> u64 {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { seq, .. }
+        | E::RunStarted { seq, .. }
+        | E::Text { seq, .. }
+        | E::Tool { seq, .. }
+        | E::SteerApplied { seq, .. }
+        | E::SteerDiscarded { seq, .. }
+        | E::Compacted { seq, .. }
+        | E::StopRequested { seq, .. }
+        | E::StopConfirmed { seq, .. }
+        | E::Completed { seq, .. }
+        | E::BudgetExhausted { seq, .. }
+        | E::Failed { seq, .. }
+        | E::Interrupted { seq, .. }
+        | E::Gap { seq, .. } => seq.get(),
+    }
+}
+
+/// The child an event belongs to.
+pub fn event_child(event: &p::ChildEvent) -> &str {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { child_id, .. }
+        | E::RunStarted { child_id, .. }
+        | E::Text { child_id, .. }
+        | E::Tool { child_id, .. }
+        | E::SteerApplied { child_id, .. }
+        | E::SteerDiscarded { child_id, .. }
+        | E::Compacted { child_id, .. }
+        | E::StopRequested { child_id, .. }
+        | E::StopConfirmed { child_id, .. }
+        | E::Completed { child_id, .. }
+        | E::BudgetExhausted { child_id, .. }
+        | E::Failed { child_id, .. }
+        | E::Interrupted { child_id, .. }
+        | E::Gap { child_id, .. } => child_id.as_str(),
+    }
+}
+
+/// The run an event belongs to (none for a gap or a run-less interruption).
+pub fn event_run(event: &p::ChildEvent) -> Option<&str> {
+    use p::ChildEvent as E;
+    match event {
+        E::RunQueued { run_id, .. }
+        | E::RunStarted { run_id, .. }
+        | E::Text { run_id, .. }
+        | E::Tool { run_id, .. }
+        | E::SteerApplied { run_id, .. }
+        | E::SteerDiscarded { run_id, .. }
+        | E::Compacted { run_id, .. }
+        | E::StopRequested { run_id, .. }
+        | E::StopConfirmed { run_id, .. }
+        | E::Completed { run_id, .. }
+        | E::BudgetExhausted { run_id, .. }
+        | E::Failed { run_id, .. } => Some(run_id.as_str()),
+        E::Interrupted { run_id, .. } => run_id.as_deref().map(String::as_str),
+        E::Gap { .. } => None,
+    }
 }
 
 /// get with a long wait until the child is not running (bounded by `limit`).
@@ -161,9 +342,37 @@ pub async fn settle(s: &McpSession, child: &str, limit: Duration) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let snap = ok(s, "subzero_get", json!({"childId": child, "waitMs": 10000})).await;
-        if snap["state"] != "running" || Instant::now() > deadline {
+        if parse::<p::ChildSnapshot>("subzero_get", &snap).state != p::ChildState::Running
+            || Instant::now() > deadline
+        {
             return snap;
         }
+    }
+}
+
+/// [`settle`], read as the protocol's snapshot.
+pub async fn settled(s: &McpSession, child: &str, limit: Duration) -> p::ChildSnapshot {
+    parse("subzero_get", &settle(s, child, limit).await)
+}
+
+/// Poll get until `pred` holds of the typed snapshot (bounded); returns the last snapshot.
+pub async fn until_snap(
+    s: &McpSession,
+    child: &str,
+    limit: Duration,
+    pred: impl Fn(&p::ChildSnapshot) -> bool,
+) -> p::ChildSnapshot {
+    let deadline = Instant::now() + limit;
+    loop {
+        let snap = get(
+            s,
+            json!({"childId": child, "waitMs": 500, "waitFor": "event", "eventLimit": 50}),
+        )
+        .await;
+        if pred(&snap) || Instant::now() > deadline {
+            return snap;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

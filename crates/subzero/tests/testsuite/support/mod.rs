@@ -3,9 +3,11 @@
 //! and the prerequisites they need.
 
 pub mod chat_hosts;
+pub mod chat_request;
 pub mod cli;
 pub mod conformance;
 pub mod containment;
+pub mod control;
 pub mod fake_mcp;
 pub mod faults;
 pub mod gate;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::cli::*;
 use crate::support::mcp::*;
 use crate::support::pty::{Terminal, controls_beyond};
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 use subzero_testkit::mcp_client::McpSession;
 
@@ -64,18 +64,18 @@ fn row_of<'a>(screen: &'a str, child: &str) -> &'a str {
 }
 
 /// `subzero ls --json`'s summary of `child`.
-fn listed(env: &Env, child: &str) -> Value {
+fn listed(env: &Env, child: &str) -> p::ChildSummary {
     let out = subzero()
         .args(["ls", "--json", "--state-dir"])
         .arg(env.state_dir())
         .output()
         .expect("ls runs");
-    let doc = json_of(&out);
-    doc["children"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["childId"] == child))
+    let doc: Listing = parsed_of(&out);
+    doc.children
+        .iter()
+        .find(|c| c.child_id.as_str() == child)
         .cloned()
-        .unwrap_or_else(|| panic!("{child} is not listed: {doc:#}"))
+        .unwrap_or_else(|| panic!("{child} is not listed: {doc:#?}"))
 }
 
 /// The words on the screen with the dialog's and panes' borders taken out, so a sentence a
@@ -113,17 +113,17 @@ async fn the_board_shows_running_and_finished_children_at_80x24_and_opens_one_ch
     ]);
     let s = env.broker("broker").await;
     let (coder, _) = spawn(&s, &env, "coder", "Run the slow job").await;
-    until(&s, &coder, Duration::from_secs(20), |g| {
-        g["phase"] == "tool"
+    until_snap(&s, &coder, Duration::from_secs(20), |g| {
+        g.phase == p::Phase::Tool
     })
     .await;
     let (reader, _) = spawn(&s, &env, "researcher", "Read slowly").await;
-    until(&s, &reader, Duration::from_secs(20), |g| {
-        g["phase"] == "model"
+    until_snap(&s, &reader, Duration::from_secs(20), |g| {
+        g.phase == p::Phase::Model
     })
     .await;
     let (done, _) = spawn(&s, &env, "researcher", "Summarize README.md").await;
-    settle(&s, &done, Duration::from_secs(20)).await;
+    settled(&s, &done, Duration::from_secs(20)).await;
 
     let mut term = watch(&env, &[], 80, 24);
     let screen = term.wait_for("three children, two running", SCREEN, |t| {
@@ -232,7 +232,7 @@ async fn fifty_children_page_through_an_80x24_terminal() {
     let mut children = Vec::new();
     for i in 0..50 {
         let (child, _) = spawn(&s, &env, "researcher", &format!("question {i}")).await;
-        settle(&s, &child, Duration::from_secs(20)).await;
+        settled(&s, &child, Duration::from_secs(20)).await;
         children.push(child);
     }
     let mut term = watch(&env, &[("NO_COLOR", "1")], 80, 24);
@@ -270,8 +270,8 @@ async fn a_stop_asks_first_and_then_names_the_live_broker_that_owns_the_run() {
     let env = Env::new(vec![slow_reply("Done.", 60_000)]);
     let s = env.broker("broker").await;
     let (child, run) = spawn(&s, &env, "researcher", "Read slowly").await;
-    until(&s, &child, Duration::from_secs(20), |g| {
-        g["phase"] == "model"
+    until_snap(&s, &child, Duration::from_secs(20), |g| {
+        g.phase == p::Phase::Model
     })
     .await;
     let mut term = watch(&env, &[], 80, 24);
@@ -285,7 +285,7 @@ async fn a_stop_asks_first_and_then_names_the_live_broker_that_owns_the_run() {
     term.wait_for("the dialog to close", SCREEN, |t| {
         !t.contains("Stop the run?")
     });
-    assert_eq!(listed(&env, &child)["state"], "running");
+    assert_eq!(listed(&env, &child).state, p::ChildState::Running);
 
     // `s`, `y`: the broker that owns the child is alive, so watch names it and what
     // stops the run, and changes nothing.
@@ -299,8 +299,8 @@ async fn a_stop_asks_first_and_then_names_the_live_broker_that_owns_the_run() {
     assert!(flat.contains(&format!("pid {pid}")), "{answer}");
     assert!(flat.contains("subzero_stop"), "{answer}");
     assert!(flat.contains("Nothing was changed"), "{answer}");
-    assert_eq!(listed(&env, &child)["state"], "running");
-    assert_eq!(listed(&env, &child)["activeRunId"], run.as_str());
+    assert_eq!(listed(&env, &child).state, p::ChildState::Running);
+    assert_eq!(listed(&env, &child).active_run_id.as_deref(), Some(&run));
     term.send(" ");
     term.wait_for("the message to close", SCREEN, |t| {
         !t.contains("Not stopped")
@@ -314,8 +314,8 @@ async fn a_stop_whose_broker_is_gone_goes_through_a_broker_watch_starts() {
     let env = Env::new(vec![slow_reply("Done.", 60_000)]);
     let s = env.broker("broker").await;
     let (child, run) = spawn(&s, &env, "researcher", "Read slowly").await;
-    until(&s, &child, Duration::from_secs(20), |g| {
-        g["phase"] == "model"
+    until_snap(&s, &child, Duration::from_secs(20), |g| {
+        g.phase == p::Phase::Model
     })
     .await;
     // The host dies and takes its broker with it; the worker follows (parent-death signal),
@@ -338,7 +338,7 @@ async fn a_stop_whose_broker_is_gone_goes_through_a_broker_watch_starts() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(listed(&env, &child)["state"], "running");
+    assert_eq!(listed(&env, &child).state, p::ChildState::Running);
 
     let mut term = watch(&env, &[], 80, 24);
     term.wait_text(&short(&child), SCREEN);
@@ -350,8 +350,12 @@ async fn a_stop_whose_broker_is_gone_goes_through_a_broker_watch_starts() {
     let answer = term.wait_text("any key closes this", Duration::from_secs(40));
     keep("stop-orphan", &answer);
     let after = listed(&env, &child);
-    assert_eq!(after["state"], "interrupted", "{after:#}\n{answer}");
-    assert_eq!(after["activeRunId"], Value::Null, "{after:#}");
+    assert_eq!(
+        after.state,
+        p::ChildState::Interrupted,
+        "{after:#?}\n{answer}"
+    );
+    assert_eq!(after.active_run_id, None, "{after:#?}");
     let flat = words(&answer);
     assert!(
         flat.contains(&format!("{run} had already ended")),
@@ -372,7 +376,7 @@ async fn piped_it_prints_the_board_once_as_plain_text() {
     let env = Env::new(vec![Reply::text("Done.")]);
     let s = env.broker("broker").await;
     let (child, _) = spawn(&s, &env, "researcher", "Say done").await;
-    settle(&s, &child, Duration::from_secs(20)).await;
+    settled(&s, &child, Duration::from_secs(20)).await;
     let out = Command::new(env!("CARGO_BIN_EXE_subzero"))
         .args(["watch", "--workspace"])
         .arg(env.workspace())
@@ -458,14 +462,14 @@ async fn a_hostile_childs_text_is_drawn_escaped_and_a_pipe_gets_plain_text() {
     let model = json!({"url": env.server.base_url(), "model": format!("scripted{HOSTILE}"), "credentialRef": CRED});
     let mut children = Vec::new();
     for prompt in ["Answer", "Answer again"] {
-        let out = ok(
+        let out = typed::<p::SpawnOutput>(
             &s,
             "subzero_spawn",
             json!({"prompt": prompt, "templateId": "researcher", "model": model}),
         )
         .await;
-        let child = out["childId"].as_str().expect("childId").to_owned();
-        settle(&s, &child, Duration::from_secs(30)).await;
+        let child = out.child_id.as_str().to_owned();
+        settled(&s, &child, Duration::from_secs(30)).await;
         children.push(child);
     }
     s.close().await.expect("close");

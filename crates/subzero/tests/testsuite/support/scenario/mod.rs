@@ -17,6 +17,7 @@ use subzero_testkit::Reply;
 use subzero_testkit::mcp_client::McpSession;
 
 use crate::support::live::*;
+use crate::support::mcp::p;
 
 pub(crate) use core_only::{CORE_ONLY, UNOBSERVABLE, whole_trace};
 
@@ -105,8 +106,9 @@ impl Live {
         }
     }
 
-    async fn snapshot(&self) -> Value {
-        ok(self.s(), "subzero_get", json!({"childId": self.child()})).await
+    async fn snapshot(&self) -> p::ChildSnapshot {
+        let snap = ok(self.s(), "subzero_get", json!({"childId": self.child()})).await;
+        crate::support::mcp::parse("subzero_get", &snap)
     }
 
     /// The trace's `child` view of the live snapshot.
@@ -115,20 +117,19 @@ impl Live {
             return Value::Null;
         }
         let snap = self.snapshot().await;
-        let status = match (&snap["activeRunId"], snap["phase"].as_str()) {
-            (Value::Null, _) => Value::Null,
-            (_, Some("stopping")) => json!("stop_requested"),
+        let status = match (&snap.active_run_id, snap.phase) {
+            (None, _) => Value::Null,
+            (_, p::Phase::Stopping) => json!("stop_requested"),
             _ => json!("running"),
         };
-        let queued: Vec<Value> = snap["queuedRuns"]
-            .as_array()
-            .unwrap()
+        let queued: Vec<Value> = snap
+            .queued_runs
             .iter()
-            .map(|r| self.run_name(r))
+            .map(|r| self.run_name(&json!(r)))
             .collect();
         json!({
-            "state": snap["state"],
-            "activeRun": self.run_name(&snap["activeRunId"]),
+            "state": snap.state,
+            "activeRun": self.run_name(&json!(snap.active_run_id)),
             "activeStatus": status,
             "queued": queued,
         })
@@ -166,27 +167,28 @@ impl Live {
     async fn active(&self) -> (Value, bool) {
         let snap = self.snapshot().await;
         (
-            self.run_name(&snap["activeRunId"]),
-            snap["phase"] == "stopping",
+            self.run_name(&json!(snap.active_run_id)),
+            snap.phase == p::Phase::Stopping,
         )
     }
 
     /// Wait until run `id` has ended; then the settlement as a trace writes it.
     async fn settled(&self, id: &str) -> Value {
+        let ended =
+            |s: &p::ChildSnapshot| s.last_run.as_ref().is_some_and(|r| r.run_id.as_str() == id);
         let snap = until(self.s(), &self.child(), PATIENCE, |s| {
-            s["lastRun"]["runId"] == id
+            ended(&crate::support::mcp::parse("subzero_get", s))
         })
         .await;
-        assert_eq!(
-            snap["lastRun"]["runId"], id,
-            "the run never settled: {snap:#}"
-        );
-        let started = self.run_name(&snap["activeRunId"]);
+        let snap: p::ChildSnapshot = crate::support::mcp::parse("subzero_get", &snap);
+        assert!(ended(&snap), "the run never settled: {snap:#?}");
+        let started = self.run_name(&json!(snap.active_run_id));
         if !started.is_null() {
             self.at_the_model();
         }
+        let last = crate::support::mcp::last(&snap);
         json!({
-            "settled": {"run": self.run_name(&snap["lastRun"]["runId"]), "status": snap["lastRun"]["status"]},
+            "settled": {"run": self.run_name(&json!(last.run_id)), "status": last.status},
             "started": started,
         })
     }
@@ -201,7 +203,11 @@ impl Live {
             );
             for _ in 0..200 {
                 let snap = self.snapshot().await;
-                if snap["lastRun"]["runId"] == id {
+                if snap
+                    .last_run
+                    .as_ref()
+                    .is_some_and(|r| r.run_id.as_str() == id)
+                {
                     return self.settled(id).await;
                 }
                 if self.env.gate.held() > 0 {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use subzero_testkit::Reply;
 
 use crate::support::live::*;
+use crate::support::mcp::p;
 
 use super::core_only::*;
 use super::{Driven, Live, PATIENCE};
@@ -53,8 +54,11 @@ impl Live {
                         let mut result = json!({"delivery": out["delivery"]});
                         if out["delivery"] == "queued" {
                             let snap = self.snapshot().await;
-                            let queue = snap["queuedRuns"].as_array().unwrap();
-                            let at = queue.iter().position(|r| r == id.as_str()).unwrap();
+                            let at = snap
+                                .queued_runs
+                                .iter()
+                                .position(|r| r.as_str() == id)
+                                .unwrap();
                             result["position"] = json!(at + 1);
                         } else {
                             self.at_the_model();
@@ -134,7 +138,7 @@ impl Live {
             }
             "lose_worker" => {
                 let snap = self.snapshot().await;
-                if snap["state"] != "running" {
+                if snap.state != p::ChildState::Running {
                     return Driven::CoreOnly(NO_WORKER);
                 }
                 let workers = self.env.workers();
