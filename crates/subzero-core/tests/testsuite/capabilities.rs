@@ -52,14 +52,10 @@ const MINT_POINTS: &[(&str, &[&str])] = &[
         "crates/subzero-runtime/src/broker/worker/driver.rs",
         &["supervisor.compaction_reported("],
     ),
-    // The transcript leaf read from disk → ObservedLeaf (the Rust worker's transcript and
-    // the Pi worker's session file).
+    // The transcript leaf read from disk → ObservedLeaf, in the one verification pipeline
+    // of both formats (the Rust worker's transcript and the Pi worker's session file).
     (
         "crates/subzero-runtime/src/broker/checkpoint/mod.rs",
-        &["supervisor.observed_leaf("],
-    ),
-    (
-        "crates/subzero-runtime/src/broker/checkpoint/pi.rs",
         &["supervisor.observed_leaf("],
     ),
 ];
@@ -71,7 +67,6 @@ const LENT_TO: &[&str] = &[
     "crates/subzero-runtime/src/broker/mod.rs",
     "crates/subzero-runtime/src/broker/worker/settle.rs",
     "crates/subzero-runtime/src/broker/checkpoint/mod.rs",
-    "crates/subzero-runtime/src/broker/checkpoint/pi.rs",
 ];
 
 /// Test code that scripts the evidence: it takes the capabilities for its own process.

@@ -198,3 +198,86 @@ fn incompatible(child: ChildId, why: String) -> BrokerError {
         ),
     )
 }
+
+#[cfg(test)]
+/// The Pi session file through the one pipeline.
+mod tests {
+    use super::*;
+
+    /// The process's minting authority (no broker runs in this test process).
+    fn authority() -> &'static Supervisor {
+        crate::supervisor::proof::authority().expect("the runtime takes the authority")
+    }
+
+    const HEADER: &str =
+        "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/w\"}\n";
+    const A: &str = "{\"type\":\"model_change\",\"id\":\"a\",\"parentId\":null}\n";
+    const B: &str = "{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\"}\n";
+    const C: &str = "{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\"}\n";
+    const D: &str = "{\"type\":\"message\",\"id\":\"d\",\"parentId\":\"a\"}\n";
+
+    fn child() -> ChildId {
+        ChildId::parse("ch_01JDZ8Q4W3V9K2M5N7P8R0S1T2").expect("id")
+    }
+
+    #[test]
+    fn a_leafs_digest_covers_the_header_and_its_path_only() {
+        let text = format!("{HEADER}{A}{B}{D}{C}not json, a crash's half line\n");
+        let session = pi::parse(&text).expect("parses");
+        let expected = Sha256Digest::of(format!("{HEADER}{A}{B}{C}").as_bytes());
+        assert_eq!(session.digest_of("c"), Some(expected));
+        // Another branch does not change it.
+        let straight = format!("{HEADER}{A}{B}{C}");
+        let other = pi::parse(&straight).expect("parses");
+        assert_eq!(other.digest_of("c"), Some(expected));
+        assert_eq!(session.digest_of("missing"), None);
+    }
+
+    #[test]
+    fn a_recorded_leaf_verifies_and_a_changed_line_is_refused() {
+        let text = format!("{HEADER}{A}{B}{C}");
+        let digest = Sha256Digest::of(text.as_bytes()).to_string();
+        let recorded = StoredLeaf {
+            leaf_id: "c".to_owned(),
+            digest: digest.clone(),
+        };
+        let verified = verify_text(authority(), child(), &text, Some(&recorded), 3, Format::Pi)
+            .expect("verified");
+        assert_eq!(verified.start, Some(("c".to_owned(), digest)));
+        let tampered = text.replace(
+            "\"b\",\"parentId\":\"a\"",
+            "\"b\",\"parentId\":\"a\",\"x\":1",
+        );
+        let err = verify_text(
+            authority(),
+            child(),
+            &tampered,
+            Some(&recorded),
+            3,
+            Format::Pi,
+        )
+        .expect_err("refused");
+        assert_eq!(err.code(), subzero_core::ErrorCode::CheckpointIncompatible);
+    }
+
+    #[test]
+    fn an_unknown_session_version_is_refused_never_migrated() {
+        let text = format!("{}{A}", HEADER.replace("\"version\":3", "\"version\":4"));
+        let err =
+            verify_text(authority(), child(), &text, None, 3, Format::Pi).expect_err("refused");
+        assert!(
+            err.message().contains("never migrated"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn without_a_recorded_leaf_a_resume_starts_at_the_first_root() {
+        let text = format!("{HEADER}{A}{B}");
+        let verified =
+            verify_text(authority(), child(), &text, None, 3, Format::Pi).expect("verified");
+        let digest = Sha256Digest::of(format!("{HEADER}{A}").as_bytes()).to_string();
+        assert_eq!(verified.start, Some(("a".to_owned(), digest)));
+    }
+}
