@@ -27,6 +27,45 @@ pub trait Coded {
     fn code(&self) -> ErrorCode;
 }
 
+/// An error whose message is written apart from its code: its `Display` is
+/// `code: message` ([`coded_display!`](crate::coded_display)), and [`Described::message`]
+/// is the message alone, so an error body takes code and message as they are instead of
+/// parsing the code back out of the text.
+pub trait Described: Coded {
+    /// Writes what went wrong and what to do next, without the code.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+
+    /// The message, without the code.
+    fn message(&self) -> String
+    where
+        Self: Sized,
+    {
+        Message(self).to_string()
+    }
+}
+
+/// The message of a [`Described`] error, as `Display`.
+struct Message<'a, E>(&'a E);
+
+impl<E: Described> fmt::Display for Message<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.describe(f)
+    }
+}
+
+/// Implements `Display` as `code: message` for [`Described`] types.
+#[macro_export]
+macro_rules! coded_display {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                write!(f, "{}: ", $crate::Coded::code(self))?;
+                $crate::Described::describe(self, f)
+            }
+        }
+    )+};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

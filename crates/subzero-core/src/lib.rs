@@ -30,7 +30,7 @@ pub mod template;
 
 pub use budget::{BudgetName, BudgetReached, BudgetRequest, Budgets};
 pub use digest::Sha256Digest;
-pub use error_code::{Coded, ErrorCode};
+pub use error_code::{Coded, Described, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};
 pub use lifecycle::{AnyChild, AnyRun, Checkpoint, Child, LifecycleError, Run};
 pub use limits::{LimitExceeded, LimitName, Limits};

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error_code::{Coded, ErrorCode};
+use crate::error_code::{Coded, Described, ErrorCode};
 
 /// The name of one policy limit, spelled as in the configuration file.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
@@ -118,8 +118,7 @@ impl fmt::Display for LimitName {
 }
 
 /// A policy limit was hit; nothing happened.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("limit_exceeded: {what} is {actual}, over the {limit} limit of {max}; {advice}", advice = limit.advice())]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitExceeded {
     /// Which limit.
     pub limit: LimitName,
@@ -136,6 +135,26 @@ impl Coded for LimitExceeded {
         ErrorCode::LimitExceeded
     }
 }
+
+impl Described for LimitExceeded {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let LimitExceeded {
+            limit,
+            max,
+            actual,
+            what,
+        } = self;
+        let advice = limit.advice();
+        write!(
+            f,
+            "{what} is {actual}, over the {limit} limit of {max}; {advice}"
+        )
+    }
+}
+
+crate::coded_display!(LimitExceeded);
+
+impl std::error::Error for LimitExceeded {}
 
 /// The policy limits in force. `Default` is the seed's initial policy.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]

@@ -37,6 +37,7 @@ pub mod v1;
 #[cfg(any(feature = "core", test))]
 pub mod convert;
 pub mod defaults;
+mod event;
 pub mod export;
 pub mod roots;
 pub mod schema_fix;

@@ -1,24 +1,21 @@
 //! The runtime's error boundary: every failure carries a stable [`ErrorCode`] and a
 //! message that tells the caller what to do next.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use subzero_core::lifecycle::CustodyRefused;
-use subzero_core::{Coded, ErrorCode, LifecycleError};
+use subzero_core::{Coded, Described, ErrorCode, LifecycleError};
 
 /// Result alias for runtime operations.
 pub type RuntimeResult<T> = Result<T, RuntimeError>;
 
 /// Everything the runtime adapters can fail with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub enum RuntimeError {
     /// A caller argument is malformed or out of bounds.
-    #[error("invalid_request: {0}")]
     InvalidRequest(String),
     /// A well-formed id names nothing in this workspace scope.
-    #[error(
-        "not_found: {what} {id} does not exist in this workspace; list children with subzero_list"
-    )]
     NotFound {
         /// What kind of thing (`child`, `run`, `artifact`).
         what: &'static str,
@@ -26,25 +23,17 @@ pub enum RuntimeError {
         id: String,
     },
     /// A credential reference could not be resolved for this model URL.
-    #[error("credentials_required: {0}")]
     CredentialsRequired(String),
     /// The workspace's worker or writer slots are all taken.
-    #[error("workspace_busy: {0}")]
     WorkspaceBusy(String),
     /// Another broker or process holds the child.
-    #[error("busy: {0}")]
     Busy(String),
     /// The previous owner's processes may still be alive.
-    #[error("recovery_required: {0}")]
     RecoveryRequired(String),
     /// The core refused the transition (stale run, not running, interrupted, busy,
     /// custody, …); its code and message pass through unchanged. Nothing was written.
-    #[error(transparent)]
-    Lifecycle(#[from] LifecycleError),
+    Lifecycle(LifecycleError),
     /// A `requestId` was reused with different arguments.
-    #[error(
-        "request_conflict: requestId {request_id} was already used for {tool} with different arguments; use a new requestId"
-    )]
     RequestConflict {
         /// The tool.
         tool: String,
@@ -52,13 +41,10 @@ pub enum RuntimeError {
         request_id: String,
     },
     /// A policy limit was hit.
-    #[error("limit_exceeded: {0}")]
     LimitExceeded(String),
     /// An artifact file is missing or unreadable.
-    #[error("artifact_unavailable: {0}")]
     ArtifactUnavailable(String),
     /// The configuration file is unreadable or malformed.
-    #[error("invalid_request: configuration file {}: {message}", path.display())]
     Config {
         /// The file.
         path: PathBuf,
@@ -66,18 +52,14 @@ pub enum RuntimeError {
         message: String,
     },
     /// The store's writer thread is gone (the broker is shutting down).
-    #[error("runtime_shutting_down: the store is closed; no new work is accepted")]
     ShuttingDown,
     /// The transcript does not match the recorded checkpoint; nothing changed.
-    #[error("checkpoint_incompatible: {0}")]
     CheckpointIncompatible(String),
     /// The database was locked by another process past the busy timeout; nothing changed.
-    #[error("busy: {0}")]
     Locked(String),
     /// The state database cannot be used for writing: deleted or replaced under this
     /// process, or the file system refuses the write (full, read-only, I/O error).
     /// Nothing was written.
-    #[error("storage_unavailable: {problem}")]
     StorageUnavailable {
         /// The file that cannot be used.
         path: PathBuf,
@@ -85,19 +67,15 @@ pub enum RuntimeError {
         problem: String,
     },
     /// SQLite failed (other than by being locked, which is `busy`).
-    #[error("internal: database error: {0}")]
     Sqlite(rusqlite::Error),
     /// A file-system operation failed.
-    #[error("internal: {context}: {source}")]
     Io {
         /// What was being done.
         context: String,
         /// The OS error.
-        #[source]
         source: std::io::Error,
     },
     /// A stored value violates an invariant.
-    #[error("internal: {0}")]
     Internal(String),
 }
 
@@ -186,5 +164,58 @@ impl RuntimeError {
 impl Coded for RuntimeError {
     fn code(&self) -> ErrorCode {
         RuntimeError::code(self)
+    }
+}
+
+impl Described for RuntimeError {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::InvalidRequest(m)
+            | RuntimeError::CredentialsRequired(m)
+            | RuntimeError::WorkspaceBusy(m)
+            | RuntimeError::Busy(m)
+            | RuntimeError::RecoveryRequired(m)
+            | RuntimeError::LimitExceeded(m)
+            | RuntimeError::ArtifactUnavailable(m)
+            | RuntimeError::CheckpointIncompatible(m)
+            | RuntimeError::Locked(m)
+            | RuntimeError::Internal(m) => f.write_str(m),
+            RuntimeError::NotFound { what, id } => write!(
+                f,
+                "{what} {id} does not exist in this workspace; list children with subzero_list"
+            ),
+            RuntimeError::Lifecycle(e) => e.describe(f),
+            RuntimeError::RequestConflict { tool, request_id } => write!(
+                f,
+                "requestId {request_id} was already used for {tool} with different arguments; use a new requestId"
+            ),
+            RuntimeError::Config { path, message } => {
+                write!(f, "configuration file {}: {message}", path.display())
+            }
+            RuntimeError::ShuttingDown => {
+                f.write_str("the store is closed; no new work is accepted")
+            }
+            RuntimeError::StorageUnavailable { problem, .. } => f.write_str(problem),
+            RuntimeError::Sqlite(e) => write!(f, "database error: {e}"),
+            RuntimeError::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+subzero_core::coded_display!(RuntimeError);
+
+impl std::error::Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeError::Io { source, .. } => Some(source),
+            RuntimeError::Lifecycle(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<LifecycleError> for RuntimeError {
+    fn from(err: LifecycleError) -> Self {
+        RuntimeError::Lifecycle(err)
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::containment::{Refused, wire};
 use crate::model::StreamBounds;
 pub use subzero_protocol::{
     BrokerMessage, BudgetName, BudgetReached, ChildId, Compaction, Digest, ErrorBody, ErrorCode,
@@ -284,18 +285,25 @@ pub fn hello(
     version: &str,
     transcript_version: u32,
     protocols: &[&str],
-    containment: Value,
-) -> Result<Outbound, serde_json::Error> {
-    serde_json::from_value(serde_json::json!({
-        "type": "hello",
-        "name": "subzero-worker",
-        "version": version,
-        "transcriptVersion": transcript_version,
-        "controlVersion": CONTROL_VERSION,
-        "protocols": protocols,
-        "steering": true,
-        "containment": containment,
-    }))
+    containment: subzero_protocol::ContainmentSupport,
+) -> Result<Outbound, Refused> {
+    let positive = |n: u64, field: &str| {
+        std::num::NonZeroU64::new(n).ok_or_else(|| Refused::new(field, "must be at least 1"))
+    };
+    let protocols = protocols
+        .iter()
+        .map(|api| wire::<ModelApi>(*api, "protocols"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Outbound::Hello {
+        capabilities: None,
+        containment: Some(containment),
+        control_version: positive(CONTROL_VERSION, "controlVersion")?,
+        name: wire("subzero-worker", "name")?,
+        protocols: subzero_protocol::HelloProtocols(protocols),
+        steering: true,
+        transcript_version: positive(u64::from(transcript_version), "transcriptVersion")?,
+        version: wire(version, "version")?,
+    })
 }
 
 /// `text` cut to the contract's `ShortText` (512 bytes) at a character boundary.

@@ -104,12 +104,15 @@ pub fn run(options: WorkerOptions) -> i32 {
         Ok(started) => started,
         Err(code) => return code,
     };
-    match control::hello(
-        env!("CARGO_PKG_VERSION"),
-        transcript::TRANSCRIPT_VERSION,
-        model::PROTOCOLS,
-        containment::support(&process, holders),
-    ) {
+    let hello = containment::support(&process, holders).and_then(|support| {
+        control::hello(
+            env!("CARGO_PKG_VERSION"),
+            transcript::TRANSCRIPT_VERSION,
+            model::PROTOCOLS,
+            support,
+        )
+    });
+    match hello {
         Ok(hello) => emit::emit(&hello),
         Err(err) => {
             tracing::error!(%err, "the hello line breaks the contract");

@@ -57,7 +57,7 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
         }
     };
     let process = containment::ProcessReport::observe(options.process_containment_reason.clone());
-    tracing::info!(mode = process.mode, reason = ?process.reason, "process containment");
+    tracing::info!(mode = %process.mode, reason = ?process.reason, "process containment");
     let filesystem = containment::landlock::probe(options.landlock_off);
     tracing::info!(filesystem = %filesystem.summary(), "filesystem containment");
     Ok(Started {

@@ -10,7 +10,9 @@
 use super::any::{ActiveChild, AnyChild};
 use super::error::{LifecycleError, NotRunning};
 use super::storage::StorageKey;
-use crate::error_code::{Coded, ErrorCode};
+use std::fmt;
+
+use crate::error_code::{Coded, Described, ErrorCode};
 use crate::ids::ChildId;
 use crate::state::{ChildState, Ownership, Phase};
 
@@ -65,45 +67,66 @@ pub enum Recovery {
 }
 
 /// Why a custody request was refused; nothing changed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CustodyRefused {
     /// Another broker holds the child.
-    #[error(
-        "busy: child {child} is owned by another broker; wait for its run to settle, then retry"
-    )]
     OwnedByOther {
         /// The child.
         child: ChildId,
     },
     /// The caller already holds it.
-    #[error("busy: child {child} is already claimed by this broker")]
     AlreadyClaimed {
         /// The child.
         child: ChildId,
     },
     /// The caller does not hold it.
-    #[error("busy: child {child} is not claimed by this broker; claim it first")]
     NotClaimed {
         /// The child.
         child: ChildId,
     },
     /// Processes of a previous owner may still hold the child's lock.
-    #[error(
-        "recovery_required: child {child} is still held by processes of a previous owner; wait for them to exit (subzero doctor names them), then retry"
-    )]
     HeldByPrevious {
         /// The child.
         child: ChildId,
     },
     /// The record says running but names no owner: only recovery can clear it.
-    #[error(
-        "recovery_required: child {child} is recorded as running without an owner; run startup recovery first"
-    )]
     RunningWithoutOwner {
         /// The child.
         child: ChildId,
     },
 }
+
+impl Described for CustodyRefused {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CustodyRefused::OwnedByOther { child } => write!(
+                f,
+                "child {child} is owned by another broker; wait for its run to settle, then retry"
+            ),
+            CustodyRefused::AlreadyClaimed { child } => {
+                write!(f, "child {child} is already claimed by this broker")
+            }
+            CustodyRefused::NotClaimed { child } => {
+                write!(
+                    f,
+                    "child {child} is not claimed by this broker; claim it first"
+                )
+            }
+            CustodyRefused::HeldByPrevious { child } => write!(
+                f,
+                "child {child} is still held by processes of a previous owner; wait for them to exit (subzero doctor names them), then retry"
+            ),
+            CustodyRefused::RunningWithoutOwner { child } => write!(
+                f,
+                "child {child} is recorded as running without an owner; run startup recovery first"
+            ),
+        }
+    }
+}
+
+crate::coded_display!(CustodyRefused);
+
+impl std::error::Error for CustodyRefused {}
 
 impl Coded for CustodyRefused {
     fn code(&self) -> ErrorCode {

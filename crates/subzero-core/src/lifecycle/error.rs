@@ -9,7 +9,7 @@
 use std::fmt;
 
 use super::custody::CustodyRefused;
-use crate::error_code::{Coded, ErrorCode};
+use crate::error_code::{Coded, Described, ErrorCode};
 use crate::ids::{ChildId, RunId};
 use crate::limits::LimitExceeded;
 use crate::state::ChildState;
@@ -27,8 +27,7 @@ impl fmt::Display for ActiveShown {
 }
 
 /// The named run is not the child's active run; nothing changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stale_run: run {expected} is not the active run of child {child} ({shown}); read subzero_get and retry with that id", shown = ActiveShown(*active))]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleRun {
     /// The child asked about.
     pub child: ChildId,
@@ -39,9 +38,7 @@ pub struct StaleRun {
 }
 
 /// The operation needs an active run and the child has none (or it is stopping).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not_running: {what} needs a running run, but child {child} is {state}{run_shown}; {advice}",
-    run_shown = match run { Some(r) => format!(" (run {r} is stopping)"), None => String::new() })]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotRunning {
     /// The child asked about.
     pub child: ChildId,
@@ -56,10 +53,7 @@ pub struct NotRunning {
 }
 
 /// The worker does not advertise steering; the message was not queued either.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unsupported_steer: the worker of child {child} does not advertise steering, so run {run} was not steered and nothing was queued; send mode \"followup\" to add the message as a new run"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnsupportedSteer {
     /// The child asked about.
     pub child: ChildId,
@@ -68,10 +62,7 @@ pub struct UnsupportedSteer {
 }
 
 /// A stop confirmation arrived for a run whose stop was never requested.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "invalid_request: run {run} of child {child} has no stop request to confirm; request the stop with stop(expectedRunId) first"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopNotRequested {
     /// The child asked about.
     pub child: ChildId,
@@ -80,9 +71,7 @@ pub struct StopNotRequested {
 }
 
 /// The child is interrupted; only `resume` continues it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("interrupted: child {child} was interrupted{run_shown} and accepts no {what}; call subzero_resume (with a model, and optionally a message) first",
-    run_shown = match run { Some(r) => format!(" during run {r}"), None => String::new() })]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildInterrupted {
     /// The child asked about.
     pub child: ChildId,
@@ -93,10 +82,7 @@ pub struct ChildInterrupted {
 }
 
 /// The child has an active run, so it cannot be resumed now.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "busy: child {child} is running run {active}; resume applies to a ready or interrupted child: wait for the run to settle or stop it with expectedRunId {active}"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildBusy {
     /// The child asked about.
     pub child: ChildId,
@@ -105,10 +91,7 @@ pub struct ChildBusy {
 }
 
 /// The recorded checkpoint does not match what was presented.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "checkpoint_incompatible: child {child}: {reason}; stored state was preserved, nothing was resumed"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointIncompatible {
     /// The child asked about.
     pub child: ChildId,
@@ -117,8 +100,7 @@ pub struct CheckpointIncompatible {
 }
 
 /// A run value belongs to another child.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid_request: run {run} belongs to child {owner}, not to child {child}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignRun {
     /// The child asked to take the run.
     pub child: ChildId,
@@ -129,10 +111,7 @@ pub struct ForeignRun {
 }
 
 /// Stored data does not describe a legal state; it was not loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "internal: stored state of {subject} is inconsistent: {reason}; it was not loaded or changed"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
     /// The child or run id, as text.
     pub subject: String,
@@ -146,8 +125,119 @@ macro_rules! coded {
             fn code(&self) -> ErrorCode {
                 ErrorCode::$code
             }
-        })+
+        }
+        crate::coded_display!($ty);
+        impl std::error::Error for $ty {})+
     };
+}
+
+impl Described for StaleRun {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let StaleRun {
+            child,
+            expected,
+            active,
+        } = self;
+        let shown = ActiveShown(*active);
+        write!(
+            f,
+            "run {expected} is not the active run of child {child} ({shown}); read subzero_get and retry with that id"
+        )
+    }
+}
+
+impl Described for NotRunning {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let NotRunning {
+            child,
+            state,
+            run,
+            what,
+            advice,
+        } = self;
+        let run_shown = match run {
+            Some(r) => format!(" (run {r} is stopping)"),
+            None => String::new(),
+        };
+        write!(
+            f,
+            "{what} needs a running run, but child {child} is {state}{run_shown}; {advice}"
+        )
+    }
+}
+
+impl Described for UnsupportedSteer {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let UnsupportedSteer { child, run } = self;
+        write!(
+            f,
+            "the worker of child {child} does not advertise steering, so run {run} was not steered and nothing was queued; send mode \"followup\" to add the message as a new run"
+        )
+    }
+}
+
+impl Described for StopNotRequested {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let StopNotRequested { child, run } = self;
+        write!(
+            f,
+            "run {run} of child {child} has no stop request to confirm; request the stop with stop(expectedRunId) first"
+        )
+    }
+}
+
+impl Described for ChildInterrupted {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ChildInterrupted { child, run, what } = self;
+        let run_shown = match run {
+            Some(r) => format!(" during run {r}"),
+            None => String::new(),
+        };
+        write!(
+            f,
+            "child {child} was interrupted{run_shown} and accepts no {what}; call subzero_resume (with a model, and optionally a message) first"
+        )
+    }
+}
+
+impl Described for ChildBusy {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ChildBusy { child, active } = self;
+        write!(
+            f,
+            "child {child} is running run {active}; resume applies to a ready or interrupted child: wait for the run to settle or stop it with expectedRunId {active}"
+        )
+    }
+}
+
+impl Described for CheckpointIncompatible {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let CheckpointIncompatible { child, reason } = self;
+        write!(
+            f,
+            "child {child}: {reason}; stored state was preserved, nothing was resumed"
+        )
+    }
+}
+
+impl Described for ForeignRun {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ForeignRun { child, run, owner } = self;
+        write!(
+            f,
+            "run {run} belongs to child {owner}, not to child {child}"
+        )
+    }
+}
+
+impl Described for LoadError {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let LoadError { subject, reason } = self;
+        write!(
+            f,
+            "stored state of {subject} is inconsistent: {reason}; it was not loaded or changed"
+        )
+    }
 }
 
 coded!(
@@ -198,6 +288,24 @@ pub enum LifecycleError {
     /// See [`CustodyRefused`].
     #[error(transparent)]
     Custody(#[from] CustodyRefused),
+}
+
+impl Described for LifecycleError {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LifecycleError::StaleRun(e) => e.describe(f),
+            LifecycleError::NotRunning(e) => e.describe(f),
+            LifecycleError::UnsupportedSteer(e) => e.describe(f),
+            LifecycleError::StopNotRequested(e) => e.describe(f),
+            LifecycleError::Interrupted(e) => e.describe(f),
+            LifecycleError::Busy(e) => e.describe(f),
+            LifecycleError::CheckpointIncompatible(e) => e.describe(f),
+            LifecycleError::ForeignRun(e) => e.describe(f),
+            LifecycleError::LimitExceeded(e) => e.describe(f),
+            LifecycleError::Load(e) => e.describe(f),
+            LifecycleError::Custody(e) => e.describe(f),
+        }
+    }
 }
 
 impl Coded for LifecycleError {

@@ -17,7 +17,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha256Digest;
-use crate::error_code::{Coded, ErrorCode};
+use crate::error_code::{Coded, Described, ErrorCode};
 use crate::limits::LimitExceeded;
 
 mod snapshot;
@@ -350,40 +350,29 @@ impl Templates {
 }
 
 /// Why a template could not be resolved or frozen, or a snapshot not loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
     /// No such template.
-    #[error(
-        "template_not_found: no built-in or configured template `{id}`; built-ins are researcher and coder, user templates come from the config file"
-    )]
     NotFound {
         /// The id asked for.
         id: String,
     },
     /// A malformed template id.
-    #[error(
-        "invalid_request: template id `{shown}` is not a TemplateId: it must be 1..=64 characters of a-z 0-9 _ -, starting with a-z or 0-9 (pattern ^[a-z0-9][a-z0-9_-]{{0,63}}$); rename it"
-    )]
     InvalidId {
         /// The id, shortened.
         shown: String,
     },
     /// A user template reuses a built-in id.
-    #[error(
-        "invalid_request: user template `{id}` reuses a built-in id; rename it in the config file"
-    )]
     ShadowsBuiltin {
         /// The id.
         id: TemplateId,
     },
     /// The grant cannot be enforced exactly.
-    #[error("unsupported_grant: {what}; fix the template, nothing was spawned")]
     UnsupportedGrant {
         /// What cannot be granted.
         what: String,
     },
     /// A tool limit outside its range.
-    #[error("invalid_request: {at}{bound}; fix the configuration file")]
     ToolLimit {
         /// Where it is set, as the message's prefix (`[tool_limits] `,
         /// `[templates.<id>] tool_limits.`).
@@ -392,12 +381,8 @@ pub enum TemplateError {
         bound: ToolLimitOutOfRange,
     },
     /// A size or count over policy.
-    #[error(transparent)]
-    Limit(#[from] LimitExceeded),
+    Limit(LimitExceeded),
     /// A stored snapshot does not match its digest.
-    #[error(
-        "internal: stored grant snapshot has digest {stored} but its content hashes to {computed}; it was altered and is not used"
-    )]
     DigestMismatch {
         /// The digest stored with it.
         stored: Sha256Digest,
@@ -405,11 +390,53 @@ pub enum TemplateError {
         computed: Sha256Digest,
     },
     /// The snapshot could not be encoded.
-    #[error("internal: grant snapshot could not be encoded: {reason}")]
     Encoding {
         /// Why.
         reason: String,
     },
+}
+
+impl Described for TemplateError {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TemplateError::NotFound { id } => write!(
+                f,
+                "no built-in or configured template `{id}`; built-ins are researcher and coder, user templates come from the config file"
+            ),
+            TemplateError::InvalidId { shown } => write!(
+                f,
+                "template id `{shown}` is not a TemplateId: it must be 1..=64 characters of a-z 0-9 _ -, starting with a-z or 0-9 (pattern ^[a-z0-9][a-z0-9_-]{{0,63}}$); rename it"
+            ),
+            TemplateError::ShadowsBuiltin { id } => write!(
+                f,
+                "user template `{id}` reuses a built-in id; rename it in the config file"
+            ),
+            TemplateError::UnsupportedGrant { what } => {
+                write!(f, "{what}; fix the template, nothing was spawned")
+            }
+            TemplateError::ToolLimit { at, bound } => {
+                write!(f, "{at}{bound}; fix the configuration file")
+            }
+            TemplateError::Limit(e) => e.describe(f),
+            TemplateError::DigestMismatch { stored, computed } => write!(
+                f,
+                "stored grant snapshot has digest {stored} but its content hashes to {computed}; it was altered and is not used"
+            ),
+            TemplateError::Encoding { reason } => {
+                write!(f, "grant snapshot could not be encoded: {reason}")
+            }
+        }
+    }
+}
+
+crate::coded_display!(TemplateError);
+
+impl std::error::Error for TemplateError {}
+
+impl From<LimitExceeded> for TemplateError {
+    fn from(e: LimitExceeded) -> Self {
+        TemplateError::Limit(e)
+    }
 }
 
 impl Coded for TemplateError {

@@ -9,18 +9,21 @@
 //! `worker`), with the values of its frozen snapshot added to the resource bounds. A
 //! receipt is left out rather than guessed when no worker could be asked.
 
-use serde_json::Value;
-use subzero_core::template::{GrantSnapshot, ToolLimits, WorkerKind};
+use subzero_core::template::ToolLimits;
 use subzero_protocol as p;
 
 use super::Broker;
+use super::engines::worker_of;
 use crate::supervisor::Hello;
 
-/// The tool limits a stored snapshot froze (the shipped ones for a snapshot frozen
-/// before they existed, or one that does not parse).
-fn tool_limits_of(stored_snapshot: &Value) -> [u64; 4] {
-    let limits = serde_json::from_value::<GrantSnapshot>(stored_snapshot.clone())
-        .map_or(ToolLimits::SHIPPED, |s| s.tool_limits());
+/// The tool limits a snapshot froze (the shipped ones for a snapshot frozen before they
+/// existed).
+fn tool_limits_of(snapshot: &p::GrantSnapshot) -> [u64; 4] {
+    let limits = snapshot
+        .tool_limits
+        .as_ref()
+        .and_then(|l| ToolLimits::try_from(l).ok())
+        .unwrap_or(ToolLimits::SHIPPED);
     [
         limits.processes,
         limits.memory_bytes,
@@ -60,15 +63,6 @@ pub(super) fn support_of(hello: &Hello) -> p::ContainmentSupport {
     }
 }
 
-/// The worker kind a stored snapshot names (absent: the Rust worker).
-pub(super) fn worker_of_stored(stored_snapshot: &Value) -> WorkerKind {
-    stored_snapshot
-        .get("worker")
-        .and_then(Value::as_str)
-        .and_then(WorkerKind::parse)
-        .unwrap_or_default()
-}
-
 impl Broker {
     /// Adds `ownership`, `view` and `resources` of `hello` to `subzero_info`'s
     /// `enforcement.containment`.
@@ -78,19 +72,19 @@ impl Broker {
         support.resources = hello.resources.clone();
     }
 
-    /// The hello of the worker a stored snapshot runs on.
-    pub(super) async fn hello_of_stored(&self, stored_snapshot: &Value) -> Option<Hello> {
-        self.hello_for(worker_of_stored(stored_snapshot)).await.ok()
+    /// The hello of the worker a snapshot runs on.
+    pub(super) async fn hello_of(&self, snapshot: &p::GrantSnapshot) -> Option<Hello> {
+        self.hello_for(worker_of(snapshot)).await.ok()
     }
 
     /// Adds `ownership`, `view`, `resources` and, for a worker whose tools run in the
     /// key-holding process, `worker` to one child's `containment`: its own worker's.
     pub(super) async fn child_receipts(
         &self,
-        stored_snapshot: &Value,
+        snapshot: &p::GrantSnapshot,
         containment: &mut p::ChildContainment,
     ) {
-        let Some(hello) = self.hello_of_stored(stored_snapshot).await else {
+        let Some(hello) = self.hello_of(snapshot).await else {
             return;
         };
         containment.ownership = hello.ownership.clone();
@@ -98,7 +92,7 @@ impl Broker {
         containment.resources = hello
             .resources
             .as_ref()
-            .map(|r| with_limits(r, tool_limits_of(stored_snapshot)));
+            .map(|r| with_limits(r, tool_limits_of(snapshot)));
         containment.worker = hello.worker.clone();
     }
 }

@@ -1,13 +1,14 @@
 //! The broker's error boundary: what a tool call fails with.
 //!
 //! Every failure is a stable code, a message that tells the caller what to do next,
-//! and optional machine-readable details. Lower layers' errors convert into it; their
-//! `code: message` display form is split so the code is never repeated in the message.
+//! and optional machine-readable details. Lower layers' errors convert into it with their
+//! code and their message apart ([`Described`]), so the code is never repeated in the
+//! message.
 
 use std::fmt;
 
 use serde_json::{Map, Value};
-use subzero_core::{Coded, ErrorCode};
+use subzero_core::{Coded, Described, ErrorCode};
 use subzero_protocol as p;
 
 use crate::RuntimeError;
@@ -111,25 +112,13 @@ impl fmt::Display for BrokerError {
 
 impl std::error::Error for BrokerError {}
 
-/// Split a `code: message` display string so the code is not repeated.
-fn strip_code(code: ErrorCode, text: String) -> String {
-    match text
-        .strip_prefix(code.as_str())
-        .and_then(|t| t.strip_prefix(": "))
-    {
-        Some(rest) => rest.to_owned(),
-        None => text,
-    }
-}
-
 impl From<RuntimeError> for BrokerError {
     fn from(err: RuntimeError) -> Self {
-        let code = err.code();
         let path = match &err {
             RuntimeError::StorageUnavailable { path, .. } => Some(path.display().to_string()),
             _ => None,
         };
-        let body = Self::new(code, strip_code(code, err.to_string()));
+        let body = Self::new(err.code(), err.message());
         match path {
             Some(path) => body.with_detail("path", path),
             None => body,
@@ -139,22 +128,19 @@ impl From<RuntimeError> for BrokerError {
 
 impl From<subzero_core::LifecycleError> for BrokerError {
     fn from(err: subzero_core::LifecycleError) -> Self {
-        let code = err.code();
-        Self::new(code, strip_code(code, err.to_string()))
+        Self::new(err.code(), err.message())
     }
 }
 
 impl From<subzero_core::LimitExceeded> for BrokerError {
     fn from(err: subzero_core::LimitExceeded) -> Self {
-        let code = err.code();
-        Self::new(code, strip_code(code, err.to_string()))
+        Self::new(err.code(), err.message())
     }
 }
 
 impl From<subzero_core::template::TemplateError> for BrokerError {
     fn from(err: subzero_core::template::TemplateError) -> Self {
-        let code = err.code();
-        Self::new(code, strip_code(code, err.to_string()))
+        Self::new(err.code(), err.message())
     }
 }
 

@@ -9,7 +9,6 @@
 //! kernel, with one `[containment] filesystem` setting, so the handshake worker's hello
 //! speaks for all of them.
 
-use serde_json::Value;
 use subzero_core::ErrorCode;
 use subzero_core::template::{FilesystemAccess, GrantSnapshot};
 use subzero_protocol as p;
@@ -55,20 +54,6 @@ impl Needs {
         Needs {
             access,
             kernel: require || (!snapshot.write_capable && bash),
-        }
-    }
-
-    /// The access of a stored snapshot (JSON as spawn wrote it), derived like the worker
-    /// does for one frozen before filesystem grants existed.
-    fn access_of_stored(snapshot: &Value) -> FilesystemAccess {
-        match snapshot
-            .pointer("/filesystem/access")
-            .and_then(Value::as_str)
-        {
-            Some("read-only") => FilesystemAccess::ReadOnly,
-            Some(_) => FilesystemAccess::Workspace,
-            None if snapshot["writeCapable"] == Value::Bool(true) => FilesystemAccess::Workspace,
-            None => FilesystemAccess::ReadOnly,
         }
     }
 }
@@ -145,10 +130,10 @@ impl Broker {
     /// than guess).
     pub(super) async fn filesystem_receipt(
         &self,
-        stored_snapshot: &Value,
+        snapshot: &p::GrantSnapshot,
     ) -> Option<p::FilesystemEnforcement> {
-        let hello = self.hello_of_stored(stored_snapshot).await?;
-        let access = Needs::access_of_stored(stored_snapshot);
+        let hello = self.hello_of(snapshot).await?;
+        let access = Needs::of_wire(snapshot).access;
         let (abi, why) = support(&hello);
         let summary = match abi {
             Some(abi) => format!("landlock-abi-{abi} {}", access.as_str()),

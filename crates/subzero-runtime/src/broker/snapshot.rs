@@ -1,7 +1,5 @@
 //! Building the snapshot and summary documents from stored rows.
 
-use serde::Serialize;
-use serde_json::Value;
 use subzero_core::{ChildId, ChildState, RunId, RunStatus};
 use subzero_protocol as p;
 
@@ -243,57 +241,45 @@ pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary
     })
 }
 
-/// The `subzero_get` document of a child as JSON, as an immediate `get` answers it, for
-/// readers outside the broker (`subzero show`). A stored value the contract refuses
-/// shows as the error body `{code, message}` instead, so an inspector still prints what
-/// is wrong.
+/// The `subzero_get` document of a child, as an immediate `get` answers it, for readers
+/// outside the broker (`subzero show`). A stored value the contract refuses gives the
+/// error body `{code, message}` instead, so an inspector still shows what is wrong.
 pub fn child_snapshot(
     row: &ChildRow,
     runs: &[RunRow],
     page: &EventPage,
     preview_limit: usize,
-) -> Value {
+) -> Result<p::ChildSnapshot, p::ErrorBody> {
     let waited = p::Waited {
         ms: p::WaitMs(0),
         reason: p::WaitedReason::Immediate,
     };
-    document(snapshot(
-        row,
-        runs,
-        page,
-        GET_EVENT_LIMIT,
-        preview_limit,
-        waited,
-    ))
+    snapshot(row, runs, page, GET_EVENT_LIMIT, preview_limit, waited).map_err(|e| e.to_error_body())
 }
 
-/// One `subzero_list` item as JSON, for readers outside the broker (`subzero ls`); like
-/// [`child_snapshot`], a refused stored value shows as the error body.
-pub fn child_summary(row: &ChildRow, runs: &[RunRow]) -> Value {
-    document(summary(row, runs))
-}
-
-fn document<T: Serialize>(built: Result<T, BrokerError>) -> Value {
-    built
-        .and_then(|doc| {
-            serde_json::to_value(doc)
-                .map_err(|e| BrokerError::internal(format!("cannot encode the document: {e}")))
-        })
-        .unwrap_or_else(|e| serde_json::to_value(e.to_error_body()).unwrap_or(Value::Null))
+/// One `subzero_list` item, for readers outside the broker (`subzero ls`); like
+/// [`child_snapshot`], a refused stored value gives the error body.
+pub fn child_summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary, p::ErrorBody> {
+    summary(row, runs).map_err(|e| e.to_error_body())
 }
 
 /// One stored event in its wire (`ChildEvent`) form, for readers outside the broker
 /// (`subzero logs`).
-/// A stored value the contract refuses shows as the error body, like [`child_snapshot`].
-pub fn wire_event(row: &EventRow) -> Value {
-    document(p::ChildEvent::try_from(row))
+/// A stored value the contract refuses gives the error body, like [`child_snapshot`].
+pub fn wire_event(row: &EventRow) -> Result<p::ChildEvent, p::ErrorBody> {
+    p::ChildEvent::try_from(row).map_err(|e| e.to_error_body())
 }
 
 /// The wire `gap` event for a pruned stretch, placed at `at` (default: now).
-pub fn gap_event(child: ChildId, gap: EventGap, at: Option<&str>) -> Value {
+pub fn gap_event(
+    child: ChildId,
+    gap: EventGap,
+    at: Option<&str>,
+) -> Result<p::ChildEvent, p::ErrorBody> {
     let at = match at {
         Some(at) => wire(at, "gap event", "at"),
         None => super::events::timestamp_now(),
     };
-    document(at.and_then(|at| super::events::gap_marker(child, gap, at)))
+    at.and_then(|at| super::events::gap_marker(child, gap, at))
+        .map_err(|e| e.to_error_body())
 }

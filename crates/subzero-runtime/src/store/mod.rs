@@ -24,6 +24,7 @@
 
 mod events;
 mod file;
+mod grant;
 mod lifecycle;
 mod ops;
 mod rows;
@@ -51,6 +52,7 @@ use tokio::sync::{oneshot, watch};
 use crate::error::{RuntimeError, RuntimeResult};
 use file::DatabaseFile;
 
+pub use grant::StoredSnapshot;
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, ChildView, Claim, FollowupDelivery, LockObservation,
     NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,

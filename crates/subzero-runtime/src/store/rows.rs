@@ -13,6 +13,7 @@ use serde_json::Value;
 use subzero_core::events::EventBody;
 use subzero_core::{ArtifactId, BudgetReached, ChildId, ChildState, EventSeq, RunId, RunStatus};
 
+use super::grant::StoredSnapshot;
 use super::sql::{Column, RowExt, conversion};
 use crate::scope::WorkspaceScope;
 
@@ -206,8 +207,8 @@ table_row! {
         pub scope: WorkspaceScope,
         /// Template id.
         pub template_id: String,
-        /// Grant snapshot.
-        pub snapshot: Value => "snapshot_json",
+        /// Grant snapshot, parsed when the row is read.
+        pub snapshot: StoredSnapshot => "snapshot_json",
         /// Write-capable.
         pub write_capable: bool,
         /// Model.

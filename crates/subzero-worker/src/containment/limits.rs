@@ -28,6 +28,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use subzero_protocol::{ResourceBound, ResourceReceipt, ResourceScope};
+
+use super::{Refused, wire};
+
 /// The bounds of one child's tool tree, from its snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolLimits {
@@ -94,7 +98,7 @@ pub struct Bound {
     /// The limit in force, or `None` when nothing bounds it.
     pub limit: Option<u64>,
     /// `tree`, `call`, `process` or `none`.
-    pub scope: &'static str,
+    pub scope: ResourceScope,
     /// The mechanism, or why there is none.
     pub mechanism: String,
 }
@@ -109,26 +113,26 @@ pub struct Mechanisms {
 }
 
 impl Bound {
-    fn json(&self) -> serde_json::Value {
-        let mut bound = serde_json::json!({
-            "scope": self.scope,
-            "mechanism": crate::control::short_text(&self.mechanism),
-        });
-        if let Some(limit) = self.limit.filter(|l| *l > 0) {
-            bound["limit"] = limit.into();
-        }
-        bound
+    fn receipt(&self) -> Result<ResourceBound, Refused> {
+        Ok(ResourceBound {
+            limit: self.limit.and_then(std::num::NonZeroU64::new),
+            mechanism: wire(
+                crate::control::short_text(&self.mechanism),
+                "resources.mechanism",
+            )?,
+            scope: self.scope,
+        })
     }
 }
 
 impl Mechanisms {
-    /// `containment.resources`, as the contract spells it.
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "processes": self.processes.json(),
-            "memory": self.memory.json(),
-            "fileSize": self.file_size.json(),
-            "openFiles": self.open_files.json(),
+    /// `containment.resources`, as the contract types it.
+    pub fn receipt(&self) -> Result<ResourceReceipt, Refused> {
+        Ok(ResourceReceipt {
+            processes: self.processes.receipt()?,
+            memory: self.memory.receipt()?,
+            file_size: self.file_size.receipt()?,
+            open_files: self.open_files.receipt()?,
         })
     }
 }
@@ -197,26 +201,26 @@ impl Situation {
         let processes = if cgroups.pids.is_some() {
             Bound {
                 limit: value(|l| l.processes),
-                scope: "tree",
+                scope: ResourceScope::Tree,
                 mechanism: "cgroup v1 pids.max over every tool process".to_owned(),
             }
         } else {
             match self.nproc_at() {
                 NprocAt::BeforeUserNamespace => Bound {
                     limit: value(|l| l.processes),
-                    scope: "tree",
+                    scope: ResourceScope::Tree,
                     mechanism:
                         "RLIMIT_NPROC in the worker's own user namespace (its threads count too)"
                             .to_owned(),
                 },
                 NprocAt::AfterUserNamespace => Bound {
                     limit: value(|l| l.processes),
-                    scope: "call",
+                    scope: ResourceScope::Call,
                     mechanism: "RLIMIT_NPROC in each tool call's own user namespace".to_owned(),
                 },
                 NprocAt::Nowhere => Bound {
                     limit: None,
-                    scope: "none",
+                    scope: ResourceScope::None,
                     mechanism: if self.initial_root {
                         "none: root in the initial user namespace ignores RLIMIT_NPROC and no pids cgroup could be made (mount the cgroup v1 pids controller, or run the broker unprivileged)".to_owned()
                     } else {
@@ -228,13 +232,13 @@ impl Situation {
         let memory = if cgroups.memory.is_some() {
             Bound {
                 limit: value(|l| l.memory_bytes),
-                scope: "tree",
+                scope: ResourceScope::Tree,
                 mechanism: "cgroup v1 memory.limit_in_bytes over every tool process (the OOM killer ends the largest tool)".to_owned(),
             }
         } else {
             Bound {
                 limit: value(|l| l.memory_bytes),
-                scope: "process",
+                scope: ResourceScope::Process,
                 mechanism: "RLIMIT_DATA per tool process (allocations past it fail with ENOMEM)"
                     .to_owned(),
             }
@@ -244,13 +248,13 @@ impl Situation {
             memory,
             file_size: Bound {
                 limit: value(|l| l.file_size_bytes),
-                scope: "process",
+                scope: ResourceScope::Process,
                 mechanism: "RLIMIT_FSIZE per tool process (writes past it fail with EFBIG)"
                     .to_owned(),
             },
             open_files: Bound {
                 limit: value(|l| l.open_files),
-                scope: "process",
+                scope: ResourceScope::Process,
                 mechanism: "RLIMIT_NOFILE per tool process (EMFILE)".to_owned(),
             },
         }

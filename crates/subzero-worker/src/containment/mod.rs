@@ -13,6 +13,7 @@ pub mod cgroup;
 pub mod fds;
 pub mod landlock;
 pub mod limits;
+mod receipts;
 pub mod tool;
 pub mod view;
 
@@ -24,6 +25,9 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use subzero_protocol::ProcessContainmentMode;
+
+pub use receipts::{Refused, support, wire};
 
 /// How long tool processes get between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_millis(150);
@@ -87,7 +91,7 @@ pub fn is_namespace_init() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessReport {
     /// `pid-namespace`, `cgroup` or `subreaper`.
-    pub mode: &'static str,
+    pub mode: ProcessContainmentMode,
     /// Why `pid-namespace` is not in force, and how to get it.
     pub reason: Option<String>,
 }
@@ -99,58 +103,25 @@ impl ProcessReport {
     pub fn observe(reason: Option<String>) -> Self {
         if is_namespace_init() {
             return Self {
-                mode: "pid-namespace",
+                mode: ProcessContainmentMode::PidNamespace,
                 reason: None,
             };
         }
         if cgroup::tools().is_some() {
             return Self {
-                mode: "cgroup",
+                mode: ProcessContainmentMode::Cgroup,
                 reason: Some(reason.unwrap_or_else(|| {
                     "the worker was started in a cgroup without a reason for it".to_owned()
                 })),
             };
         }
         Self {
-            mode: "subreaper",
+            mode: ProcessContainmentMode::Subreaper,
             reason: Some(reason.unwrap_or_else(|| {
                 "the worker was started by hand, not by a broker, so it is not init of a PID namespace".to_owned()
             })),
         }
     }
-}
-
-/// `containment` of the hello: what the kernel gives this worker's tool processes, one
-/// member per kind (`info.schema.json` `ContainmentSupport`).
-pub fn support(process: &ProcessReport, holders: fds::LockHolders) -> serde_json::Value {
-    use crate::control::short_text;
-    let mut process_json = serde_json::json!({ "mode": process.mode });
-    if let Some(reason) = &process.reason {
-        process_json["reason"] = serde_json::Value::String(short_text(reason));
-    }
-    let landlock = landlock::support();
-    let hiding = view::hiding();
-    serde_json::json!({
-        "process": process_json,
-        "filesystem": {
-            "landlockAbi": landlock.abi(),
-            "summary": short_text(&landlock.summary()),
-        },
-        "ownership": {
-            "toolsHoldLocks": holders.tools_hold_locks(),
-            "summary": holders.summary(),
-        },
-        "view": {
-            "hidden": hiding.in_force(),
-            "summary": short_text(&hiding.summary()),
-            "paths": hiding
-                .paths
-                .iter()
-                .map(|p| p.path().display().to_string())
-                .collect::<Vec<_>>(),
-        },
-        "resources": tool::situation().mechanisms(None).json(),
-    })
 }
 
 /// Tracks tool process groups and exit statuses of reaped children.

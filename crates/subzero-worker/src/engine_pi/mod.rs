@@ -35,11 +35,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
+use subzero_protocol as p;
 
 use crate::WorkerOptions;
 use crate::containment::landlock::{Access, Grant, Ruleset, Support};
 use crate::containment::tool::{self, ToolJail};
-use crate::containment::{self};
+use crate::containment::{self, Refused, wire};
 use crate::startup::{Started, start_up};
 
 /// The descriptor at which Node finds its channel to this process.
@@ -108,7 +109,13 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
         Ok(started) => started,
         Err(code) => return code,
     };
-    let mut support = containment::support(&process, holders);
+    let mut support = match containment::support(&process, holders) {
+        Ok(support) => support,
+        Err(err) => {
+            tracing::error!(%err, "the containment receipts break the contract");
+            return 2;
+        }
+    };
     let root = pi
         .workspace
         .clone()
@@ -130,7 +137,10 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
         }
     };
     let jail = node_jail(&grant, &root, scratch.path(), pi.transcript.as_deref());
-    receipts(&mut support, &jail);
+    if let Err(err) = receipts(&mut support, &jail) {
+        tracing::error!(%err, "the containment receipts break the contract");
+        return 2;
+    }
     let (here, there) = match UnixStream::pair() {
         Ok(pair) => pair,
         Err(e) => {
@@ -166,7 +176,7 @@ pub fn run_pi(options: WorkerOptions, pi: PiOptions) -> i32 {
 
 /// The hello's receipts for this worker: `worker` (Node, which holds the key, is confined as
 /// a tool process; each bash command one level further) and a view that names Node.
-fn receipts(support: &mut serde_json::Value, jail: &NodeJail) {
+fn receipts(support: &mut p::ContainmentSupport, jail: &NodeJail) -> Result<(), Refused> {
     use crate::control::short_text;
     let (confined, nested, summary) = match jail {
         Ok((_, Some(_))) => (
@@ -185,18 +195,17 @@ fn receipts(support: &mut serde_json::Value, jail: &NodeJail) {
             format!("none: Node's jail cannot be built ({why}); every run is refused"),
         ),
     };
-    support["worker"] = serde_json::json!({
-        "name": "pi",
-        "keyHolderConfined": confined,
-        "nestedCommands": nested,
-        "summary": short_text(&summary),
+    support.worker = Some(p::WorkerReceipt {
+        name: p::WorkerName::Pi,
+        key_holder_confined: confined,
+        nested_commands: nested,
+        summary: wire(short_text(&summary), "worker.summary")?,
     });
-    if let Some(view) = support.get_mut("view")
-        && let Some(text) = view.get("summary").and_then(serde_json::Value::as_str)
-    {
-        view["summary"] =
-            serde_json::Value::String(short_text(&format!("Node and its tools: {text}")));
+    if let Some(view) = &mut support.view {
+        let summary = short_text(&format!("Node and its tools: {}", view.summary.as_str()));
+        view.summary = wire(summary, "view.summary")?;
     }
+    Ok(())
 }
 
 /// The transcript, created if it is new (mode 0600), opened before the view hides it.
@@ -257,7 +266,7 @@ fn node_command(
     pi: &PiOptions,
     root: &Path,
     scratch: &Path,
-    support: &serde_json::Value,
+    support: &p::ContainmentSupport,
     grant: &PiGrant,
     jail: &NodeJail,
 ) -> std::process::Command {
@@ -275,7 +284,10 @@ fn node_command(
         .env("PI_TELEMETRY", "0")
         .env("PI_SKIP_VERSION_CHECK", "1")
         .env("SUBZERO_PI_SCRATCH", scratch)
-        .env("SUBZERO_PI_CONTAINMENT", support.to_string())
+        .env(
+            "SUBZERO_PI_CONTAINMENT",
+            serde_json::to_string(support).unwrap_or_default(),
+        )
         .env("SUBZERO_PI_TREE_FD", TREE_FD.to_string());
     if let Some(filter) = std::env::var_os("SUBZERO_LOG") {
         cmd.env("SUBZERO_LOG", filter);

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use subzero_core::Described;
 use subzero_runtime::config::Config;
 use subzero_runtime::credentials::CredentialResolver;
 
@@ -87,14 +88,15 @@ pub fn check_config(path: &Path) -> (Check, Option<Config>) {
             Some(config),
         ),
         Err(e) => {
-            let message = e.to_string();
-            let message = message
-                .strip_prefix("invalid_request: ")
-                .unwrap_or(&message);
+            // An invalid file says what is wrong without its code; anything else keeps it.
+            let message = match e.code() {
+                subzero_core::ErrorCode::InvalidRequest => e.message(),
+                _ => e.to_string(),
+            };
             (
                 Check::fail(
                     "config",
-                    message.to_owned(),
+                    message,
                     format!(
                         "edit {shown} at the place named above (TOML, snake_case keys; see docs/protocol.md, \"Configuration file\"), or point --config / SUBZERO_CONFIG at a valid file"
                     ),
@@ -128,11 +130,7 @@ pub fn check_credentials(config: &Config, path: &Path) -> Vec<Check> {
                     checks.push(Check::pass(label, format!("resolvable from {source}")));
                 }
                 Err(e) => {
-                    let message = e.to_string();
-                    let message = message
-                        .split_once(": ")
-                        .map_or(message.as_str(), |(_, rest)| rest)
-                        .to_owned();
+                    let message = e.message();
                     let fix = match (&entry.env, &entry.file) {
                         (Some(var), _) => format!(
                             "export {var}=<key> in the environment the host starts `subzero mcp` from (doctor checks its own environment), or use file = \"path\" in [credentials.{name}]"

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
+use subzero_core::Described;
 use subzero_runtime::config::Config;
 use subzero_runtime::credentials::CredentialResolver;
 
@@ -75,13 +76,7 @@ fn resolve_key(
 ) -> Result<SecretString, String> {
     CredentialResolver::new(config, config_path)
         .and_then(|r| r.resolve(credential, url))
-        .map_err(|e| {
-            let message = e.to_string();
-            message
-                .split_once(": ")
-                .map_or(message.as_str(), |(_, rest)| rest)
-                .to_owned()
-        })
+        .map_err(|e| e.message())
 }
 
 /// A client that gives up after [`PROBE_TIMEOUT`] and never follows a redirect.

@@ -2,6 +2,7 @@
 
 use std::io::{self, Write};
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::inspect::table::{Cell, Table, Tone, paint};
@@ -34,6 +35,16 @@ impl Status {
             Status::Fail => Tone::Red,
         }
     }
+}
+
+/// One check as `doctor --json` prints it.
+#[derive(Debug, Serialize)]
+struct CheckJson<'a> {
+    name: &'a str,
+    status: &'static str,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<&'a str>,
 }
 
 /// One finding. Every `Warn` and `Fail` carries a fix.
@@ -109,16 +120,14 @@ impl Report {
 
     /// `{"ok": bool, "checks": [{name, status, detail, fix?}]}`.
     pub fn to_json(&self) -> Value {
-        let checks: Vec<Value> = self
+        let checks: Vec<CheckJson> = self
             .checks
             .iter()
-            .map(|c| {
-                let mut v =
-                    json!({"name": c.name, "status": c.status.as_str(), "detail": c.detail});
-                if let Some(fix) = &c.fix {
-                    v["fix"] = json!(fix);
-                }
-                v
+            .map(|c| CheckJson {
+                name: &c.name,
+                status: c.status.as_str(),
+                detail: &c.detail,
+                fix: c.fix.as_deref(),
             })
             .collect();
         json!({"ok": !self.failed(), "checks": checks})

@@ -1,6 +1,6 @@
 //! One wire `ChildEvent` as one human-readable line.
 
-use serde_json::Value;
+use subzero_protocol::ChildEvent;
 
 use super::table::{Tone, paint};
 use crate::terminal_text::Printing;
@@ -9,9 +9,18 @@ use crate::terminal_text::Printing;
 const INLINE_TEXT: usize = 160;
 
 /// `seq  at  type  details` (tab-separated when not on a terminal); the time, type and
-/// details are one-line fields of `printing`.
-pub fn line(event: &Value, color: bool, printing: Printing) -> String {
-    let kind = event["type"].as_str().unwrap_or("?");
+/// details are one-line fields of `printing`. An event the contract refuses (`None`)
+/// shows as type `?` with nothing else.
+pub fn line(event: Option<&ChildEvent>, color: bool, printing: Printing) -> String {
+    let (seq, at, kind, details) = match event {
+        Some(event) => (
+            event.seq(),
+            event.at().as_str(),
+            event.kind(),
+            details(event),
+        ),
+        None => (0, "", "?", String::new()),
+    };
     let tone = match kind {
         "completed" => Tone::Green,
         "failed" | "gap" => Tone::Red,
@@ -19,10 +28,8 @@ pub fn line(event: &Value, color: bool, printing: Printing) -> String {
         "text" => Tone::Dim,
         _ => Tone::Plain,
     };
-    let seq = event["seq"].as_u64().unwrap_or(0);
-    let details = details(kind, event);
     let details = printing.field(&details);
-    let at = printing.field(event["at"].as_str().unwrap_or(""));
+    let at = printing.field(at);
     let kind = printing.field(kind);
     if color {
         format!(
@@ -35,38 +42,46 @@ pub fn line(event: &Value, color: bool, printing: Printing) -> String {
     }
 }
 
-fn details(kind: &str, e: &Value) -> String {
-    let s = |key: &str| e[key].as_str().unwrap_or("").to_owned();
-    let run = s("runId");
-    let text = match kind {
-        "text" => shorten(&s("text")),
-        "tool" => format!("{} {}", s("name"), s("state")),
-        "completed" => {
-            let artifact = s("artifactId");
-            format!("{}  [{artifact}]", shorten(&s("preview")))
+fn details(event: &ChildEvent) -> String {
+    let run = event.run_id().map_or("", |r| r.as_str());
+    let text = match event {
+        ChildEvent::Text { text, .. } => shorten(text),
+        ChildEvent::Tool { name, state, .. } => format!("{} {state}", name.as_str()),
+        ChildEvent::Completed {
+            preview,
+            artifact_id,
+            ..
+        } => format!("{}  [{}]", shorten(preview), artifact_id.as_str()),
+        ChildEvent::Failed { code, message, .. } => format!("{code}: {}", message.as_str()),
+        ChildEvent::Interrupted { reason, .. } => reason.as_str().to_owned(),
+        ChildEvent::RunQueued { position, .. } => format!("position {position}"),
+        ChildEvent::StopRequested { cleared_queued, .. } => {
+            format!("cleared {cleared_queued} queued")
         }
-        "failed" => format!("{}: {}", s("code"), s("message")),
-        "interrupted" => s("reason"),
-        "run_queued" => format!("position {}", e["position"]),
-        "stop_requested" => format!("cleared {} queued", e["clearedQueued"]),
-        "stop_confirmed" => format!("reaped {}", e["reaped"]),
-        "steer_applied" => s("steerId"),
-        "compacted" => format!(
-            "{} → {} prompt tokens; the earlier branch is kept, ending at {}",
-            e["tokensBefore"],
-            e["tokensAfter"],
-            s("branchFrom")
+        ChildEvent::StopConfirmed { reaped, .. } => format!("reaped {reaped}"),
+        ChildEvent::SteerApplied { steer_id, .. } => steer_id.as_str().to_owned(),
+        ChildEvent::Compacted {
+            tokens_before,
+            tokens_after,
+            branch_from,
+            ..
+        } => format!(
+            "{tokens_before} → {tokens_after} prompt tokens; the earlier branch is kept, ending at {}",
+            branch_from.as_str()
         ),
-        "steer_discarded" => format!("{} ({})", s("steerId"), s("reason")),
-        "gap" => format!(
-            "events after cursor {} were pruned; oldest retained cursor is {}",
-            e["requested"], e["oldest"]
+        ChildEvent::SteerDiscarded {
+            steer_id, reason, ..
+        } => format!("{} ({reason})", steer_id.as_str()),
+        ChildEvent::Gap {
+            requested, oldest, ..
+        } => format!(
+            "events after cursor {requested} were pruned; oldest retained cursor is {oldest}"
         ),
-        _ => String::new(),
+        ChildEvent::RunStarted { .. } | ChildEvent::BudgetExhausted { .. } => String::new(),
     };
     match (run.is_empty(), text.is_empty()) {
         (true, _) => text,
-        (false, true) => run,
+        (false, true) => run.to_owned(),
         (false, false) => format!("{run}  {text}"),
     }
 }
@@ -87,11 +102,13 @@ mod tests {
     #[test]
     fn a_compaction_shows_its_tokens_and_the_branch_it_kept() {
         let event = json!({"seq": 9, "at": "2026-11-29T20:05:36.123Z", "type": "compacted",
-            "runId": "run_1", "tokensBefore": 1712, "tokensAfter": 418, "branchFrom": "e_9"});
-        let line = super::line(&event, false, crate::terminal_text::Printing::Piped);
+            "childId": "ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D", "runId": "run_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D",
+            "tokensBefore": 1712, "tokensAfter": 418, "branchFrom": "e_9"});
+        let event = serde_json::from_value(event).expect("a compacted event");
+        let line = super::line(Some(&event), false, crate::terminal_text::Printing::Piped);
         assert!(
             line.ends_with(
-                "run_1  1712 → 418 prompt tokens; the earlier branch is kept, ending at e_9"
+                "run_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D  1712 → 418 prompt tokens; the earlier branch is kept, ending at e_9"
             ),
             "{line}"
         );

@@ -4,12 +4,13 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use serde_json::Value;
 use subzero_core::{ChildId, EventSeq};
+use subzero_protocol::ChildEvent;
 use subzero_runtime::broker::{gap_event, wire_event};
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::{EventPage, Store};
 
+use super::document::{self, Read, Shown};
 use super::state::ReadOnlyState;
 use super::{Outcome, StateDirArg, events, runtime, written};
 use crate::terminal_text::Printing;
@@ -103,7 +104,7 @@ struct Printer {
 
 impl Printer {
     fn page(&self, child: ChildId, page: &EventPage) -> Outcome {
-        let mut lines: Vec<Value> = Vec::with_capacity(page.events.len() + 1);
+        let mut lines: Vec<Read<ChildEvent>> = Vec::with_capacity(page.events.len() + 1);
         if let Some(gap) = page.gap {
             let at = page.events.first().map(|e| e.at.as_str());
             lines.push(gap_event(child, gap, at));
@@ -115,9 +116,10 @@ impl Printer {
         let mut out = std::io::stdout().lock();
         for event in &lines {
             if self.json {
-                written(writeln!(out, "{}", self.printing.json(&event.to_string())))?;
+                let json = document::json(&Shown::from(event))?;
+                written(writeln!(out, "{}", self.printing.json(&json)))?;
             } else {
-                let line = events::line(event, self.color, self.printing);
+                let line = events::line(event.as_ref().ok(), self.color, self.printing);
                 written(writeln!(out, "{line}"))?;
             }
         }

@@ -3,11 +3,13 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 use subzero_core::ChildId;
+use subzero_protocol::{self as p, ChildSummary};
 use subzero_runtime::broker::child_summary;
 use subzero_runtime::scope::WorkspaceScope;
 
+use super::document::{self, Read, Shown};
 use super::state::ReadOnlyState;
 use super::table::{Cell, Table, Tone};
 use super::{Outcome, StateDirArg, runtime, written};
@@ -45,13 +47,19 @@ pub enum StateFilter {
 }
 
 impl StateFilter {
-    fn as_str(self) -> &'static str {
+    fn state(self) -> p::ChildState {
         match self {
-            StateFilter::Ready => "ready",
-            StateFilter::Running => "running",
-            StateFilter::Interrupted => "interrupted",
+            StateFilter::Ready => p::ChildState::Ready,
+            StateFilter::Running => p::ChildState::Running,
+            StateFilter::Interrupted => p::ChildState::Interrupted,
         }
     }
+}
+
+/// `ls --json`: `{"children": [ChildSummary…]}`.
+#[derive(Serialize)]
+struct Listing<'a> {
+    children: Vec<Shown<'a, ChildSummary>>,
 }
 
 /// Children per store read.
@@ -65,13 +73,16 @@ pub(super) fn run(args: LsArgs) -> Outcome {
     };
     let mut children = runtime()?.block_on(summaries(&state, &scopes))?;
     if let Some(filter) = args.state {
-        children.retain(|c| c["state"] == filter.as_str());
+        children.retain(|c| c.as_ref().is_ok_and(|c| c.state == filter.state()));
     }
-    children.sort_by(|a, b| a["childId"].as_str().cmp(&b["childId"].as_str()));
+    // A refused summary (no id) sorts first.
+    children.sort_by(|a, b| id(a).cmp(&id(b)));
     let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     if args.json {
-        let doc = json!({ "children": children }).to_string();
+        let doc = document::json(&Listing {
+            children: children.iter().map(Shown::from).collect(),
+        })?;
         return written(writeln!(out, "{}", printing.json(&doc)));
     }
     let tty = std::io::stdout().is_terminal();
@@ -84,7 +95,7 @@ pub(super) fn run(args: LsArgs) -> Outcome {
 async fn summaries(
     state: &ReadOnlyState,
     scopes: &[WorkspaceScope],
-) -> Result<Vec<Value>, super::Failure> {
+) -> Result<Vec<Read<ChildSummary>>, super::Failure> {
     // No database yet: no children yet.
     let Ok(store) = state.store() else {
         return Ok(Vec::new());
@@ -107,7 +118,11 @@ async fn summaries(
     Ok(children)
 }
 
-fn table(children: &[Value]) -> Table {
+fn id(child: &Read<ChildSummary>) -> Option<&str> {
+    child.as_ref().ok().map(|c| c.child_id.as_str())
+}
+
+fn table(children: &[Read<ChildSummary>]) -> Table {
     let mut table = Table::new(vec![
         "CHILD",
         "TEMPLATE",
@@ -118,32 +133,36 @@ fn table(children: &[Value]) -> Table {
         "WORKSPACE",
     ]);
     for child in children {
-        let text = |key: &str| child[key].as_str().unwrap_or("-").to_owned();
-        let state = text("state");
-        let tone = match state.as_str() {
-            "running" => Tone::Green,
-            "interrupted" => Tone::Yellow,
-            _ => Tone::Plain,
-        };
-        let phase = text("phase");
-        let phase_tone = if phase == "recovery_required" {
-            Tone::Red
-        } else {
-            Tone::Plain
-        };
-        let activity = child["lastProgressAt"]
-            .as_str()
-            .or_else(|| child["updatedAt"].as_str())
-            .unwrap_or("-");
-        table.push(vec![
-            Cell::plain(text("childId")),
-            Cell::plain(text("templateId")),
-            Cell::new(state, tone),
-            Cell::plain(text("activeRunId")),
-            Cell::new(phase, phase_tone),
-            Cell::plain(activity),
-            Cell::new(text("workspaceRoot"), Tone::Dim),
-        ]);
+        table.push(row(child.as_ref().ok()));
     }
     table
+}
+
+/// One line of the table; a refused summary shows `-` throughout.
+fn row(child: Option<&ChildSummary>) -> Vec<Cell> {
+    let Some(c) = child else {
+        let mut cells: Vec<Cell> = (0..6).map(|_| Cell::plain("-")).collect();
+        cells.push(Cell::new("-", Tone::Dim));
+        return cells;
+    };
+    let tone = match c.state {
+        p::ChildState::Running => Tone::Green,
+        p::ChildState::Interrupted => Tone::Yellow,
+        p::ChildState::Ready => Tone::Plain,
+    };
+    let phase_tone = if c.phase == p::Phase::RecoveryRequired {
+        Tone::Red
+    } else {
+        Tone::Plain
+    };
+    let activity = c.last_progress_at.as_ref().unwrap_or(&c.updated_at);
+    vec![
+        Cell::plain(c.child_id.as_str()),
+        Cell::plain(c.template_id.as_str()),
+        Cell::new(c.state.to_string(), tone),
+        Cell::plain(c.active_run_id.as_ref().map_or("-", |r| r.as_str())),
+        Cell::new(c.phase.to_string(), phase_tone),
+        Cell::plain(activity.as_str()),
+        Cell::new(c.workspace_root.as_str(), Tone::Dim),
+    ]
 }

@@ -17,6 +17,7 @@
 //!   `crate::terminal_text`).
 //! - A failure prints `error[code]: message` on stderr and exits 1.
 
+pub(crate) mod document;
 pub(crate) mod events;
 mod logs;
 mod ls;
@@ -29,7 +30,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 
-use subzero_core::ErrorCode;
+use subzero_core::{Described, ErrorCode};
 use subzero_runtime::RuntimeError;
 
 pub use logs::LogsArgs;
@@ -74,14 +75,11 @@ impl fmt::Display for InspectError {
 
 impl From<RuntimeError> for InspectError {
     fn from(e: RuntimeError) -> Self {
-        let code = e.code();
-        let text = e.to_string();
-        // Runtime messages start with their code; the `error[code]` prefix already says it.
-        let message = text
-            .strip_prefix(code.as_str())
-            .and_then(|rest| rest.strip_prefix(": "))
-            .map_or_else(|| text.clone(), str::to_owned);
-        InspectError { code, message }
+        // The message without its code: the `error[code]` prefix already says it.
+        InspectError {
+            code: e.code(),
+            message: e.message(),
+        }
     }
 }
 

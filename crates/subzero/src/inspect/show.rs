@@ -2,10 +2,12 @@
 
 use std::io::{IsTerminal, Write};
 
-use serde_json::{Value, json};
+use serde::Serialize;
 use subzero_core::{ChildId, EventSeq};
+use subzero_protocol::{self as p, ChildSnapshot};
 use subzero_runtime::broker::child_snapshot;
 
+use super::document;
 use super::state::ReadOnlyState;
 use super::table::{Tone, paint};
 use super::{Outcome, StateDirArg, events, runtime, written};
@@ -52,26 +54,50 @@ pub(super) fn run(args: ShowArgs) -> Outcome {
         let page = store
             .events(&scope, child, EventSeq::new(from), args.events)
             .await?;
-        let mut doc = child_snapshot(&row, &runs, &page, PREVIEW_LIMIT);
-        doc["waited"] = json!({"ms": 0, "reason": "immediate"});
-        Ok::<_, super::Failure>(doc)
+        Ok::<_, super::Failure>(child_snapshot(&row, &runs, &page, PREVIEW_LIMIT))
     })?;
     let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     if args.json {
-        return written(writeln!(out, "{}", printing.json(&doc.to_string())));
+        let json = match &doc {
+            Ok(doc) => document::json(doc)?,
+            Err(body) => document::json(&Refused::new(body))?,
+        };
+        return written(writeln!(out, "{}", printing.json(&json)));
     }
     written(render(
         &mut out,
-        &doc,
+        doc.as_ref().ok(),
         std::io::stdout().is_terminal(),
         printing,
     ))
 }
 
+/// `show --json` of a child whose stored values the contract refuses: the error body, with
+/// the `waited` of an immediate snapshot after it.
+#[derive(Serialize)]
+struct Refused<'a> {
+    #[serde(flatten)]
+    body: &'a p::ErrorBody,
+    waited: p::Waited,
+}
+
+impl<'a> Refused<'a> {
+    fn new(body: &'a p::ErrorBody) -> Self {
+        Refused {
+            body,
+            waited: p::Waited {
+                ms: p::WaitMs(0),
+                reason: p::WaitedReason::Immediate,
+            },
+        }
+    }
+}
+
+/// The snapshot as a sheet; a refused one (`None`) shows `-` throughout.
 fn render(
     out: &mut dyn Write,
-    doc: &Value,
+    doc: Option<&ChildSnapshot>,
     color: bool,
     printing: Printing,
 ) -> std::io::Result<()> {
@@ -81,7 +107,7 @@ fn render(
         printing,
     };
     summary(&mut sheet, doc)?;
-    last_run(&mut sheet, &doc["lastRun"])?;
+    last_run(&mut sheet, doc.and_then(|d| d.last_run.as_ref()))?;
     recent_events(&mut sheet, doc)
 }
 
@@ -104,74 +130,63 @@ impl Sheet<'_> {
     }
 }
 
-/// The text of `doc[key]`, `-` when there is none.
-fn text(doc: &Value, key: &str) -> String {
-    doc[key].as_str().unwrap_or("-").to_owned()
+/// What `of` reads of `doc`, `-` when there is none.
+fn text(doc: Option<&ChildSnapshot>, of: impl Fn(&ChildSnapshot) -> Option<String>) -> String {
+    doc.and_then(of).unwrap_or_else(|| "-".to_owned())
 }
 
 /// Which child, where, its state, model and runs, and when it last moved.
-fn summary(sheet: &mut Sheet, doc: &Value) -> std::io::Result<()> {
-    sheet.field("child", text(doc, "childId"))?;
-    sheet.field("template", text(doc, "templateId"))?;
-    sheet.field("workspace", text(doc, "workspaceRoot"))?;
+fn summary(sheet: &mut Sheet, doc: Option<&ChildSnapshot>) -> std::io::Result<()> {
+    let owned = |s: &str| Some(s.to_owned());
+    sheet.field("child", text(doc, |d| owned(&d.child_id)))?;
+    sheet.field("template", text(doc, |d| owned(&d.template_id)))?;
+    sheet.field("workspace", text(doc, |d| owned(&d.workspace_root)))?;
+    let state = |d: &ChildSnapshot| format!("{} ({})", d.state, d.phase);
+    sheet.field("state", doc.map_or_else(|| "- (-)".to_owned(), state))?;
+    let model = |d: &ChildSnapshot| {
+        let m = &d.model;
+        format!("{} at {} ({})", m.model.as_str(), m.url.as_str(), m.api)
+    };
+    sheet.field("model", doc.map_or_else(|| "- at - (-)".to_owned(), model))?;
     sheet.field(
-        "state",
-        format!("{} ({})", text(doc, "state"), text(doc, "phase")),
+        "active run",
+        text(doc, |d| d.active_run_id.as_deref().cloned()),
     )?;
-    let model = &doc["model"];
+    let queued = |d: &ChildSnapshot| {
+        let ids: Vec<&str> = d.queued_runs.iter().map(|r| r.as_str()).collect();
+        (!ids.is_empty()).then(|| ids.join(", "))
+    };
+    sheet.field("queued", text(doc, queued))?;
     sheet.field(
-        "model",
-        format!(
-            "{} at {} ({})",
-            model["model"].as_str().unwrap_or("-"),
-            model["url"].as_str().unwrap_or("-"),
-            model["api"].as_str().unwrap_or("-")
-        ),
+        "progress",
+        text(doc, |d| d.last_progress_at.as_deref().cloned()),
     )?;
-    sheet.field("active run", text(doc, "activeRunId"))?;
-    let queued: Vec<&str> = doc["queuedRuns"]
-        .as_array()
-        .map(|q| q.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    sheet.field(
-        "queued",
-        if queued.is_empty() {
-            "-".to_owned()
-        } else {
-            queued.join(", ")
-        },
-    )?;
-    sheet.field("progress", text(doc, "lastProgressAt"))?;
-    sheet.field("created", text(doc, "createdAt"))?;
-    sheet.field("updated", text(doc, "updatedAt"))
+    sheet.field("created", text(doc, |d| owned(&d.created_at)))?;
+    sheet.field("updated", text(doc, |d| owned(&d.updated_at)))
 }
 
 /// The last run's id and status, where its full result is, its error, then its preview.
-fn last_run(sheet: &mut Sheet, last: &Value) -> std::io::Result<()> {
-    if !last.is_object() {
+fn last_run(sheet: &mut Sheet, last: Option<&p::LastRun>) -> std::io::Result<()> {
+    let Some(last) = last else {
         return sheet.field("last run", "-".to_owned());
-    }
-    let mut line = format!(
-        "{} {}",
-        last["runId"].as_str().unwrap_or("-"),
-        last["status"].as_str().unwrap_or("-")
-    );
-    if let Some(artifact) = last["artifactId"].as_str() {
-        line.push_str(&format!(" (full result: subzero output {artifact})"));
-    }
-    if let Some(code) = last["error"]["code"].as_str() {
+    };
+    let mut line = format!("{} {}", last.run_id.as_str(), last.status);
+    if let Some(artifact) = &last.artifact_id {
         line.push_str(&format!(
-            " — {code}: {}",
-            last["error"]["message"].as_str().unwrap_or("")
+            " (full result: subzero output {})",
+            artifact.as_str()
         ));
     }
+    if let Some(error) = &last.error {
+        line.push_str(&format!(" — {}: {}", error.code, error.message.as_str()));
+    }
     sheet.field("last run", line)?;
-    if let Some(preview) = last["preview"].as_str().filter(|p| !p.is_empty()) {
+    if !last.preview.is_empty() {
         writeln!(sheet.out)?;
-        for line in preview.lines() {
+        for line in last.preview.lines() {
             writeln!(sheet.out, "    {}", sheet.printing.line(line))?;
         }
-        if last["previewTruncated"] == true {
+        if last.preview_truncated {
             writeln!(sheet.out, "    …")?;
         }
         writeln!(sheet.out)?;
@@ -180,20 +195,17 @@ fn last_run(sheet: &mut Sheet, last: &Value) -> std::io::Result<()> {
 }
 
 /// The events the snapshot holds, under a heading that says how to read more.
-fn recent_events(sheet: &mut Sheet, doc: &Value) -> std::io::Result<()> {
-    let events = doc["events"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+fn recent_events(sheet: &mut Sheet, doc: Option<&ChildSnapshot>) -> std::io::Result<()> {
+    let events = doc.map(|d| d.events.as_slice()).unwrap_or_default();
+    let cursor = doc.map_or_else(|| "null".to_owned(), |d| d.oldest_cursor.to_string());
     writeln!(
         sheet.out,
         "{}",
         paint(
             &format!(
-                "events (the last {}; `subzero logs {} --cursor {}` for more)",
+                "events (the last {}; `subzero logs {} --cursor {cursor}` for more)",
                 events.len(),
-                text(doc, "childId"),
-                doc["oldestCursor"]
+                text(doc, |d| Some(d.child_id.as_str().to_owned())),
             ),
             Tone::Dim,
             sheet.color
@@ -203,7 +215,7 @@ fn recent_events(sheet: &mut Sheet, doc: &Value) -> std::io::Result<()> {
         writeln!(
             sheet.out,
             "{}",
-            events::line(event, sheet.color, sheet.printing)
+            events::line(Some(event), sheet.color, sheet.printing)
         )?;
     }
     Ok(())

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::Value;
 use subzero_core::{ChildId, EventSeq};
 use subzero_runtime::broker::{child_summary, wire_event};
 use subzero_runtime::paths::StatePaths;
@@ -178,7 +177,7 @@ impl Reader {
             return Ok(None);
         };
         let summary = child_summary(&view.row, &view.runs);
-        let tail: Vec<Value> = view.page.events.iter().map(wire_event).collect();
+        let tail: Vec<_> = view.page.events.iter().map(wire_event).collect();
         Ok(Some(ChildLine::build(
             &view.row, &view.runs, &summary, &tail,
         )))

@@ -1,11 +1,12 @@
 //! One child as `watch` shows it: what the store says about it, reduced to what a person
 //! supervising it reads at a glance.
 
-use serde_json::Value;
+use subzero_protocol::{self as p, ChildEvent, ChildSummary};
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::{ChildRow, RunRow};
 
 use super::format;
+use crate::inspect::document::Read;
 
 /// Turns and tokens of one run, as the worker reported them when it settled.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,13 +22,13 @@ pub struct Usage {
 }
 
 impl Usage {
-    fn of_wire(usage: &Value) -> Option<Usage> {
-        Some(Usage {
-            turns: usage["turns"].as_u64()?,
-            input: usage["inputTokens"].as_u64()?,
-            output: usage["outputTokens"].as_u64()?,
-            estimated: usage["source"] == "estimated",
-        })
+    fn of_wire(usage: &p::RunUsage) -> Usage {
+        Usage {
+            turns: usage.turns,
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            estimated: usage.source == p::UsageSource::Estimated,
+        }
     }
 }
 
@@ -84,9 +85,18 @@ pub struct ChildLine {
 
 impl ChildLine {
     /// A line from the child's row, its runs, its `ChildSummary` document (the state and
-    /// phase the broker reports) and its newest events as wire `ChildEvent`s, oldest first.
-    pub fn build(row: &ChildRow, runs: &[RunRow], summary: &Value, tail: &[Value]) -> ChildLine {
-        let text = |key: &str, default: &str| summary[key].as_str().unwrap_or(default).to_owned();
+    /// phase the broker reports; `?` when the contract refuses it) and its newest events as
+    /// wire `ChildEvent`s, oldest first.
+    pub fn build(
+        row: &ChildRow,
+        runs: &[RunRow],
+        summary: &Read<ChildSummary>,
+        tail: &[Read<ChildEvent>],
+    ) -> ChildLine {
+        let summary = summary.as_ref().ok();
+        let text = |of: fn(&ChildSummary) -> String, default: &str| {
+            summary.map_or_else(|| default.to_owned(), of)
+        };
         let active = row.active_run_id.map(|r| r.to_string());
         let started = |run: &RunRow| {
             run.started_at
@@ -104,27 +114,28 @@ impl ChildLine {
             let end = r.ended_at.as_deref().and_then(|at| format::epoch_ms(at))?;
             Some(end - started(r)?)
         });
-        let activity = summary["lastProgressAt"]
-            .as_str()
-            .or_else(|| summary["updatedAt"].as_str())
-            .and_then(format::epoch_ms);
+        let activity = summary
+            .map(|s| s.last_progress_at.as_ref().unwrap_or(&s.updated_at))
+            .and_then(|at| format::epoch_ms(at));
         ChildLine {
             id: row.child_id.to_string(),
             scope: row.scope.clone(),
-            template: text("templateId", &row.template_id),
-            state: text("state", "?"),
-            phase: text("phase", "?"),
+            template: text(|s| s.template_id.as_str().to_owned(), &row.template_id),
+            state: text(|s| s.state.to_string(), "?"),
+            phase: text(|s| s.phase.to_string(), "?"),
             model: row.model.model.clone(),
             model_url: row.model.url.clone(),
             api: row.model.api.to_string(),
             tool: active.as_deref().and_then(|run| current_tool(tail, run)),
             active_run: active,
             run_started_ms: active_row.and_then(started),
-            queued: summary["queuedRunCount"].as_u64().unwrap_or(0),
+            queued: summary.map_or(0, |s| s.queued_run_count),
             last_run: last_terminal.map(|r| (r.run_id.to_string(), r.status.as_str().to_owned())),
-            last_usage: Usage::of_wire(&summary["lastRunUsage"]),
+            last_usage: summary
+                .and_then(|s| s.last_run_usage.as_ref())
+                .map(Usage::of_wire),
             last_run_ms,
-            last_event: tail.last().map(last_event),
+            last_event: tail.last().map(|e| last_event(e.as_ref().ok())),
             activity_ms: activity,
             owner_token: row.owner_token.clone(),
             next_event_seq: row.next_event_seq.get(),
@@ -159,38 +170,55 @@ impl ChildLine {
 }
 
 /// The tool `run` started last and has not finished, in `events` (oldest first).
-pub fn current_tool(events: &[Value], run: &str) -> Option<String> {
+pub fn current_tool(events: &[Read<ChildEvent>], run: &str) -> Option<String> {
     let mut current: Option<String> = None;
-    for event in events.iter().filter(|e| e["runId"] == run) {
-        match (event["type"].as_str(), event["state"].as_str()) {
-            (Some("tool"), Some("started")) => current = event["name"].as_str().map(str::to_owned),
-            (Some("tool"), _) if event["name"].as_str() == current.as_deref() => current = None,
-            (Some("completed" | "failed" | "interrupted" | "stop_confirmed"), _) => current = None,
+    let of_run = events
+        .iter()
+        .filter_map(|e| e.as_ref().ok())
+        .filter(|e| e.run_id().is_some_and(|r| r.as_str() == run));
+    for event in of_run {
+        match event {
+            ChildEvent::Tool {
+                name,
+                state: p::ToolState::Started,
+                ..
+            } => current = Some(name.as_str().to_owned()),
+            ChildEvent::Tool { name, .. } if current.as_deref() == Some(name.as_str()) => {
+                current = None;
+            }
+            ChildEvent::Completed { .. }
+            | ChildEvent::Failed { .. }
+            | ChildEvent::Interrupted { .. }
+            | ChildEvent::StopConfirmed { .. } => current = None,
             _ => {}
         }
     }
     current
 }
 
-/// An event as `type` plus the words that say what happened.
-pub fn last_event(event: &Value) -> LastEvent {
-    let s = |key: &str| event[key].as_str().unwrap_or("");
-    let kind = s("type");
-    let detail = match kind {
-        "tool" => format!("{} {}", s("name"), s("state")),
-        "text" => format!(
+/// An event as `type` plus the words that say what happened; one the contract refuses
+/// (`None`) as nothing.
+pub fn last_event(event: Option<&ChildEvent>) -> LastEvent {
+    let Some(event) = event else {
+        return LastEvent {
+            seq: 0,
+            at: String::new(),
+            text: String::new(),
+        };
+    };
+    let kind = event.kind();
+    let detail = match event {
+        ChildEvent::Tool { name, state, .. } => format!("{} {state}", name.as_str()),
+        ChildEvent::Text { text, .. } => format!(
             "“{}”",
-            s("text").split_whitespace().collect::<Vec<_>>().join(" ")
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
         ),
-        "failed" => s("code").to_owned(),
-        "interrupted" => s("reason").to_owned(),
-        "run_queued" => format!("position {}", event["position"]),
-        "stop_requested" => format!("cleared {}", event["clearedQueued"]),
-        "stop_confirmed" => format!("reaped {}", event["reaped"]),
-        "budget_exhausted" => event["budgetReached"]["budget"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
+        ChildEvent::Failed { code, .. } => code.to_string(),
+        ChildEvent::Interrupted { reason, .. } => reason.as_str().to_owned(),
+        ChildEvent::RunQueued { position, .. } => format!("position {position}"),
+        ChildEvent::StopRequested { cleared_queued, .. } => format!("cleared {cleared_queued}"),
+        ChildEvent::StopConfirmed { reaped, .. } => format!("reaped {reaped}"),
+        ChildEvent::BudgetExhausted { budget_reached, .. } => budget_reached.budget.to_string(),
         _ => String::new(),
     };
     let text = match (kind, detail.is_empty()) {
@@ -199,54 +227,72 @@ pub fn last_event(event: &Value) -> LastEvent {
         (_, false) => format!("{kind} {detail}"),
     };
     LastEvent {
-        seq: event["seq"].as_u64().unwrap_or(0),
-        at: s("at").to_owned(),
+        seq: event.seq(),
+        at: event.at().as_str().to_owned(),
         text,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
-    fn tool(run: &str, name: &str, state: &str) -> Value {
-        json!({"type": "tool", "runId": run, "name": name, "state": state, "seq": 1, "at": "x"})
+    const R0: &str = "run_01JH8Z6Q2V3W4X5Y6Z7A8B9C00";
+    const R1: &str = "run_01JH8Z6Q2V3W4X5Y6Z7A8B9C01";
+
+    /// A wire event of `fields`, with the child, time and sequence number filled in.
+    fn event(fields: Value) -> ChildEvent {
+        let mut event = json!({"childId": "ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D",
+            "at": "2026-11-29T20:05:36.123Z", "seq": 1});
+        event
+            .as_object_mut()
+            .expect("an object")
+            .extend(fields.as_object().expect("an object").clone());
+        serde_json::from_value(event).expect("a wire event")
+    }
+
+    fn tool(run: &str, name: &str, state: &str) -> Read<ChildEvent> {
+        Ok(event(
+            json!({"type": "tool", "runId": run, "name": name, "state": state}),
+        ))
     }
 
     #[test]
     fn the_current_tool_is_the_one_started_and_not_finished() {
-        let events = [tool("r1", "read", "started")];
-        assert_eq!(current_tool(&events, "r1").as_deref(), Some("read"));
+        let events = [tool(R1, "read", "started")];
+        assert_eq!(current_tool(&events, R1).as_deref(), Some("read"));
+        let events = [tool(R1, "read", "started"), tool(R1, "read", "finished")];
+        assert_eq!(current_tool(&events, R1), None);
         let events = [
-            tool("r1", "read", "started"),
-            tool("r1", "read", "finished"),
+            tool(R1, "read", "started"),
+            tool(R1, "read", "failed"),
+            tool(R1, "bash", "started"),
         ];
-        assert_eq!(current_tool(&events, "r1"), None);
-        let events = [
-            tool("r1", "read", "started"),
-            tool("r1", "read", "failed"),
-            tool("r1", "bash", "started"),
-        ];
-        assert_eq!(current_tool(&events, "r1").as_deref(), Some("bash"));
+        assert_eq!(current_tool(&events, R1).as_deref(), Some("bash"));
         // Another run's tool is not this run's.
-        assert_eq!(current_tool(&[tool("r0", "grep", "started")], "r1"), None);
+        assert_eq!(current_tool(&[tool(R0, "grep", "started")], R1), None);
     }
 
     #[test]
     fn the_last_event_says_what_happened_in_a_few_words() {
-        assert_eq!(
-            last_event(&tool("r1", "read", "started")).text,
-            "read started"
+        let started = tool(R1, "read", "started");
+        assert_eq!(last_event(started.as_ref().ok()).text, "read started");
+        let text = event(
+            json!({"type": "text", "runId": R1, "text": "Reading\nthe README",
+            "truncated": false}),
         );
-        let text = json!({"type": "text", "text": "Reading\nthe README", "seq": 4});
-        assert_eq!(last_event(&text).text, "text “Reading the README”");
-        let failed = json!({"type": "failed", "code": "model_error", "seq": 9});
-        assert_eq!(last_event(&failed).text, "failed model_error");
-        assert_eq!(
-            last_event(&json!({"type": "run_started"})).text,
-            "run_started"
+        assert_eq!(last_event(Some(&text)).text, "text “Reading the README”");
+        let failed = event(
+            json!({"type": "failed", "runId": R1, "code": "model_request_failed",
+            "message": "the endpoint refused"}),
         );
+        assert_eq!(
+            last_event(Some(&failed)).text,
+            "failed model_request_failed"
+        );
+        let started = event(json!({"type": "run_started", "runId": R1}));
+        assert_eq!(last_event(Some(&started)).text, "run_started");
     }
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
+use subzero_protocol as p;
 use subzero_runtime::locks::holders;
 use subzero_runtime::mcp::client::{BrokerCommand, McpSession};
 use subzero_runtime::paths::StatePaths;
@@ -165,27 +166,39 @@ async fn through_a_broker(target: &StopTarget, context: &StopContext) -> StopOut
         .await;
     let _ = session.close().await;
     let outcome = match reply {
-        Ok(reply) if reply.is_error => StopOutcome::Answered(refused_by_broker(
+        Ok(reply) if reply.is_error => {
+            let body = serde_json::from_value::<p::ErrorBody>(reply.structured).ok();
+            let code = body
+                .as_ref()
+                .map_or("error".to_owned(), |b| b.code.to_string());
+            let message = body
+                .as_ref()
+                .map_or(reply.text.as_str(), |b| b.message.as_str());
+            StopOutcome::Answered(refused_by_broker(target, &code, message))
+        }
+        Ok(reply) => StopOutcome::Answered(answered(
             target,
-            reply.code().unwrap_or("error"),
-            reply.structured["message"].as_str().unwrap_or(&reply.text),
-        )),
-        Ok(reply) if reply.structured["confirmed"] == true => StopOutcome::Answered(format!(
-            "Stopped {}: the worker confirmed, its tool processes are gone (status {}).",
-            target.run,
-            reply.structured["status"].as_str().unwrap_or("stopped")
-        )),
-        Ok(reply) => StopOutcome::Answered(format!(
-            "Stop requested for {} (status {}); the worker has not confirmed yet.",
-            target.run,
-            reply.structured["status"]
-                .as_str()
-                .unwrap_or("stop_requested")
+            serde_json::from_value(reply.structured).ok(),
         )),
         Err(e) => return StopOutcome::Failed(broker_failed(&format!("{e}"), &log)),
     };
     let _ = std::fs::remove_file(&log);
     outcome
+}
+
+/// What the broker's `subzero_stop` answer says (`None`: an answer outside its type).
+fn answered(target: &StopTarget, output: Option<p::StopOutput>) -> String {
+    match output {
+        Some(out) if out.confirmed => format!(
+            "Stopped {}: the worker confirmed, its tool processes are gone (status {}).",
+            target.run, out.status
+        ),
+        output => format!(
+            "Stop requested for {} (status {}); the worker has not confirmed yet.",
+            target.run,
+            output.map_or("stop_requested".to_owned(), |out| out.status.to_string())
+        ),
+    }
 }
 
 /// What a typed refusal from the broker means here. A run whose broker is gone has already

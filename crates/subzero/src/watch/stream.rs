@@ -1,13 +1,14 @@
 //! One child's event stream, as `subzero logs --follow` reads it: from a cursor on, with
 //! the explicit gap marker where retention pruned events.
 
-use serde_json::Value;
 use subzero_core::{ChildId, EventSeq};
+use subzero_protocol::ChildEvent;
 use subzero_runtime::broker::{gap_event, wire_event};
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::Store;
 
 use crate::inspect::InspectError;
+use crate::inspect::document::Read;
 
 /// Events read per store call.
 const PAGE: u32 = 200;
@@ -25,8 +26,9 @@ pub struct Stream {
     pub child: ChildId,
     scope: WorkspaceScope,
     cursor: EventSeq,
-    /// Wire `ChildEvent`s (and gap markers), oldest first.
-    pub events: Vec<Value>,
+    /// Wire `ChildEvent`s (and gap markers), oldest first; an error body where the
+    /// contract refuses a stored event.
+    pub events: Vec<Read<ChildEvent>>,
     /// Lines scrolled up from the newest; 0 follows the stream.
     pub scroll: usize,
 }

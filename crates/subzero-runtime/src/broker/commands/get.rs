@@ -186,16 +186,16 @@ impl Broker {
                 .get_or_insert_with(Default::default)
                 .process = Some(process);
         }
-        if let Some(filesystem) = self.filesystem_receipt(&row.snapshot).await {
-            snap.containment
-                .get_or_insert_with(Default::default)
-                .filesystem = Some(filesystem);
+        // A stored snapshot the contract refuses says nothing rather than guess.
+        if let Ok(grant) = row.snapshot.grant() {
+            if let Some(filesystem) = self.filesystem_receipt(grant).await {
+                snap.containment
+                    .get_or_insert_with(Default::default)
+                    .filesystem = Some(filesystem);
+            }
+            self.child_receipts(grant, snap.containment.get_or_insert_with(Default::default))
+                .await;
         }
-        self.child_receipts(
-            &row.snapshot,
-            snap.containment.get_or_insert_with(Default::default),
-        )
-        .await;
         Ok(snap)
     }
 

@@ -172,12 +172,11 @@ impl Broker {
             ));
         }
         // The frozen grant as `start_run` will carry it; the store holds what spawn wrote.
-        let snapshot: p::GrantSnapshot =
-            serde_json::from_value(row.snapshot.clone()).map_err(|e| {
-                BrokerError::internal(format!(
-                    "child {child}'s stored grant snapshot breaks the contract: {e}"
-                ))
-            })?;
+        let snapshot: p::GrantSnapshot = row.snapshot.grant().cloned().map_err(|e| {
+            BrokerError::internal(format!(
+                "child {child}'s stored grant snapshot breaks the contract: {e}"
+            ))
+        })?;
         let kind = worker_of(&snapshot);
         let hello = self.hello_for(kind).await?;
         if let Some(worker) = &row.worker

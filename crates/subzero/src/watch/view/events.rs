@@ -6,8 +6,11 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use subzero_protocol::ChildEvent;
+
 use super::table::state_phase_cell;
 use super::{Palette, Tone, footer};
+use crate::inspect::document::Read;
 use crate::watch::app::{App, Screen};
 use crate::watch::format;
 
@@ -69,10 +72,10 @@ pub(super) fn draw_events(frame: &mut Frame<'_>, app: &mut App, area: Rect, pale
 }
 
 /// `seq  HH:MM:SS  type  details`, the type coloured as `subzero logs` colours it.
-fn event_line(event: &serde_json::Value, palette: Palette) -> Line<'static> {
+fn event_line(event: &Read<ChildEvent>, palette: Palette) -> Line<'static> {
     // The plain `subzero logs` line is tab-separated: seq, at, type, details (one-line
     // fields: a tab or a newline in them is escaped, or a space in the piped board).
-    let plain = crate::inspect::events::line(event, false, palette.printing);
+    let plain = crate::inspect::events::line(event.as_ref().ok(), false, palette.printing);
     let mut parts = plain.splitn(4, '\t');
     let seq = parts.next().unwrap_or("").to_owned();
     let at = format::clock(parts.next().unwrap_or(""));
