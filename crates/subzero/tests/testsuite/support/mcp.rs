@@ -462,3 +462,13 @@ pub fn last_error(snap: &p::ChildSnapshot) -> &p::ErrorBody {
         .as_ref()
         .unwrap_or_else(|| panic!("the last run has no error: {snap:#?}"))
 }
+
+/// A snapshot with `waited` — which describes the call, not the child — set to one fixed
+/// value, so that two snapshots of an unchanged child compare equal.
+pub fn without_wait(mut snap: p::ChildSnapshot) -> p::ChildSnapshot {
+    snap.waited = p::Waited {
+        ms: p::WaitMs(0),
+        reason: p::WaitedReason::Immediate,
+    };
+    snap
+}
