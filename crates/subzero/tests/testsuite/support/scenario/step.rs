@@ -17,6 +17,8 @@ use super::{Driven, Live, PATIENCE};
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Input {
+    /// A load step's stored record (read as the build's record there).
+    record: Option<Value>,
     /// The prompt of a spawn or followup.
     prompt: Option<String>,
     /// The run a step names (spawn, followup, confirm_stop, complete, fail).
@@ -78,7 +80,8 @@ impl Live {
                 })
             }
             "load" if ok_expected => {
-                self.build(&raw["record"]).await;
+                self.build(input.record.as_ref().expect("a load step has a record"))
+                    .await;
                 Driven::Live(Ok(json!({})))
             }
             "load" => Driven::CoreOnly(STORAGE),
