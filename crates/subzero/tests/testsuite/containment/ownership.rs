@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::support::containment::{Case, Path_, own_cgroup};
 use crate::support::faults::{Reaper, wait_for};
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 /// Lists every descriptor above stderr (with what it points at), releases any lock on it,
@@ -53,6 +53,11 @@ fn lock_is_free(path: &Path) -> bool {
     };
     let taken = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock);
     taken.is_ok()
+}
+
+/// The ownership receipt of a child's snapshot, if it has one.
+fn child_ownership(snap: &p::ChildSnapshot) -> Option<&p::OwnershipReceipt> {
+    snap.containment.as_ref()?.ownership.as_ref()
 }
 
 /// The workspace's writer slot files (there is one by default).
@@ -132,32 +137,40 @@ async fn a_tool_that_releases_every_descriptor_changes_no_ownership(path: Path_)
     );
 
     // The receipts say so.
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    let ownership = &snap["containment"]["ownership"];
+    let snap = snapshot(&s, &child).await;
     assert_eq!(
-        ownership["toolsHoldLocks"], false,
-        "{:#}",
-        snap["containment"]
+        child_ownership(&snap).map(|o| o.tools_hold_locks),
+        Some(false),
+        "{:#?}",
+        snap.containment
     );
-    let info = ok(&s, "subzero_info", json!({})).await;
+    let info = broker_info(&s).await;
+    let broker_ownership = info
+        .enforcement
+        .containment
+        .as_ref()
+        .and_then(|c| c.ownership.as_ref());
     assert_eq!(
-        info["enforcement"]["containment"]["ownership"]["toolsHoldLocks"], false,
-        "{:#}",
-        info["enforcement"]
+        broker_ownership.map(|o| o.tools_hold_locks),
+        Some(false),
+        "{:#?}",
+        info.enforcement
     );
 
     std::fs::write(env.workspace().join("release"), b"").expect("release");
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    let second = ok(
-        &s,
-        "subzero_spawn",
-        json!({"prompt": "second writer", "templateId": "coder", "model": env.model()}),
-    )
-    .await;
-    let second_child = second["childId"].as_str().expect("childId").to_owned();
-    let done = settle(&s, &second_child, Duration::from_secs(60)).await;
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    let (second_child, _) = spawn(&s, env, "coder", "second writer").await;
+    let done = settled(&s, &second_child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
     s.close().await.expect("close");
 }
 
@@ -204,22 +217,25 @@ async fn on_the_subreaper_fallback_the_receipts_say_tools_hold_the_locks() {
     })
     .expect("the tool listed its descriptors");
     assert!(listing.contains("locks/children"), "{listing}");
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    let ownership: &Value = &snap["containment"]["ownership"];
+    let snap = snapshot(&s, &child).await;
+    let ownership = child_ownership(&snap);
     assert_eq!(
-        ownership["toolsHoldLocks"], true,
-        "{:#}",
-        snap["containment"]
+        ownership.map(|o| o.tools_hold_locks),
+        Some(true),
+        "{:#?}",
+        snap.containment
     );
     assert!(
-        ownership["summary"]
-            .as_str()
-            .is_some_and(|s| s.contains("subreaper")),
-        "{ownership:#}"
+        ownership.is_some_and(|o| o.summary.contains("subreaper")),
+        "{ownership:#?}"
     );
     std::fs::write(env.workspace().join("release"), b"").expect("release");
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
 }
 

@@ -12,7 +12,7 @@ use crate::support::faults::{
     wait_for,
 };
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::mcp_client::McpSession;
 use subzero_testkit::{Reply, Step};
 
@@ -33,46 +33,56 @@ fn kill_broker(env: &Env, broker: u32) {
 
 /// A second broker on the same state dir: the child is not `running`; resume with a
 /// message completes. Returns the snapshot the second broker saw first.
-async fn second_broker_recovers(env: &Env, reaper: &mut Reaper, child: &str) -> Value {
+async fn second_broker_recovers(env: &Env, reaper: &mut Reaper, child: &str) -> p::ChildSnapshot {
     let s = env.broker("broker2").await;
     reaper.broker(s.pid());
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    let summary = listed["children"]
-        .as_array()
-        .expect("children")
+    let listed = list(&s, json!({})).await;
+    let summary = listed
+        .children
         .iter()
-        .find(|c| c["childId"] == child)
-        .cloned()
-        .unwrap_or_else(|| panic!("child {child} lost: {listed:#}"));
-    assert_ne!(summary["state"], "running", "{summary:#}");
-    assert_eq!(summary["activeRunId"], Value::Null, "{summary:#}");
-    let first = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(first["state"], summary["state"], "{first:#}");
-    match first["state"].as_str() {
-        Some("interrupted") => {
-            assert_eq!(first["lastRun"]["status"], "interrupted", "{first:#}");
+        .find(|c| c.child_id.as_str() == child)
+        .unwrap_or_else(|| panic!("child {child} lost: {listed:#?}"));
+    assert_ne!(summary.state, p::ChildState::Running, "{summary:#?}");
+    assert_eq!(summary.active_run_id, None, "{summary:#?}");
+    let first = snapshot(&s, child).await;
+    assert_eq!(first.state, summary.state, "{first:#?}");
+    match first.state {
+        p::ChildState::Interrupted => {
+            assert_eq!(
+                last_status(&first),
+                Some(p::TerminalRunStatus::Interrupted),
+                "{first:#?}"
+            );
         }
-        Some("ready") => {
+        p::ChildState::Ready => {
             // The settle committed before the kill: its result is whole and readable.
-            assert_eq!(first["lastRun"]["status"], "completed", "{first:#}");
-            let artifact = first["lastRun"]["artifactId"].as_str().expect("artifact");
-            let out = ok(&s, "subzero_output", json!({"artifactId": artifact})).await;
-            assert_eq!(out["eof"], true, "{out:#}");
-            assert_eq!(out["text"], first["lastRun"]["preview"], "{out:#}");
+            let ended = last(&first);
+            assert_eq!(ended.status, p::TerminalRunStatus::Completed, "{first:#?}");
+            let artifact = ended.artifact_id.as_ref().expect("artifact");
+            let out = read_output(&s, json!({"artifactId": artifact})).await;
+            assert!(out.eof, "{out:#?}");
+            assert_eq!(out.text.as_str(), ended.preview.as_str(), "{out:#?}");
         }
-        other => panic!("unexpected state {other:?}: {first:#}"),
+        other => panic!("unexpected state {other:?}: {first:#?}"),
     }
-    let resumed = ok(
+    let resumed = resume(
         &s,
-        "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "Carry on"}),
     )
     .await;
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
-    let snap = settle(&s, child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let snap = settled(&s, child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(
+        Some(&last(&snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
     s.close().await.expect("close");
     first
 }
@@ -98,7 +108,7 @@ async fn a_broker_killed_right_after_spawn_returns_leaves_an_interrupted_child()
     kill_broker(&env, broker);
     drop(s);
     let first = second_broker_recovers(&env, &mut reaper, &child).await;
-    assert_eq!(first["state"], "interrupted", "{first:#}");
+    assert_eq!(first.state, p::ChildState::Interrupted, "{first:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -125,7 +135,10 @@ async fn a_broker_killed_while_spawn_is_in_flight_never_leaves_a_running_child()
         drop(s);
         // Whether or not the reply made it out, the child (if any) must be recoverable.
         let child = match reply {
-            Ok(r) if !r.is_error => r.structured["childId"].as_str().map(str::to_owned),
+            Ok(r) if !r.is_error => {
+                let out: p::SpawnOutput = parse("subzero_spawn", &r.structured);
+                Some(out.child_id.to_string())
+            }
             _ => None,
         };
         let child = match child {
@@ -137,7 +150,7 @@ async fn a_broker_killed_while_spawn_is_in_flight_never_leaves_a_running_child()
                 let first = second_broker_recovers(&env, &mut reaper, &child).await;
                 eprintln!(
                     "killed {delay_ms} ms into spawn: the child was {}",
-                    first["state"]
+                    first.state
                 );
             }
             None => eprintln!("killed {delay_ms} ms into spawn: no child was admitted"),
@@ -149,13 +162,10 @@ async fn a_broker_killed_while_spawn_is_in_flight_never_leaves_a_running_child()
 async fn listed_child(env: &Env, reaper: &mut Reaper) -> Option<String> {
     let s: McpSession = env.broker("broker-list").await;
     reaper.broker(s.pid());
-    let listed = ok(&s, "subzero_list", json!({})).await;
+    let listed = list(&s, json!({})).await;
     s.close().await.expect("close");
-    let children = listed["children"].as_array().expect("children");
-    assert!(children.len() <= 1, "{listed:#}");
-    children
-        .first()
-        .map(|c| c["childId"].as_str().expect("childId").to_owned())
+    assert!(listed.children.len() <= 1, "{listed:#?}");
+    listed.children.first().map(|c| c.child_id.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -185,7 +195,7 @@ async fn a_broker_killed_around_settle_leaves_a_ready_or_interrupted_child() {
         let first = second_broker_recovers(&env, &mut reaper, &child).await;
         eprintln!(
             "killed {late_ms} ms after the request: the child was {}",
-            first["state"]
+            first.state
         );
     }
 }
@@ -223,5 +233,5 @@ async fn a_broker_killed_mid_tool_takes_the_whole_tool_tree_with_it() {
         marked(&mark)
     );
     let first = second_broker_recovers(&env, &mut reaper, &child).await;
-    assert_eq!(first["state"], "interrupted", "{first:#}");
+    assert_eq!(first.state, p::ChildState::Interrupted, "{first:#?}");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::support;
 use crate::support::faults::Reaper;
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 /// How long the foreign transaction holds the write lock (the store waits 5 s).
@@ -43,8 +43,12 @@ async fn a_database_held_by_another_writer_gives_busy_and_loses_nothing() {
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
     let (first, _) = spawn(&s, &env, "researcher", "First").await;
-    let before = settle(&s, &first, Duration::from_secs(30)).await;
-    assert_eq!(before["lastRun"]["status"], "completed", "{before:#}");
+    let before = settled(&s, &first, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&before),
+        Some(p::TerminalRunStatus::Completed),
+        "{before:#?}"
+    );
 
     let holder = hold_write_lock(env.state_dir().join("subzero.db"), HOLD);
     let started = Instant::now();
@@ -61,33 +65,33 @@ async fn a_database_held_by_another_writer_gives_busy_and_loses_nothing() {
         "spawn waited for the lock to be released ({waited:?})"
     );
     // Reads do not need the write lock (WAL): list and get still answer.
-    let during = ok(&s, "subzero_list", json!({})).await;
+    let during = list(&s, json!({})).await;
     assert_eq!(
-        during["children"][0]["childId"],
-        first.as_str(),
-        "{during:#}"
+        during.children.first().map(|c| c.child_id.as_str()),
+        Some(first.as_str()),
+        "{during:#?}"
     );
     holder.join().expect("lock holder");
 
     // Nothing lost, nothing half-made: the first child is as it was, no other child
     // appeared (or, if one did, it is not stuck running), and no model call was made.
-    let after = ok(&s, "subzero_get", json!({"childId": first})).await;
-    assert_eq!(strip_wait(&after), strip_wait(&before));
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    for child in listed["children"].as_array().expect("children") {
-        assert_ne!(child["state"], "running", "{listed:#}");
+    let after = snapshot(&s, &first).await;
+    assert_eq!(without_wait(after), without_wait(before));
+    let listed = list(&s, json!({})).await;
+    for child in listed.children.iter() {
+        assert_ne!(child.state, p::ChildState::Running, "{listed:#?}");
     }
-    assert_eq!(
-        listed["children"].as_array().map(Vec::len),
-        Some(1),
-        "{listed:#}"
-    );
+    assert_eq!(listed.children.len(), 1, "{listed:#?}");
     assert_eq!(env.server.requests().len(), 1);
 
     let (third, _) = spawn(&s, &env, "researcher", "Third").await;
-    let snap = settle(&s, &third, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "After the lock.", "{snap:#}");
+    let snap = settled(&s, &third, Duration::from_secs(30)).await;
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    assert_eq!(last(&snap).preview.as_str(), "After the lock.", "{snap:#?}");
     s.close().await.expect("close");
     // Last, so everything above is checked whatever code the broker chose.
     assert_eq!(
@@ -96,15 +100,6 @@ async fn a_database_held_by_another_writer_gives_busy_and_loses_nothing() {
         "spawn under a foreign write lock: {}",
         reply.text
     );
-}
-
-/// A snapshot without the fields that describe the call rather than the child.
-fn strip_wait(snap: &Value) -> Value {
-    let mut snap = snap.clone();
-    if let Some(map) = snap.as_object_mut() {
-        map.remove("waited");
-    }
-    snap
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -133,7 +128,7 @@ async fn a_database_held_busy_while_a_run_settles_does_not_leave_the_child_runni
     holder.join().expect("lock holder");
     // Give the broker a bounded time to notice, then the worker must be gone and the
     // child must not be running.
-    let snap = settle(&s, &child, Duration::from_secs(15)).await;
+    let snap = settled(&s, &child, Duration::from_secs(15)).await;
     if std::env::var_os("FAULTS_KEEP_LOG").is_some() {
         eprintln!(
             "{}",
@@ -141,10 +136,11 @@ async fn a_database_held_busy_while_a_run_settles_does_not_leave_the_child_runni
         );
     }
     assert_ne!(
-        snap["state"], "running",
-        "stuck running after the lock was released: {snap:#}"
+        snap.state,
+        p::ChildState::Running,
+        "stuck running after the lock was released: {snap:#?}"
     );
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
+    assert_eq!(last(&snap).run_id.as_str(), run, "{snap:#?}");
     assert!(
         support::faults::eventually(Duration::from_secs(5), || support::faults::workers_of(
             broker
@@ -171,13 +167,16 @@ async fn a_steer_that_lands_while_a_failed_run_settles_does_not_keep_its_worker(
     let s = env.broker("broker").await;
     let broker = reaper.broker(s.pid());
     let (child, run) = spawn(&s, &env, "researcher", "Work").await;
-    let queued = ok(
+    let queued = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "and then"}),
     )
     .await;
-    assert_eq!(queued["delivery"], "queued", "{queued}");
+    assert_eq!(
+        queued.delivery,
+        p::SendOutputDelivery::Queued,
+        "{queued:#?}"
+    );
     let holder = hold_write_lock(env.state_dir().join("subzero.db"), Duration::from_secs(3));
     // The worker reported the failure; the driver's settlement now waits for the lock.
     let log = env.log("broker");
@@ -187,18 +186,25 @@ async fn a_steer_that_lands_while_a_failed_run_settles_does_not_keep_its_worker(
         }),
         "the worker never reported the failed run"
     );
-    let steered = ok(
+    let steered = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "steer", "message": "also look at the tests"}),
     )
     .await;
-    assert_eq!(steered["delivery"], "steered", "{steered}");
+    assert_eq!(
+        steered.delivery,
+        p::SendOutputDelivery::Steered,
+        "{steered:#?}"
+    );
     holder.join().expect("lock holder");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run, "{snap:#?}");
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Failed,
+        "{snap:#?}"
+    );
     assert!(
         support::faults::eventually(Duration::from_secs(10), || support::faults::workers_of(
             broker

@@ -60,24 +60,31 @@ fn holder_processes(path: &std::path::Path) -> Vec<(u32, Option<u32>, Vec<String
         .collect()
 }
 
+/// Every stored row that belongs to a child, table by table, and every receipt.
+#[derive(Debug, PartialEq)]
+struct Stored {
+    children: Value,
+    runs: Value,
+    followups: Value,
+    events: Value,
+    receipts: Value,
+}
+
 /// Every stored row that belongs to `child` (its row, runs, queue, events) and every
 /// receipt, as the database holds them: a refusal must leave all of it as it was.
-fn stored(env: &Env, child: &str) -> Value {
+fn stored(env: &Env, child: &str) -> Stored {
     let db = env.state_dir().join("subzero.db");
     let conn =
         rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("open the database read-only");
-    let mut all = serde_json::Map::new();
-    for (table, filter) in [
-        ("children", "WHERE child_id = ?1"),
-        ("runs", "WHERE child_id = ?1"),
-        ("followups", "WHERE child_id = ?1"),
-        ("events", "WHERE child_id = ?1"),
-        ("receipts", "WHERE ?1 IS NOT NULL"),
-    ] {
-        all.insert(table.to_owned(), rows(&conn, table, filter, child));
+    let of_child = |table| rows(&conn, table, "WHERE child_id = ?1", child);
+    Stored {
+        children: of_child("children"),
+        runs: of_child("runs"),
+        followups: of_child("followups"),
+        events: of_child("events"),
+        receipts: rows(&conn, "receipts", "WHERE ?1 IS NOT NULL", child),
     }
-    Value::Object(all)
 }
 
 fn rows(conn: &rusqlite::Connection, table: &str, filter: &str, child: &str) -> Value {
@@ -107,21 +114,12 @@ fn rows(conn: &rusqlite::Connection, table: &str, filter: &str, child: &str) -> 
 }
 
 /// What a parent sees: the whole snapshot with every event, but for `waited`.
-async fn seen(s: &McpSession, child: &str) -> Value {
-    let mut snap = ok(
-        s,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
-    )
-    .await;
-    if let Some(fields) = snap.as_object_mut() {
-        fields.remove("waited");
-    }
-    snap
+async fn seen(s: &McpSession, child: &str) -> p::ChildSnapshot {
+    without_wait(get(s, json!({"childId": child, "eventLimit": 50})).await)
 }
 
 /// The child as stored and as seen; equal before and after a call that changed nothing.
-async fn observe(s: &McpSession, env: &Env, child: &str) -> (Value, Value) {
+async fn observe(s: &McpSession, env: &Env, child: &str) -> (Stored, p::ChildSnapshot) {
     (stored(env, child), seen(s, child).await)
 }
 
@@ -142,7 +140,11 @@ async fn refused_naming_us(s: &McpSession, tool: &str, args: Value) -> String {
     reply.code().expect("error body has a code").to_owned()
 }
 
-fn assert_unchanged(before: &(Value, Value), after: &(Value, Value), what: &str) {
+fn assert_unchanged(
+    before: &(Stored, p::ChildSnapshot),
+    after: &(Stored, p::ChildSnapshot),
+    what: &str,
+) {
     assert_eq!(before.0, after.0, "{what} changed what is stored");
     assert_eq!(before.1, after.1, "{what} changed what get shows");
 }
@@ -159,9 +161,13 @@ async fn a_stranger_holding_a_ready_childs_lock_makes_send_stop_and_resume_chang
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
     let (child, first_run) = spawn(&s, &env, "researcher", "Look around").await;
-    let done = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(done["state"], "ready", "{done:#}");
-    assert_eq!(done["lastRun"]["status"], "completed", "{done:#}");
+    let done = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(done.state, p::ChildState::Ready, "{done:#?}");
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
 
     let held = hold_child_lock(&env, &child);
     let before = observe(&s, &env, &child).await;
@@ -173,79 +179,88 @@ async fn a_stranger_holding_a_ready_childs_lock_makes_send_stop_and_resume_chang
     assert_eq!(code, "busy");
     assert_unchanged(&before, &observe(&s, &env, &child).await, "a busy followup");
 
-    let stop = json!({"childId": child, "expectedRunId": first_run, "waitMs": 1000});
-    assert_eq!(err(&s, "subzero_stop", stop).await, "not_running");
+    let stop_first = json!({"childId": child, "expectedRunId": first_run, "waitMs": 1000});
+    assert_eq!(err(&s, "subzero_stop", stop_first).await, "not_running");
     assert_unchanged(
         &before,
         &observe(&s, &env, &child).await,
         "a stop of a ready child",
     );
 
-    let resume = json!({
+    let carry_on = json!({
         "childId": child, "model": env.model(), "message": "Carry on", "requestId": "resume-1"
     });
-    let code = refused_naming_us(&s, "subzero_resume", resume.clone()).await;
+    let code = refused_naming_us(&s, "subzero_resume", carry_on.clone()).await;
     assert_eq!(code, "busy");
     assert_unchanged(&before, &observe(&s, &env, &child).await, "a busy resume");
 
     // Without a message nothing needs the lock: a ready child answers ready, and only its
     // model record is rewritten (to the same model).
-    let resumed = ok(
-        &s,
-        "subzero_resume",
-        json!({"childId": child, "model": env.model()}),
-    )
-    .await;
-    assert_eq!(resumed["state"], "ready", "{resumed:#}");
+    let resumed = resume(&s, json!({"childId": child, "model": env.model()})).await;
+    assert_eq!(resumed.state, p::ResumeOutputState::Ready, "{resumed:#?}");
     let after = observe(&s, &env, &child).await;
-    for table in ["runs", "followups", "events"] {
-        assert_eq!(before.0[table], after.0[table], "resume changed {table}");
-    }
-    for field in [
-        "state",
-        "phase",
-        "activeRunId",
-        "lastRun",
-        "events",
-        "nextCursor",
-        "model",
-    ] {
-        assert_eq!(before.1[field], after.1[field], "resume changed {field}");
-    }
+    let (was, now) = (&before.0, &after.0);
+    assert_eq!(was.runs, now.runs, "resume changed runs");
+    assert_eq!(was.followups, now.followups, "resume changed followups");
+    assert_eq!(was.events, now.events, "resume changed events");
+    let (was, now) = (&before.1, &after.1);
+    assert_eq!(was.state, now.state, "resume changed state");
+    assert_eq!(was.phase, now.phase, "resume changed phase");
+    assert_eq!(
+        was.active_run_id, now.active_run_id,
+        "resume changed activeRunId"
+    );
+    assert_eq!(was.last_run, now.last_run, "resume changed lastRun");
+    assert_eq!(was.events, now.events, "resume changed events");
+    assert_eq!(
+        was.next_cursor, now.next_cursor,
+        "resume changed nextCursor"
+    );
+    assert_eq!(was.model, now.model, "resume changed model");
     assert_eq!(env.server.requests().len(), 1, "the model was called again");
 
     // The stranger lets go: the same requestId is a new call (no receipt was stored).
     drop(held);
-    let sent = ok(&s, "subzero_send", followup).await;
-    assert_eq!(sent["delivery"], "started", "{sent:#}");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Second answer.", "{snap:#}");
+    let sent = send(&s, followup).await;
+    assert_eq!(sent.delivery, p::SendOutputDelivery::Started, "{sent:#?}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).run_id, sent.run_id, "{snap:#?}");
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    assert_eq!(last(&snap).preview.as_str(), "Second answer.", "{snap:#?}");
 
-    let long = ok(
+    let long = send(
         &s,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "Think forever"}),
     )
     .await;
-    assert_eq!(long["delivery"], "started", "{long:#}");
+    assert_eq!(long.delivery, p::SendOutputDelivery::Started, "{long:#?}");
     assert!(env.server.wait_for_requests(3, Duration::from_secs(20)));
-    let stopped = ok(
+    let stopped = stop(
         &s,
-        "subzero_stop",
-        json!({"childId": child, "expectedRunId": long["runId"], "waitMs": 10000}),
+        json!({"childId": child, "expectedRunId": long.run_id, "waitMs": 10000}),
     )
     .await;
-    assert_eq!(stopped["confirmed"], true, "{stopped:#}");
-    assert_eq!(stopped["status"], "stopped", "{stopped:#}");
+    assert!(stopped.confirmed, "{stopped:#?}");
+    assert_eq!(stopped.status, p::RunStatus::Stopped, "{stopped:#?}");
 
-    let resumed = ok(&s, "subzero_resume", resume).await;
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Resumed answer.", "{snap:#}");
+    let resumed = resume(&s, carry_on).await;
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        Some(&last(&snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    assert_eq!(last(&snap).preview.as_str(), "Resumed answer.", "{snap:#?}");
     s.close().await.expect("close");
 }
 
@@ -272,16 +287,23 @@ async fn orphaned_mid_run(env: &Env, reaper: &mut Reaper) -> String {
 
 /// The stranger has let go: resume with a message runs and completes.
 async fn resume_works(s: &McpSession, env: &Env, child: &str) {
-    let resumed = ok(
+    let resumed = resume(
         s,
-        "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "Carry on"}),
     )
     .await;
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
-    let snap = settle(s, child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["runId"], resumed["runId"], "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let snap = settled(s, child, Duration::from_secs(30)).await;
+    assert_eq!(
+        Some(&last(&snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
 }
 
 /// Both resumes of a child held by the stranger are refused naming it, with nothing
@@ -290,10 +312,12 @@ async fn resumes_refused(s: &McpSession, env: &Env, child: &str) -> Vec<String> 
     let before = observe(s, env, child).await;
     let mut codes = Vec::new();
     for message in [Some("Carry on"), None] {
-        let mut args = json!({"childId": child, "model": env.model(), "requestId": "resume-1"});
-        if let Some(m) = message {
-            args["message"] = json!(m);
-        }
+        let args = match message {
+            Some(m) => json!({
+                "childId": child, "model": env.model(), "requestId": "resume-1", "message": m
+            }),
+            None => json!({"childId": child, "model": env.model(), "requestId": "resume-1"}),
+        };
         codes.push(refused_naming_us(s, "subzero_resume", args).await);
         let what = format!("a refused resume (message: {message:?})");
         assert_unchanged(&before, &observe(s, env, child).await, &what);
@@ -308,8 +332,8 @@ async fn a_stranger_holding_an_interrupted_childs_lock_makes_resume_refuse_with_
     let child = orphaned_mid_run(&env, &mut reaper).await;
     let s = env.broker("broker2").await;
     reaper.broker(s.pid());
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
+    let snap = snapshot(&s, &child).await;
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
 
     let held = hold_child_lock(&env, &child);
     for code in resumes_refused(&s, &env, &child).await {
@@ -330,8 +354,8 @@ async fn a_stranger_holding_a_dead_brokers_child_makes_resume_recovery_required_
     let held = hold_child_lock(&env, &child);
     let s = env.broker("broker2").await;
     reaper.broker(s.pid());
-    let snap = ok(&s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["phase"], "recovery_required", "{snap:#}");
+    let snap = snapshot(&s, &child).await;
+    assert_eq!(snap.phase, p::Phase::RecoveryRequired, "{snap:#?}");
 
     for code in resumes_refused(&s, &env, &child).await {
         assert_eq!(code, "recovery_required");

@@ -18,9 +18,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support;
+use crate::support::chat_request::ChatRequest;
 use crate::support::faults::{RawBroker, Reaper};
-use crate::support::mcp::{Env, slow_reply};
-use serde_json::{Value, json};
+use crate::support::mcp::{Env, last, last_error, p, slow_reply};
+use serde::Deserialize;
+use serde_json::json;
 use subzero_testkit::{Reply, Step};
 
 /// The documented bound: a run whose worker is gone is recorded within 10 s.
@@ -107,16 +109,16 @@ fn big_answer(bytes: u64) -> Reply {
     ])
 }
 
-fn get(broker: &mut RawBroker, child: &str) -> Value {
-    broker.ok("subzero_get", json!({"childId": child, "eventLimit": 1}))
+fn get(broker: &mut RawBroker, child: &str) -> p::ChildSnapshot {
+    broker.typed("subzero_get", json!({"childId": child, "eventLimit": 1}))
 }
 
 /// Poll until the child is not `running`; the snapshot, or `None` after `limit`.
-fn left_running(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<Value> {
+fn left_running(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<p::ChildSnapshot> {
     let deadline = Instant::now() + limit;
     loop {
         let snap = get(broker, child);
-        if snap["state"] != "running" {
+        if snap.state != p::ChildState::Running {
             return Some(snap);
         }
         if Instant::now() > deadline {
@@ -128,7 +130,13 @@ fn left_running(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<
 
 /// The disk fills now; within `work` (what the run still had to do) plus [`BOUND`] the run
 /// has failed with `code` and the child is no longer running.
-fn fails_once_full(broker: &mut RawBroker, fs: &Tmpfs, child: &str, work: Duration, code: &str) {
+fn fails_once_full(
+    broker: &mut RawBroker,
+    fs: &Tmpfs,
+    child: &str,
+    work: Duration,
+    code: p::ErrorCode,
+) {
     fs.fill();
     let filled = Instant::now();
     let snap = left_running(broker, child, work + BOUND)
@@ -138,28 +146,35 @@ fn fails_once_full(broker: &mut RawBroker, fs: &Tmpfs, child: &str, work: Durati
         filled.elapsed(),
         brief(&snap)
     );
-    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
-    assert_eq!(snap["lastRun"]["error"]["code"], code, "{}", brief(&snap));
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Failed,
+        "{}",
+        brief(&snap)
+    );
+    assert_eq!(last_error(&snap).code, code, "{}", brief(&snap));
 }
 
 /// The child's state, phase and last run, short (a failed run's preview can be 2 KiB of `x`).
-fn brief(snap: &Value) -> String {
-    let mut last = snap["lastRun"].clone();
-    if let Some(preview) = last.get_mut("preview") {
-        *preview = json!(format!("{:.40}", preview.as_str().unwrap_or_default()));
-    }
-    format!(
-        "state {} phase {} lastRun {last}",
-        snap["state"], snap["phase"]
-    )
+fn brief(snap: &p::ChildSnapshot) -> String {
+    let last = snap.last_run.as_ref().map(|run| {
+        format!(
+            "run {} status {} error {:?} preview {:.40}",
+            run.run_id.as_str(),
+            run.status,
+            run.error,
+            run.preview.as_str()
+        )
+    });
+    format!("state {} phase {} lastRun {last:?}", snap.state, snap.phase)
 }
 
 fn spawn(broker: &mut RawBroker, env: &Env, template: &str) -> String {
-    let out = broker.ok(
+    let out: p::SpawnOutput = broker.typed(
         "subzero_spawn",
         json!({"prompt": "work", "templateId": template, "model": env.model()}),
     );
-    out["childId"].as_str().expect("childId").to_owned()
+    out.child_id.to_string()
 }
 
 /// A followup on the child, which must complete (no stop) with `answer`.
@@ -170,8 +185,20 @@ fn followup_completes(broker: &mut RawBroker, child: &str, answer: &str) {
     );
     let snap = left_running(broker, child, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("the followup never ended"));
-    assert_eq!(snap["lastRun"]["status"], "completed", "{}", brief(&snap));
-    assert_eq!(snap["lastRun"]["preview"], answer, "{}", brief(&snap));
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{}",
+        brief(&snap)
+    );
+    assert_eq!(last(&snap).preview.as_str(), answer, "{}", brief(&snap));
+}
+
+/// A transcript line, as far as the check reads it: every entry has a string `id`.
+#[derive(Deserialize)]
+struct TranscriptEntry {
+    #[allow(dead_code)]
+    id: String,
 }
 
 /// Every line of the child's transcript is a readable JSON entry: nothing a later open or
@@ -187,9 +214,9 @@ fn transcript_is_whole(env: &Env, child: &str) {
         "the transcript ends mid-line"
     );
     for (n, line) in text.lines().enumerate() {
-        let entry: Result<Value, _> = serde_json::from_str(line);
+        let entry: Result<TranscriptEntry, _> = serde_json::from_str(line);
         assert!(
-            entry.is_ok_and(|e| e["id"].is_string()),
+            entry.is_ok(),
             "transcript line {} is malformed: {:.120}",
             n + 1,
             line
@@ -222,11 +249,14 @@ fn a_3_mb_answer_into_a_full_disk_ends_the_run_within_the_bound_and_the_child_go
     let snap = left_running(&mut broker, &child, BOUND)
         .unwrap_or_else(|| panic!("the child was still running {BOUND:?} into a full disk"));
     eprintln!("left `running` after {:?}", asked.elapsed());
-    assert_eq!(snap["state"], "ready", "{}", brief(&snap));
-    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
-    let message = snap["lastRun"]["error"]["message"]
-        .as_str()
-        .unwrap_or_default();
+    assert_eq!(snap.state, p::ChildState::Ready, "{}", brief(&snap));
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Failed,
+        "{}",
+        brief(&snap)
+    );
+    let message = last_error(&snap).message.as_str();
     assert!(message.contains("No space left"), "{}", brief(&snap));
     transcript_is_whole(&env, &child);
 
@@ -234,15 +264,20 @@ fn a_3_mb_answer_into_a_full_disk_ends_the_run_within_the_bound_and_the_child_go
     fs.grow();
     followup_completes(&mut broker, &child, "after space");
     transcript_is_whole(&env, &child);
-    let resumed = broker.ok(
+    let resumed: p::ResumeOutput = broker.typed(
         "subzero_resume",
         json!({"childId": child, "model": env.model(), "message": "and now"}),
     );
-    assert_eq!(resumed["state"], "running", "{resumed:#}");
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
     let snap = left_running(&mut broker, &child, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("the resumed run never ended"));
-    assert_eq!(snap["lastRun"]["status"], "completed", "{}", brief(&snap));
-    assert_eq!(snap["lastRun"]["preview"], "resumed", "{}", brief(&snap));
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{}",
+        brief(&snap)
+    );
+    assert_eq!(last(&snap).preview.as_str(), "resumed", "{}", brief(&snap));
     transcript_is_whole(&env, &child);
     drop(broker);
     drop(fs);
@@ -283,7 +318,7 @@ fn a_tool_result_the_full_disk_refuses_ends_the_run_and_the_followup_never_sends
         &fs,
         &child,
         Duration::from_secs(2),
-        "storage_unavailable",
+        p::ErrorCode::StorageUnavailable,
     );
     transcript_is_whole(&env, &child);
 
@@ -293,18 +328,15 @@ fn a_tool_result_the_full_disk_refuses_ends_the_run_and_the_followup_never_sends
     // every assistant tool call in its request is answered (Chat Completions refuses one
     // that is not).
     let requests = env.server.requests();
-    let body = requests
-        .last()
-        .and_then(|r| r.json())
-        .expect("the followup's request");
-    let messages = body["messages"].as_array().expect("messages");
+    let body = ChatRequest::of(requests.last().expect("the followup's request"));
+    let messages = &body.messages;
     for (n, message) in messages.iter().enumerate() {
-        for call in message["tool_calls"].as_array().into_iter().flatten() {
-            let id = &call["id"];
+        for call in message.tool_calls.iter().flatten() {
+            let id = &call.id;
             assert!(
                 messages[n + 1..]
                     .iter()
-                    .any(|m| m["role"] == "tool" && &m["tool_call_id"] == id),
+                    .any(|m| m.role == "tool" && m.tool_call_id.as_ref() == Some(id)),
                 "the followup sent tool call {id} without its result: {messages:#?}"
             );
         }
@@ -336,7 +368,7 @@ fn a_result_file_that_does_not_fit_fails_the_run_within_the_bound() {
         &fs,
         &child,
         Duration::from_millis(1500),
-        "artifact_unavailable",
+        p::ErrorCode::ArtifactUnavailable,
     );
     fs.grow();
     followup_completes(&mut broker, &child, "after space");
@@ -397,29 +429,39 @@ fn a_worker_that_cannot_start_on_a_full_disk_fails_its_run_within_the_bound() {
     reaper.broker(Some(broker.pid()));
     let child = spawn(&mut broker, &env, "researcher");
     let snap = left_running(&mut broker, &child, Duration::from_secs(30)).expect("first run");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{}", brief(&snap));
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{}",
+        brief(&snap)
+    );
 
     // The next worker fills the disk and dies before its hello: the followup was admitted
     // (the disk had room), the worker start fails, and its failure must be recorded on a
     // full disk.
     break_worker(&worker, &env.state_dir());
     let asked = Instant::now();
-    let err = broker.refused(
+    let err = broker.refused_with(
         "subzero_send",
         json!({"childId": child, "message": "go on", "mode": "followup"}),
     );
-    assert_eq!(err["code"], "worker_incompatible", "{err:#}");
+    assert_eq!(err.code, p::ErrorCode::WorkerIncompatible, "{err:#?}");
     let snap = left_running(&mut broker, &child, BOUND).unwrap_or_else(|| {
         panic!(
             "the child was still running {BOUND:?} after its worker failed to start on a full disk"
         )
     });
     eprintln!("left `running` {:?} after the followup", asked.elapsed());
-    assert_eq!(snap["state"], "ready", "{}", brief(&snap));
-    assert_eq!(snap["lastRun"]["status"], "failed", "{}", brief(&snap));
+    assert_eq!(snap.state, p::ChildState::Ready, "{}", brief(&snap));
     assert_eq!(
-        snap["lastRun"]["error"]["code"],
-        "worker_incompatible",
+        last(&snap).status,
+        p::TerminalRunStatus::Failed,
+        "{}",
+        brief(&snap)
+    );
+    assert_eq!(
+        last_error(&snap).code,
+        p::ErrorCode::WorkerIncompatible,
         "{}",
         brief(&snap)
     );

@@ -18,8 +18,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::faults::{RawBroker, Reaper, eventually};
-use crate::support::mcp::{Env, slow_reply};
-use serde_json::{Value, json};
+use crate::support::mcp::{Env, last, last_error, p, slow_reply};
+use serde_json::json;
 
 /// A tmpfs mounted over a test's state directory, unmounted (lazily) on drop.
 struct Tmpfs {
@@ -77,16 +77,16 @@ impl Drop for Tmpfs {
     }
 }
 
-fn snapshot(broker: &mut RawBroker, child: &str) -> Value {
-    broker.ok("subzero_get", json!({"childId": child}))
+fn snapshot(broker: &mut RawBroker, child: &str) -> p::ChildSnapshot {
+    broker.typed("subzero_get", json!({"childId": child}))
 }
 
 /// Poll until the child is no longer `running`, or `limit` passed.
-fn settled(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<Value> {
+fn settled(broker: &mut RawBroker, child: &str, limit: Duration) -> Option<p::ChildSnapshot> {
     let deadline = Instant::now() + limit;
     loop {
         let snap = snapshot(broker, child);
-        if snap["state"] != "running" {
+        if snap.state != p::ChildState::Running {
             return Some(snap);
         }
         if Instant::now() > deadline {
@@ -117,11 +117,11 @@ fn in_flight(env: &Env, reaper: &mut Reaper) -> Option<(Tmpfs, RawBroker, String
     let fs = Tmpfs::mount(&env.state_dir(), "16m")?;
     let mut broker = RawBroker::start(&env.command("broker"));
     reaper.broker(Some(broker.pid()));
-    let out = broker.ok(
+    let out: p::SpawnOutput = broker.typed(
         "subzero_spawn",
         json!({"prompt": "answer", "templateId": "researcher", "model": env.model()}),
     );
-    let child = out["childId"].as_str().expect("childId").to_owned();
+    let child = out.child_id.to_string();
     assert!(
         env.server.wait_for_requests(1, Duration::from_secs(20)),
         "the model got the run's request"
@@ -140,15 +140,15 @@ fn a_result_that_meets_a_full_disk_is_kept_and_settles_when_space_returns() {
     // The model answers into a full disk; the result cannot be stored yet.
     end_refused_by_the_store(&env);
     let snap = snapshot(&mut broker, &child);
-    assert_eq!(snap["state"], "running", "{snap:#}");
+    assert_eq!(snap.state, p::ChildState::Running, "{snap:#?}");
 
     // Every call is answered; a write names the storage problem, never `internal`.
-    let err = broker.refused(
+    let err = broker.refused_with(
         "subzero_spawn",
         json!({"prompt": "another", "templateId": "researcher", "model": env.model()}),
     );
-    assert_eq!(err["code"], "storage_unavailable", "{err:#}");
-    let message = err["message"].as_str().unwrap_or_default();
+    assert_eq!(err.code, p::ErrorCode::StorageUnavailable, "{err:#?}");
+    let message = err.message.as_str();
     assert!(
         message.contains(&*env.state_dir().to_string_lossy()),
         "the message names the state directory: {message}"
@@ -158,23 +158,16 @@ fn a_result_that_meets_a_full_disk_is_kept_and_settles_when_space_returns() {
     std::fs::remove_file(&filler).expect("free the space");
     let snap = settled(&mut broker, &child, Duration::from_secs(15))
         .unwrap_or_else(|| panic!("the child stayed running after space returned"));
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert!(
-        snap["lastRun"]["preview"]
-            .as_str()
-            .is_some_and(|p| p.contains(ANSWER)),
-        "{snap:#}"
-    );
-    let artifact = snap["lastRun"]["artifactId"]
-        .as_str()
-        .expect("the result is an artifact")
-        .to_owned();
-    let out = broker.ok("subzero_output", json!({"artifactId": artifact}));
-    assert!(
-        out["text"].as_str().is_some_and(|t| t.contains(ANSWER)),
-        "{out:#}"
-    );
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    let ended = last(&snap);
+    assert_eq!(ended.status, p::TerminalRunStatus::Completed, "{snap:#?}");
+    assert!(ended.preview.contains(ANSWER), "{snap:#?}");
+    let artifact = ended
+        .artifact_id
+        .as_ref()
+        .expect("the result is an artifact");
+    let out: p::ArtifactChunk = broker.typed("subzero_output", json!({"artifactId": artifact}));
+    assert!(out.text.contains(ANSWER), "{out:#?}");
     // And the store takes new work again.
     broker.ok(
         "subzero_send",
@@ -193,37 +186,39 @@ fn calls_on_a_child_whose_settle_waits_for_space_are_answered_typed_and_it_settl
     let filler = fs.fill();
     end_refused_by_the_store(&env);
     let snap = snapshot(&mut broker, &child);
-    assert_eq!(snap["state"], "running", "{snap:#}");
-    let run = snap["activeRunId"].as_str().expect("active run").to_owned();
+    assert_eq!(snap.state, p::ChildState::Running, "{snap:#?}");
+    let run = snap.active_run_id.expect("active run").to_string();
 
     // Neither a stop nor a follow-up can be recorded on a full disk: typed answers,
     // and nothing changed.
-    let err = broker.refused(
+    let err = broker.refused_with(
         "subzero_stop",
         json!({"childId": child, "expectedRunId": run}),
     );
-    assert_eq!(err["code"], "storage_unavailable", "{err:#}");
-    let err = broker.refused(
+    assert_eq!(err.code, p::ErrorCode::StorageUnavailable, "{err:#?}");
+    let err = broker.refused_with(
         "subzero_send",
         json!({"childId": child, "message": "later", "mode": "followup"}),
     );
-    assert_eq!(err["code"], "storage_unavailable", "{err:#}");
+    assert_eq!(err.code, p::ErrorCode::StorageUnavailable, "{err:#?}");
 
     std::fs::remove_file(&filler).expect("free the space");
     let snap = settled(&mut broker, &child, Duration::from_secs(15))
         .unwrap_or_else(|| panic!("the child stayed running after space returned"));
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    // Read as the contract's type: the field the old check named (`queuedRunIds`) does
-    // not exist, so it held whatever the queue was.
-    let typed: subzero_protocol::ChildSnapshot =
-        serde_json::from_value(snap.clone()).expect("a ChildSnapshot");
-    assert!(typed.queued_runs.is_empty(), "{snap:#}");
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Completed,
+        "{snap:#?}"
+    );
+    // The field the old check named (`queuedRunIds`) does not exist, so it held whatever
+    // the queue was: the typed snapshot's `queuedRuns` is what it meant.
+    assert!(snap.queued_runs.is_empty(), "{snap:#?}");
     // A stop now is answered at once: the run already ended.
-    let err = broker.refused(
+    let err = broker.refused_with(
         "subzero_stop",
         json!({"childId": child, "expectedRunId": run}),
     );
-    assert_eq!(err["code"], "not_running", "{err:#}");
+    assert_eq!(err.code, p::ErrorCode::NotRunning, "{err:#?}");
     drop(fs);
 }
 
@@ -358,19 +353,19 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
     };
     let mut broker = fs.broker(&env, "broker");
     reaper.broker(Some(broker.pid()));
-    let out = broker.ok(
+    let out: p::SpawnOutput = broker.typed(
         "subzero_spawn",
         json!({"prompt": "answer", "templateId": "researcher", "model": env.model()}),
     );
-    let child = out["childId"].as_str().expect("childId").to_owned();
+    let child = out.child_id.to_string();
     assert!(env.server.wait_for_requests(1, Duration::from_secs(20)));
     fs.fail_read_only(broker.pid());
     end_refused_by_the_store(&env);
 
     // Reads still answer; every write is a typed refusal naming the path, never `internal`.
     let snap = snapshot(&mut broker, &child);
-    assert_eq!(snap["state"], "running", "{snap:#}");
-    let run = snap["activeRunId"].as_str().expect("active run").to_owned();
+    assert_eq!(snap.state, p::ChildState::Running, "{snap:#?}");
+    let run = snap.active_run_id.expect("active run").to_string();
     for (tool, args) in [
         (
             "subzero_spawn",
@@ -381,13 +376,15 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
             json!({"childId": child, "expectedRunId": run}),
         ),
     ] {
-        let err = broker.refused(tool, args);
-        assert_eq!(err["code"], "storage_unavailable", "{tool}: {err:#}");
+        let err = broker.refused_with(tool, args);
+        assert_eq!(
+            err.code,
+            p::ErrorCode::StorageUnavailable,
+            "{tool}: {err:#?}"
+        );
         assert!(
-            err["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(&*env.state_dir().to_string_lossy())),
-            "{tool}: {err:#}"
+            err.message.contains(&*env.state_dir().to_string_lossy()),
+            "{tool}: {err:#?}"
         );
     }
 
@@ -398,12 +395,14 @@ fn a_state_dir_that_turns_read_only_is_refused_typed_and_the_run_is_recovered_tr
     let mut next = fs.broker(&env, "next");
     reaper.broker(Some(next.pid()));
     let snap = snapshot(&mut next, &child);
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "interrupted", "{snap:#}");
-    let reason = snap["lastRun"]["error"]["message"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(reason.contains("broker_lost"), "{snap:#}");
+    assert_eq!(snap.state, p::ChildState::Interrupted, "{snap:#?}");
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Interrupted,
+        "{snap:#?}"
+    );
+    let reason = last_error(&snap).message.as_str();
+    assert!(reason.contains("broker_lost"), "{snap:#?}");
     drop(next);
     drop(fs);
 }

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use subzero_testkit::{Reply, Step};
 
 /// Spawn a researcher and wait for its first run to end; its snapshot.
-async fn first_run(env: &Env) -> Value {
+async fn first_run(env: &Env) -> p::ChildSnapshot {
     let s = env.broker("broker").await;
     let (child, _run) = spawn(&s, env, "researcher", "Answer").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
+    let snap = settled(&s, &child, Duration::from_secs(60)).await;
     s.close().await.expect("the broker closes");
     snap
 }
@@ -41,12 +41,18 @@ async fn a_null_budget_is_invalid_request_and_creates_nothing() {
             "budget {budget} was accepted: {}",
             reply.text
         );
-        let body: Value = serde_json::from_str(&reply.text).expect("error body");
-        assert_eq!(body["code"], "invalid_request", "{body:#}");
-        assert_eq!(body["details"]["field"], field, "{body:#}");
+        let body: p::ErrorBody = parse(
+            "the error body",
+            &serde_json::from_str(&reply.text).expect("error body"),
+        );
+        assert_eq!(body.code, p::ErrorCode::InvalidRequest, "{body:#?}");
+        assert_eq!(details(&body).field.as_deref(), Some(field), "{body:#?}");
     }
-    let listed = ok(&s, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"], json!([]), "nothing was created");
+    let listed = list(&s, json!({})).await;
+    assert!(
+        listed.children.is_empty(),
+        "nothing was created: {listed:#?}"
+    );
     assert!(env.server.requests().is_empty(), "no model was asked");
     s.close().await.expect("the broker closes");
 }
@@ -55,19 +61,23 @@ async fn a_null_budget_is_invalid_request_and_creates_nothing() {
 async fn info_names_every_budgets_maximum_including_the_token_budgets() {
     let env = Env::new(Vec::new());
     let s = env.broker("broker").await;
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let maxima = &info["budgets"]["maxima"];
-    for budget in [
-        "maxTurns",
-        "deadlineMs",
-        "toolTimeoutMs",
-        "maxOutputTokens",
-        "tokenBudget",
+    let info = broker_info(&s).await;
+    let maxima = &info.budgets.maxima;
+    for (budget, named) in [
+        ("maxTurns", maxima.max_turns.is_some()),
+        ("deadlineMs", maxima.deadline_ms.is_some()),
+        ("toolTimeoutMs", maxima.tool_timeout_ms.is_some()),
+        ("maxOutputTokens", maxima.max_output_tokens.is_some()),
+        ("tokenBudget", maxima.token_budget.is_some()),
     ] {
-        assert!(maxima[budget].is_u64(), "maxima lacks {budget}: {maxima:#}");
+        assert!(named, "maxima lacks {budget}: {maxima:#?}");
     }
     // None is configured: the bound a spawn actually meets is the protocol's.
-    assert_eq!(maxima["tokenBudget"], 2_000_000_000u64, "{maxima:#}");
+    assert_eq!(
+        maxima.token_budget.as_ref().map(|t| t.get()),
+        Some(2_000_000_000u64),
+        "{maxima:#?}"
+    );
     // And it is the real bound: one more is refused, that much is accepted.
     let spawn_with = |tokens: u64| {
         json!({"prompt": "hi", "templateId": "researcher", "model": env.model(),
@@ -87,14 +97,13 @@ async fn an_http_failure_shows_its_status_in_last_run_error_details() {
         r#"{"error":{"message":"overloaded"}}"#,
     )]);
     let snap = first_run(&env).await;
-    let error = &snap["lastRun"]["error"];
-    assert_eq!(error["code"], "model_request_failed", "{snap:#}");
-    assert_eq!(error["details"]["status"], 503, "{snap:#}");
+    let error = last_error(&snap);
+    assert_eq!(error.code, p::ErrorCode::ModelRequestFailed, "{snap:#?}");
+    let details = details(error);
+    assert_eq!(details.status, Some(503), "{snap:#?}");
     assert!(
-        error["details"]["excerpt"]
-            .as_str()
-            .is_some_and(|e| e.contains("overloaded")),
-        "{snap:#}"
+        details.excerpt.is_some_and(|e| e.contains("overloaded")),
+        "{snap:#?}"
     );
 }
 
@@ -108,10 +117,15 @@ async fn a_refused_redirect_names_the_origin_in_last_run_error_details() {
         &format!("{target}/v1/chat/completions?token=abc"),
     ));
     let snap = first_run(&env).await;
-    let error = &snap["lastRun"]["error"];
-    assert_eq!(error["code"], "model_request_failed", "{snap:#}");
-    assert_eq!(error["details"]["redirect"], target.as_str(), "{snap:#}");
-    assert_eq!(error["details"]["status"], Value::Null, "{snap:#}");
+    let error = last_error(&snap);
+    assert_eq!(error.code, p::ErrorCode::ModelRequestFailed, "{snap:#?}");
+    let details = details(error);
+    assert_eq!(
+        details.redirect.as_deref(),
+        Some(target.as_str()),
+        "{snap:#?}"
+    );
+    assert_eq!(details.status, None, "{snap:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -132,10 +146,11 @@ async fn a_run_limit_names_the_limit_in_last_run_error_details() {
     )
     .expect("config");
     let snap = first_run(&env).await;
-    let error = &snap["lastRun"]["error"];
-    assert_eq!(error["code"], "limit_exceeded", "{snap:#}");
+    let error = last_error(&snap);
+    assert_eq!(error.code, p::ErrorCode::LimitExceeded, "{snap:#?}");
     assert_eq!(
-        error["details"]["limit"], "model_response_bytes",
-        "{snap:#}"
+        details(error).limit.as_deref(),
+        Some("model_response_bytes"),
+        "{snap:#?}"
     );
 }

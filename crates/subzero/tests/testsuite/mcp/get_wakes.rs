@@ -47,50 +47,42 @@ async fn a_steer_receipt_after_sixty_events_ends_the_wait() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(env.server.requests().len() >= 2, "the second turn started");
-        ok(
+        send(
             &s,
-            "subzero_send",
             json!({"childId": child, "mode": "steer", "message": "also check the tests"}),
         )
         .await
     };
     let (reply, steer) = tokio::join!(waiting, steering);
-    assert_eq!(steer["delivery"], "steered", "{steer:#}");
+    assert_eq!(steer.delivery, p::SendOutputDelivery::Steered, "{steer:#?}");
     assert!(!reply.is_error, "{}", reply.text);
-    let snap = reply.structured;
+    let snap: p::ChildSnapshot = parse("subzero_get", &reply.structured);
     assert_eq!(
-        snap["waited"]["reason"], "event",
-        "the wait missed the steer receipt: {snap:#}"
+        snap.waited.reason,
+        p::WaitedReason::Event,
+        "the wait missed the steer receipt: {snap:#?}"
     );
-    assert_eq!(snap["state"], "running", "{snap:#}");
-    let mut kinds: Vec<String> = Vec::new();
+    assert_eq!(snap.state, p::ChildState::Running, "{snap:#?}");
+    let mut kinds: Vec<&str> = Vec::new();
     let mut cursor = 0;
     loop {
-        let page = ok(
+        let page = get(
             &s,
-            "subzero_get",
             json!({"childId": child, "cursor": cursor, "eventLimit": 50}),
         )
         .await;
-        let events = page["events"].as_array().expect("events");
-        if events.is_empty() {
+        if page.events.is_empty() {
             break;
         }
-        kinds.extend(
-            events
-                .iter()
-                .filter_map(|e| e["type"].as_str().map(str::to_owned)),
-        );
-        cursor = page["nextCursor"].as_u64().expect("nextCursor");
+        kinds.extend(page.events.iter().map(kind));
+        cursor = page.next_cursor;
     }
-    let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
     let tools = kinds.iter().filter(|k| **k == "tool").count();
     assert!(tools >= 60, "{kinds:?}");
     assert!(kinds.contains(&"steer_applied"), "{kinds:?}");
 
-    ok(
+    stop(
         &s,
-        "subzero_stop",
         json!({"childId": child, "expectedRunId": run, "waitMs": 5000}),
     )
     .await;
@@ -115,21 +107,19 @@ async fn waiting_for_an_event_sees_past_a_long_run_of_text_events() {
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
     let (child, run) = spawn(&s, &env, "researcher", "Think aloud, then list").await;
-    let start = ok(&s, "subzero_get", json!({"childId": child})).await;
-    let cursor = start["nextCursor"].as_u64().expect("cursor");
-    let snap = ok(
+    let cursor = snapshot(&s, &child).await.next_cursor;
+    let snap = get(
         &s,
-        "subzero_get",
         json!({"childId": child, "cursor": cursor, "waitMs": 20000, "waitFor": "event", "eventLimit": 10}),
     )
     .await;
     assert_eq!(
-        snap["waited"]["reason"], "event",
-        "the wait missed the tool event: {snap:#}"
+        snap.waited.reason,
+        p::WaitedReason::Event,
+        "the wait missed the tool event: {snap:#?}"
     );
-    ok(
+    stop(
         &s,
-        "subzero_stop",
         json!({"childId": child, "expectedRunId": run, "waitMs": 5000}),
     )
     .await;

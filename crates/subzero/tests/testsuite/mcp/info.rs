@@ -12,24 +12,42 @@ async fn info_names_versions_credential_origins_and_bounds() {
     let mut reaper = Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["coreVersion"], env!("CARGO_PKG_VERSION"), "{info:#}");
-    assert_eq!(info["controlProtocolVersion"], 1, "{info:#}");
-    let refs = info["credentialRefs"].as_array().expect("credentialRefs");
-    assert_eq!(refs.len(), 1, "{info:#}");
-    assert_eq!(refs[0]["name"], CRED);
-    assert_eq!(refs[0]["origins"], json!([env.origin()]), "{info:#}");
-    assert_eq!(refs[0]["available"], true);
-    let text = info.to_string();
+    let raw = ok(&s, "subzero_info", json!({})).await;
+    let info: p::Info = parse("subzero_info", &raw);
+    assert_eq!(
+        info.core_version.as_deref().map(String::as_str),
+        Some(env!("CARGO_PKG_VERSION")),
+        "{info:#?}"
+    );
+    assert_eq!(
+        info.control_protocol_version.map(|v| v.get()),
+        Some(1),
+        "{info:#?}"
+    );
+    let refs = &info.credential_refs;
+    assert_eq!(refs.len(), 1, "{info:#?}");
+    assert_eq!(refs[0].name.as_str(), CRED);
+    let origins: Option<Vec<&str>> = refs[0]
+        .origins
+        .as_ref()
+        .map(|o| o.iter().map(|o| o.as_str()).collect());
+    assert_eq!(origins, Some(vec![env.origin().as_str()]), "{info:#?}");
+    assert!(refs[0].available, "{info:#?}");
+    let text = raw.to_string();
     assert!(
         !text.contains(KEY) && !text.contains("SUBZERO_TEST_KEY"),
         "{text}"
     );
-    assert_eq!(info["limits"]["queuedFollowups"], 16, "{info:#}");
+    let limits = &info.limits;
     assert_eq!(
-        info["limits"]["eventRetentionBytes"],
-        1024 * 1024,
-        "{info:#}"
+        limits.queued_followups.map(|n| n.get()),
+        Some(16),
+        "{info:#?}"
+    );
+    assert_eq!(
+        limits.event_retention_bytes.map(|n| n.get()),
+        Some(1024 * 1024),
+        "{info:#?}"
     );
     s.close().await.expect("close");
 }
@@ -43,8 +61,17 @@ async fn info_reports_the_configured_queue_and_retention_bounds() {
     let mut reaper = Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["limits"]["queuedFollowups"], 3, "{info:#}");
-    assert_eq!(info["limits"]["eventRetentionBytes"], 4096, "{info:#}");
+    let info = broker_info(&s).await;
+    let limits = &info.limits;
+    assert_eq!(
+        limits.queued_followups.map(|n| n.get()),
+        Some(3),
+        "{info:#?}"
+    );
+    assert_eq!(
+        limits.event_retention_bytes.map(|n| n.get()),
+        Some(4096),
+        "{info:#?}"
+    );
     s.close().await.expect("close");
 }

@@ -27,16 +27,23 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
 
     let first = env.broker("first").await;
     let (child, _) = spawn(&first, &env, "researcher", "What is this project?").await;
-    let done = settle(&first, &child, Duration::from_secs(30)).await;
-    assert_eq!(done["lastRun"]["status"], "completed");
+    let done = settled(&first, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&done),
+        Some(p::TerminalRunStatus::Completed),
+        "{done:#?}"
+    );
     let interrupted_prompt = "INTERRUPTED-PROMPT-7c1e: look deeper";
-    let running = ok(
+    let running = send(
         &first,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": interrupted_prompt}),
     )
     .await;
-    assert_eq!(running["delivery"], "started");
+    assert_eq!(
+        running.delivery,
+        p::SendOutputDelivery::Started,
+        "{running:#?}"
+    );
     assert!(
         env.server.wait_for_requests(2, Duration::from_secs(10)),
         "the second run never reached the model"
@@ -51,12 +58,21 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
     drop(first);
 
     let second = env.broker("second").await;
-    let listed = ok(&second, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"][0]["childId"], child.as_str());
-    assert_eq!(listed["children"][0]["state"], "interrupted", "{listed:#}");
-    let snap = ok(&second, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["lastRun"]["runId"], running["runId"]);
-    assert_eq!(snap["lastRun"]["status"], "interrupted");
+    let listed = list(&second, json!({})).await;
+    let first_listed = listed.children.first().expect("a child is listed");
+    assert_eq!(first_listed.child_id.as_str(), child, "{listed:#?}");
+    assert_eq!(
+        first_listed.state,
+        p::ChildState::Interrupted,
+        "{listed:#?}"
+    );
+    let snap = snapshot(&second, &child).await;
+    assert_eq!(last(&snap).run_id, running.run_id, "{snap:#?}");
+    assert_eq!(
+        last(&snap).status,
+        p::TerminalRunStatus::Interrupted,
+        "{snap:#?}"
+    );
 
     // No key in this broker's memory: work continues only through resume.
     let code = err(
@@ -68,17 +84,24 @@ async fn a_killed_broker_leaves_an_interrupted_child_that_resumes_from_its_check
     assert_eq!(code, "credentials_required");
 
     let other_model = json!({"url": other.base_url(), "model": "other", "credentialRef": CRED});
-    let resumed = ok(
+    let resumed = resume(
         &second,
-        "subzero_resume",
         json!({"childId": child, "model": other_model, "message": "Continue from where you were."}),
     )
     .await;
-    assert_eq!(resumed["state"], "running");
-    let after = settle(&second, &child, Duration::from_secs(30)).await;
-    assert_eq!(after["lastRun"]["runId"], resumed["runId"]);
-    assert_eq!(after["lastRun"]["preview"], "resumed answer");
-    assert_eq!(after["model"]["url"], other.base_url().as_str());
+    assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
+    let after = settled(&second, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        Some(&last(&after).run_id),
+        resumed.run_id.as_ref(),
+        "{after:#?}"
+    );
+    assert_eq!(
+        last(&after).preview.as_str(),
+        "resumed answer",
+        "{after:#?}"
+    );
+    assert_eq!(after.model.url.as_str(), other.base_url(), "{after:#?}");
 
     // The resumed run started from the checkpoint: it saw the completed first run and a
     // recovery notice, and the interrupted prompt was not replayed.
@@ -111,28 +134,22 @@ async fn resume_without_a_message_makes_the_child_ready_and_starts_nothing() {
     first.close().await.expect("close");
 
     let second = env.broker("second").await;
-    let resumed = ok(
-        &second,
-        "subzero_resume",
-        json!({"childId": child, "model": env.model()}),
-    )
-    .await;
-    assert_eq!(resumed["state"], "ready");
-    assert!(resumed.get("runId").is_none_or(serde_json::Value::is_null));
+    let resumed = resume(&second, json!({"childId": child, "model": env.model()})).await;
+    assert_eq!(resumed.state, p::ResumeOutputState::Ready, "{resumed:#?}");
+    assert_eq!(resumed.run_id, None, "{resumed:#?}");
     assert!(
         workers_in(&env.workspace()).is_empty(),
         "resume without a message started a worker"
     );
     assert_eq!(env.server.requests().len(), 1);
-    let sent = ok(
+    let sent = send(
         &second,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "more"}),
     )
     .await;
-    assert_eq!(sent["delivery"], "started");
-    let snap = settle(&second, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["preview"], "after resume");
+    assert_eq!(sent.delivery, p::SendOutputDelivery::Started, "{sent:#?}");
+    let snap = settled(&second, &child, Duration::from_secs(30)).await;
+    assert_eq!(last(&snap).preview.as_str(), "after resume", "{snap:#?}");
     second.close().await.expect("close");
 }
 
@@ -141,9 +158,8 @@ async fn sigterm_stops_active_runs_clears_queues_and_records_the_outcome() {
     let env = Env::new(vec![Reply::Hang]);
     let first = env.broker("first").await;
     let (child, run) = spawn(&first, &env, "researcher", "never ends").await;
-    let queued = ok(
+    let queued = send(
         &first,
-        "subzero_send",
         json!({"childId": child, "mode": "followup", "message": "later"}),
     )
     .await;
@@ -170,31 +186,20 @@ async fn sigterm_stops_active_runs_clears_queues_and_records_the_outcome() {
     );
     drop(first);
     let second = env.broker("second").await;
-    let snap = ok(
-        &second,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
-    )
-    .await;
-    assert_ne!(snap["state"], "running", "{snap:#}");
-    assert_eq!(snap["queuedRuns"], json!([]));
-    let runs: Vec<(String, String)> = snap["events"]
-        .as_array()
-        .expect("events")
+    let snap = get(&second, json!({"childId": child, "eventLimit": 50})).await;
+    assert_ne!(snap.state, p::ChildState::Running, "{snap:#?}");
+    assert!(snap.queued_runs.is_empty(), "{snap:#?}");
+    let runs: Vec<(&str, &str)> = snap
+        .events
         .iter()
-        .filter(|e| matches!(e["type"].as_str(), Some("stop_confirmed" | "interrupted")))
-        .map(|e| {
-            (
-                e["type"].as_str().unwrap_or_default().to_owned(),
-                e["runId"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .filter(|e| matches!(kind(e), "stop_confirmed" | "interrupted"))
+        .map(|e| (kind(e), event_run(e).unwrap_or_default()))
         .collect();
     assert!(
-        runs.iter().any(|(_, r)| r == &run),
+        runs.iter().any(|(_, r)| *r == run),
         "the active run's end was not recorded: {runs:?}"
     );
-    assert_eq!(snap["lastRun"]["runId"], run.as_str(), "{snap:#}");
+    assert_eq!(last(&snap).run_id.as_str(), run, "{snap:#?}");
     let _ = queued;
     second.close().await.expect("close");
 }

@@ -8,32 +8,25 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use subzero_testkit::Reply;
 
 const FOLLOWUPS: usize = 12;
 
 /// Whether `snap` is a state the child can have been in; why not, if it is not.
-fn impossible(snap: &Value) -> Option<String> {
-    let active = snap["activeRunId"].as_str();
-    let last = snap["lastRun"]["runId"].as_str();
-    if active.is_some() && active == last {
+fn impossible(snap: &p::ChildSnapshot) -> Option<String> {
+    let active = snap.active_run_id.as_deref();
+    let last = snap.last_run.as_ref().map(|run| &run.run_id);
+    if active.is_some() && active == last.map(|r| &**r) {
         return Some(format!("run {} is both active and the last ended", active?));
     }
-    let queued: Vec<&str> = snap["queuedRuns"]
-        .as_array()
-        .map(|q| q.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
     if let Some(last) = last
-        && queued.contains(&last)
+        && snap.queued_runs.contains(last)
     {
-        return Some(format!("run {last} is both queued and ended"));
+        return Some(format!("run {} is both queued and ended", last.as_str()));
     }
-    if (snap["state"] == "running") != active.is_some() {
-        return Some(format!(
-            "state {} with activeRunId {active:?}",
-            snap["state"]
-        ));
+    if (snap.state == p::ChildState::Running) != active.is_some() {
+        return Some(format!("state {} with activeRunId {active:?}", snap.state));
     }
     None
 }
@@ -47,45 +40,41 @@ async fn every_get_is_one_moment_while_followups_settle_back_to_back() {
     let (child, _) = spawn(&s, &env, "researcher", "answer 0").await;
     let mut runs = HashSet::new();
     for i in 1..=FOLLOWUPS {
-        let sent = ok(
+        let sent = send(
             &s,
-            "subzero_send",
             json!({"childId": child, "mode": "followup", "message": format!("answer {i}")}),
         )
         .await;
-        runs.insert(sent["runId"].as_str().expect("runId").to_owned());
+        runs.insert(sent.run_id.to_string());
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = 0usize;
     loop {
         let (a, b) = tokio::join!(
-            ok(&s, "subzero_get", json!({"childId": child})),
-            ok(
-                &s,
-                "subzero_get",
-                json!({"childId": child, "eventLimit": 1})
-            ),
+            snapshot(&s, &child),
+            get(&s, json!({"childId": child, "eventLimit": 1})),
         );
         for snap in [&a, &b] {
             seen += 1;
             if let Some(why) = impossible(snap) {
-                panic!("snapshot {seen} shows a state that never was: {why}\n{snap:#}");
+                panic!("snapshot {seen} shows a state that never was: {why}\n{snap:#?}");
             }
         }
-        if a["state"] != "running" {
+        if a.state != p::ChildState::Running {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the follow-ups never settled: {a:#}"
+            "the follow-ups never settled: {a:#?}"
         );
     }
-    let last = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(last["state"], "ready", "{last:#}");
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    let ended = last(&snap);
     assert_eq!(
-        last["lastRun"]["preview"],
+        ended.preview.as_str(),
         format!("answer {FOLLOWUPS}"),
-        "{last:#}"
+        "{snap:#?}"
     );
-    assert!(runs.contains(last["lastRun"]["runId"].as_str().unwrap_or_default()));
+    assert!(runs.contains(ended.run_id.as_str()), "{snap:#?}");
 }

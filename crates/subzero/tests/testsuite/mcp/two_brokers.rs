@@ -67,8 +67,12 @@ async fn worker_and_writer_caps_hold_across_brokers() {
     assert_eq!(third_from_a.code(), Some("workspace_busy"));
 
     // Broker b sees broker a's child and its events.
-    let seen = ok(&b, "subzero_get", json!({"childId": coder})).await;
-    assert_eq!(seen["activeRunId"], coder_run.as_str());
+    let seen = snapshot(&b, &coder).await;
+    assert_eq!(
+        seen.active_run_id.as_deref().map(String::as_str),
+        Some(coder_run.as_str()),
+        "{seen:#?}"
+    );
     // Only the owner can steer or stop it.
     assert_eq!(
         err(
@@ -81,20 +85,19 @@ async fn worker_and_writer_caps_hold_across_brokers() {
     );
 
     // Stopping the coder frees the writer slot at once for the other broker.
-    let stopped = ok(
+    let stopped = stop(
         &a,
-        "subzero_stop",
         json!({"childId": coder, "expectedRunId": coder_run, "waitMs": 10000}),
     )
     .await;
-    assert_eq!(stopped["confirmed"], true);
+    assert!(stopped.confirmed, "{stopped:#?}");
     assert!(
         wait_slots_free(&env, &b).await,
         "the writer slot was not freed"
     );
     // The refused spawns left nothing behind: the two first children and the new coder.
-    let listed = ok(&a, "subzero_list", json!({})).await;
-    assert_eq!(listed["children"].as_array().map(Vec::len), Some(3));
+    let listed = list(&a, json!({})).await;
+    assert_eq!(listed.children.len(), 3, "{listed:#?}");
     let _ = reader;
     a.close().await.expect("close a");
     b.close().await.expect("close b");
@@ -128,15 +131,10 @@ async fn a_wait_on_one_broker_wakes_on_the_other_brokers_events() {
     let a = env.broker("a").await;
     let b = env.broker("b").await;
     let (child, run) = spawn(&a, &env, "researcher", "slow").await;
-    let snap = ok(
-        &b,
-        "subzero_get",
-        json!({"childId": child, "waitMs": 20000}),
-    )
-    .await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["runId"], run.as_str());
-    assert_eq!(snap["waited"]["reason"], "settled");
+    let snap = get(&b, json!({"childId": child, "waitMs": 20000})).await;
+    assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
+    assert_eq!(last(&snap).run_id.as_str(), run, "{snap:#?}");
+    assert_eq!(snap.waited.reason, p::WaitedReason::Settled, "{snap:#?}");
     a.close().await.expect("close a");
     b.close().await.expect("close b");
 }
@@ -151,24 +149,30 @@ async fn a_cursor_below_the_retained_history_reports_an_explicit_gap() {
     limits(&env, "event_retention = 16");
     let s = env.broker("broker").await;
     let (child, _) = spawn(&s, &env, "researcher", "look around").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed");
-    let from_start = ok(&s, "subzero_get", json!({"childId": child, "cursor": 0})).await;
-    let oldest = from_start["oldestCursor"].as_u64().expect("oldestCursor");
-    assert!(oldest > 0, "{from_start:#}");
-    assert_eq!(from_start["gap"], json!({"requested": 0, "oldest": oldest}));
+    let snap = settled(&s, &child, Duration::from_secs(30)).await;
+    assert_eq!(
+        last_status(&snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+    let from_start = get(&s, json!({"childId": child, "cursor": 0})).await;
+    let oldest = from_start.oldest_cursor;
+    assert!(oldest > 0, "{from_start:#?}");
+    assert_eq!(
+        from_start.gap,
+        Some(p::CursorGap {
+            requested: 0,
+            oldest
+        }),
+        "{from_start:#?}"
+    );
     // The retained 16, after the gap event that reports the pruned stretch in-band.
-    let events = from_start["events"].as_array().expect("events");
-    assert!(events.len() <= 17, "{from_start:#}");
-    assert_eq!(events[0]["type"], "gap");
-    assert_eq!(events[0]["seq"], oldest);
+    let events = &from_start.events;
+    assert!(events.len() <= 17, "{from_start:#?}");
+    assert_eq!(kind(&events[0]), "gap", "{from_start:#?}");
+    assert_eq!(seq(&events[0]), oldest, "{from_start:#?}");
     // Reading from the oldest retained cursor has no gap.
-    let from_oldest = ok(
-        &s,
-        "subzero_get",
-        json!({"childId": child, "cursor": oldest}),
-    )
-    .await;
-    assert_eq!(from_oldest["gap"], serde_json::Value::Null);
+    let from_oldest = get(&s, json!({"childId": child, "cursor": oldest})).await;
+    assert_eq!(from_oldest.gap, None, "{from_oldest:#?}");
     s.close().await.expect("close");
 }

@@ -29,6 +29,15 @@ pub struct ChatMessage {
     pub content: Value,
     /// For a tool result, the call it answers.
     pub tool_call_id: Option<String>,
+    /// For an assistant message, the tool calls it made (absent or null when none).
+    pub tool_calls: Option<Vec<ChatToolCall>>,
+}
+
+/// One tool call of an assistant message, as far as the tests read it.
+#[derive(Debug, Deserialize)]
+pub struct ChatToolCall {
+    /// The call's id, which its tool result names as `tool_call_id`.
+    pub id: String,
 }
 
 impl ChatMessage {

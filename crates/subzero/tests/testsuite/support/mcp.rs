@@ -431,3 +431,44 @@ pub fn wait_no_workers(workspace: &Path, limit: Duration) -> bool {
     }
     workers_in(workspace).is_empty()
 }
+
+/// The members of an error body's free-form `details` that the tests read, as the docs name
+/// them; any other member is ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Details {
+    /// The invalid argument's path (`invalid_request`).
+    pub field: Option<String>,
+    /// The model's HTTP status (`model_request_failed`).
+    pub status: Option<u64>,
+    /// The start of the model's error body (`model_request_failed`).
+    pub excerpt: Option<String>,
+    /// The refused redirect's origin (`model_request_failed`).
+    pub redirect: Option<String>,
+    /// The limit that was hit (`limit_exceeded`).
+    pub limit: Option<String>,
+}
+
+/// An error body's `details`, read as [`Details`] (panicking with the body on a mismatch).
+pub fn details(body: &p::ErrorBody) -> Details {
+    serde_json::from_value(Value::Object(body.details.clone()))
+        .unwrap_or_else(|e| panic!("details do not match ({e}): {body:#?}"))
+}
+
+/// The error of a snapshot's last run, panicking with the snapshot when it has none.
+pub fn last_error(snap: &p::ChildSnapshot) -> &p::ErrorBody {
+    last(snap)
+        .error
+        .as_ref()
+        .unwrap_or_else(|| panic!("the last run has no error: {snap:#?}"))
+}
+
+/// A snapshot with `waited` — which describes the call, not the child — set to one fixed
+/// value, so that two snapshots of an unchanged child compare equal.
+pub fn without_wait(mut snap: p::ChildSnapshot) -> p::ChildSnapshot {
+    snap.waited = p::Waited {
+        ms: p::WaitMs(0),
+        reason: p::WaitedReason::Immediate,
+    };
+    snap
+}

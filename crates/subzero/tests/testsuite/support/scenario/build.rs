@@ -2,53 +2,134 @@
 //! frozen templates, and the requests a limit bounds.
 
 use nix::sys::signal::Signal;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use subzero_testkit::Reply;
 
 use crate::support::live::*;
+use crate::support::mcp::{p, parse};
 
 use super::core_only::*;
 use super::{Driven, Live, PATIENCE};
+
+/// A stored child record of a `load` step (the trace's `childRecord`), as far as the live
+/// build reads it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    state: String,
+    #[serde(default)]
+    active_run: Option<ActiveRun>,
+    #[serde(default)]
+    queued: Vec<Queued>,
+    /// The last completed leaf (kept as the trace writes it), or none.
+    #[serde(default)]
+    last_leaf: Option<Value>,
+}
+
+/// A record's active run: its name and stored status.
+#[derive(Debug, Deserialize)]
+struct ActiveRun {
+    run: String,
+    status: String,
+}
+
+/// A record's queued run.
+#[derive(Debug, Deserialize)]
+struct Queued {
+    run: String,
+    prompt: String,
+}
+
+/// A `freeze_template` step's input.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Freeze {
+    template_id: String,
+    /// Templates of the configuration file (the file's shape, as JSON), if the step has any.
+    #[serde(default, deserialize_with = "present")]
+    user_templates: Option<Value>,
+}
+
+/// A `check_limit` step's input.
+#[derive(Debug, Deserialize)]
+struct CheckLimit {
+    limit: String,
+    value: u64,
+}
+
+/// The part of a model request the freeze reads: the names of the tools it offers.
+#[derive(Debug, Deserialize)]
+struct Offered {
+    tools: Vec<OfferedTool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedTool {
+    function: OfferedFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedFunction {
+    name: String,
+}
+
+/// Reads a member that is there, `null` included, as `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A trace value read as the driver's type `T`, panicking with it when it does not match.
+pub(super) fn trace<T: serde::de::DeserializeOwned>(what: &str, value: &Value) -> T {
+    serde_json::from_value(value.clone())
+        .unwrap_or_else(|e| panic!("{what} does not match the trace format: {e}\n{value:#}"))
+}
 
 impl Live {
     /// Build the stored record `r` over MCP: its last leaf by a completed run, its active
     /// run (stopping if recorded so), its queue; a ready or interrupted child is then
     /// read back by a restarted broker.
     pub(super) async fn build(&mut self, r: &Value) {
+        let r: Record = trace("a load step's record", r);
         self.runs.clear();
         self.resume_workers();
         let spawn = |prompt: &str| json!({"prompt": prompt, "templateId": "researcher", "model": self.env.model()});
-        let first = if r["lastLeaf"].is_null() {
-            r["activeRun"]["run"].as_str().unwrap_or("loaded")
-        } else {
-            "before_the_leaf"
+        let active_run = r.active_run.as_ref();
+        let first = match (&r.last_leaf, active_run) {
+            (None, Some(active)) => active.run.as_str(),
+            (None, None) => "loaded",
+            (Some(_), _) => "before_the_leaf",
         };
-        let out = ok(self.s(), "subzero_spawn", spawn("loaded from storage")).await;
-        self.child = Some(out["childId"].as_str().unwrap().to_owned());
-        self.runs
-            .insert(first.to_owned(), out["runId"].as_str().unwrap().to_owned());
+        let out: p::SpawnOutput = parse(
+            "subzero_spawn",
+            &ok(self.s(), "subzero_spawn", spawn("loaded from storage")).await,
+        );
+        self.child = Some(out.child_id.to_string());
+        self.runs.insert(first.to_owned(), out.run_id.to_string());
         self.at_the_model();
-        if !r["lastLeaf"].is_null() {
+        if let Some(leaf) = &r.last_leaf {
             let id = self.run_id(first);
             self.answer_until_settled(&id, &Reply::text("recorded"))
                 .await;
-            self.leaf = r["lastLeaf"].clone();
-            if let Some(active) = r["activeRun"]["run"].as_str() {
-                let out = ok(
-                    self.s(),
+            self.leaf = leaf.clone();
+            if let Some(active) = active_run {
+                let out: p::SendOutput = parse(
                     "subzero_send",
-                    json!({"childId": self.child(), "mode": "followup", "message": "active"}),
-                )
-                .await;
-                self.runs
-                    .insert(active.to_owned(), out["runId"].as_str().unwrap().to_owned());
+                    &ok(
+                        self.s(),
+                        "subzero_send",
+                        json!({"childId": self.child(), "mode": "followup", "message": "active"}),
+                    )
+                    .await,
+                );
+                self.runs.insert(active.run.clone(), out.run_id.to_string());
                 self.at_the_model();
             }
         } else {
             self.leaf = Value::Null;
         }
-        if r["activeRun"]["status"] == "stop_requested" {
-            let active = self.run_id(r["activeRun"]["run"].as_str().unwrap());
+        if let Some(stopping) = active_run.filter(|a| a.status == "stop_requested") {
+            let active = self.run_id(&stopping.run);
             self.pause_workers();
             ok(
                 self.s(),
@@ -57,29 +138,29 @@ impl Live {
             )
             .await;
         }
-        for queued in r["queued"].as_array().into_iter().flatten() {
-            let out = ok(
-                self.s(),
+        for queued in &r.queued {
+            let out: p::SendOutput = parse(
                 "subzero_send",
-                json!({"childId": self.child(), "mode": "followup", "message": queued["prompt"]}),
-            )
-            .await;
-            self.runs.insert(
-                queued["run"].as_str().unwrap().to_owned(),
-                out["runId"].as_str().unwrap().to_owned(),
+                &ok(
+                    self.s(),
+                    "subzero_send",
+                    json!({"childId": self.child(), "mode": "followup", "message": queued.prompt}),
+                )
+                .await,
             );
+            self.runs.insert(queued.run.clone(), out.run_id.to_string());
         }
-        if r["state"] == "interrupted" {
+        if r.state == "interrupted" {
             for pid in self.env.workers() {
                 signal(pid, Signal::SIGKILL);
             }
             self.paused.clear();
             until(self.s(), &self.child(), PATIENCE, |s| {
-                s["state"] == "interrupted"
+                parse::<p::ChildSnapshot>("subzero_get", s).state == p::ChildState::Interrupted
             })
             .await;
         }
-        if r["state"] != "running" {
+        if r.state != "running" {
             self.restart().await;
         }
     }
@@ -88,8 +169,9 @@ impl Live {
     /// the configuration file of a restarted broker (refused at load, or listed); an
     /// unknown id by the spawn it refuses.
     pub(super) async fn freeze(&mut self, input: &Value) -> Result<Value, String> {
-        let id = input["templateId"].as_str().unwrap();
-        if let Some(user) = input.get("userTemplates") {
+        let input: Freeze = trace("a freeze_template step's input", input);
+        let id = input.template_id.as_str();
+        if let Some(user) = &input.user_templates {
             if let Some(session) = self.session.take() {
                 session.close().await.expect("close");
             }
@@ -103,49 +185,51 @@ impl Live {
                 }
             }
         }
-        let info = ok(self.s(), "subzero_info", json!({})).await;
-        let listed = info["templates"]
-            .as_array()
-            .unwrap()
+        let info: p::Info = parse(
+            "subzero_info",
+            &ok(self.s(), "subzero_info", json!({})).await,
+        );
+        let listed = info
+            .templates
             .iter()
-            .find(|t| t["templateId"] == id)
+            .find(|t| t.template_id.as_str() == id)
             .cloned();
         let before = self.env.gate.bodies().len();
-        let spawned = outcome(
-            self.s(),
+        let spawned: p::SpawnOutput = parse(
             "subzero_spawn",
-            json!({"prompt": "freeze", "templateId": id, "model": self.env.model()}),
-        )
-        .await?;
+            &outcome(
+                self.s(),
+                "subzero_spawn",
+                json!({"prompt": "freeze", "templateId": id, "model": self.env.model()}),
+            )
+            .await?,
+        );
         // The grant the worker was given is the one the model is offered.
         assert!(
             self.env.gate.wait_bodies(before + 1, PATIENCE),
             "no model request"
         );
-        let offered: Vec<Value> = self.env.gate.bodies()[before]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["function"]["name"].clone())
-            .collect();
+        let request: Offered = trace("the model request", &self.env.gate.bodies()[before]);
+        let offered: Vec<String> = request.tools.into_iter().map(|t| t.function.name).collect();
         let listed = listed.expect("a spawnable template is listed");
         assert_eq!(
             json!(offered),
-            listed["tools"],
+            json!(listed.tools),
             "the model is offered the grant"
         );
         ok(
             self.s(),
             "subzero_stop",
-            json!({"childId": spawned["childId"], "expectedRunId": spawned["runId"], "waitMs": 10000}),
+            json!({"childId": spawned.child_id, "expectedRunId": spawned.run_id, "waitMs": 10000}),
         )
         .await;
-        Ok(json!({"tools": listed["tools"], "writeCapable": listed["writeCapable"]}))
+        Ok(json!({"tools": listed.tools, "writeCapable": listed.write_capable}))
     }
 
     pub(super) async fn check_limit(&mut self, input: &Value) -> Driven {
-        let value = usize::try_from(input["value"].as_u64().unwrap()).unwrap();
-        match input["limit"].as_str().unwrap() {
+        let input: CheckLimit = trace("a check_limit step's input", input);
+        let value = usize::try_from(input.value).unwrap();
+        match input.limit.as_str() {
             "prompt_bytes" => {
                 let out = outcome(
                     self.s(),
@@ -154,11 +238,12 @@ impl Live {
                 )
                 .await;
                 if let Ok(spawned) = &out {
+                    let spawned: p::SpawnOutput = parse("subzero_spawn", spawned);
                     self.at_the_model();
                     ok(
                         self.s(),
                         "subzero_stop",
-                        json!({"childId": spawned["childId"], "expectedRunId": spawned["runId"], "waitMs": 10000}),
+                        json!({"childId": spawned.child_id, "expectedRunId": spawned.run_id, "waitMs": 10000}),
                     )
                     .await;
                 }
@@ -178,13 +263,16 @@ impl Live {
                 Driven::Live(result)
             }
             "queued_followups" => {
-                let spawned = ok(
-                    self.s(),
+                let spawned: p::SpawnOutput = parse(
                     "subzero_spawn",
-                    json!({"prompt": "hold", "templateId": "researcher", "model": self.env.model()}),
-                )
-                .await;
-                let child = spawned["childId"].as_str().unwrap().to_owned();
+                    &ok(
+                        self.s(),
+                        "subzero_spawn",
+                        json!({"prompt": "hold", "templateId": "researcher", "model": self.env.model()}),
+                    )
+                    .await,
+                );
+                let child = spawned.child_id.to_string();
                 self.at_the_model();
                 let send = json!({"childId": child, "mode": "followup", "message": "later"});
                 for _ in 0..value {
@@ -194,7 +282,7 @@ impl Live {
                 ok(
                     self.s(),
                     "subzero_stop",
-                    json!({"childId": child, "expectedRunId": spawned["runId"], "waitMs": 10000}),
+                    json!({"childId": child, "expectedRunId": spawned.run_id, "waitMs": 10000}),
                 )
                 .await;
                 Driven::Live(out.map(|_| json!({})))
