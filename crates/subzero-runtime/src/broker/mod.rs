@@ -12,7 +12,6 @@ mod commands;
 mod containment;
 mod engines;
 mod error;
-mod events;
 mod filesystem;
 mod gate;
 mod live;
@@ -21,7 +20,6 @@ mod policy;
 mod receipts;
 mod registry;
 mod scopes;
-mod snapshot;
 mod stop;
 mod wire;
 mod worker;
@@ -46,7 +44,7 @@ use crate::supervisor::{FilesystemMode, ProcessMode, ProcessPlan, Spawner, Worke
 
 pub use commands::{Command, Context, ProgressSink};
 pub use error::BrokerError;
-pub use snapshot::{child_snapshot, child_summary, gap_event, wire_event};
+pub use wire::snapshot::{child_snapshot, child_summary, gap_event, wire_event};
 
 /// The model API protocol used when a caller names none.
 pub const DEFAULT_API: &str = "openai-completions";

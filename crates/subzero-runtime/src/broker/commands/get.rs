@@ -18,7 +18,8 @@ use subzero_protocol as p;
 use tokio::sync::mpsc;
 
 use super::{Command, Context};
-use crate::broker::{Broker, BrokerError, events, snapshot};
+use crate::broker::wire::{events, snapshot};
+use crate::broker::{Broker, BrokerError};
 use crate::scope::WorkspaceScope;
 use crate::store::{ChildRow, ChildView, EventPage, RunRow};
 

@@ -6,7 +6,8 @@ use subzero_core::ChildId;
 use subzero_protocol as p;
 
 use super::{Command, Context};
-use crate::broker::{Broker, BrokerError, snapshot};
+use crate::broker::wire::snapshot;
+use crate::broker::{Broker, BrokerError};
 
 /// `subzero_list`.
 impl Command for p::ListInput {

@@ -11,8 +11,9 @@ use subzero_core::{ChildId, RunId};
 use subzero_protocol::{self as p, RunSettledStatus, WorkerEvent, WorkerMessage};
 use tokio::sync::mpsc;
 
+use crate::broker::Broker;
 use crate::broker::live::ToWorker;
-use crate::broker::{Broker, events};
+use crate::broker::wire::events;
 use crate::locks::{self, SlotKind};
 use crate::scope::WorkspaceScope;
 use crate::supervisor::{WorkerConn, cgroup, reap};

@@ -3,8 +3,8 @@
 use subzero_core::{ChildId, ChildState, RunId, RunStatus};
 use subzero_protocol as p;
 
-use super::BrokerError;
-use super::wire::{broken, wire};
+use super::{broken, wire};
+use crate::broker::BrokerError;
 use crate::store::{
     ChildRow, EventGap, EventPage, EventRow, Ownership, Phase, RunRow, UsageSource,
 };
@@ -144,7 +144,7 @@ fn workspace_root(row: &ChildRow, what: &str) -> Result<p::WorkspaceRoot, Broker
 
 /// The `subzero_get` document of `row`, its `runs` and one `page` of at most
 /// `event_limit` of its events, waited as `waited` says.
-pub(super) fn snapshot(
+pub(in crate::broker) fn snapshot(
     row: &ChildRow,
     runs: &[RunRow],
     page: &EventPage,
@@ -220,7 +220,10 @@ fn events_with_gap(
 const GET_EVENT_LIMIT: usize = 50;
 
 /// One `subzero_list` item.
-pub(super) fn summary(row: &ChildRow, runs: &[RunRow]) -> Result<p::ChildSummary, BrokerError> {
+pub(in crate::broker) fn summary(
+    row: &ChildRow,
+    runs: &[RunRow],
+) -> Result<p::ChildSummary, BrokerError> {
     Ok(p::ChildSummary {
         active_run_id: row.active_run_id.map(Into::into),
         child_id: row.child_id.into(),

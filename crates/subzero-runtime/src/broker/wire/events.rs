@@ -12,13 +12,13 @@ use subzero_core::events::{EventBody, EventKind, SteerDiscardReason, ToolState};
 use subzero_core::{ChildId, RunId};
 use subzero_protocol as p;
 
-use super::BrokerError;
-use super::wire::{broken, wire};
+use super::{broken, wire};
+use crate::broker::BrokerError;
 use crate::store::{EventGap, EventRow, Timestamp};
 
 /// Whether an event of `kind` also ends a `subzero_get` wait with `waitFor: settled`:
 /// the receipt of a stop or a steer the caller is waiting for.
-pub(super) fn is_receipt(kind: EventKind) -> bool {
+pub(in crate::broker) fn is_receipt(kind: EventKind) -> bool {
     matches!(
         kind,
         EventKind::StopConfirmed | EventKind::SteerApplied | EventKind::SteerDiscarded
@@ -64,7 +64,7 @@ fn wire_discard_reason(reason: SteerDiscardReason) -> p::SteerDiscardReason {
 /// The event a worker's report about `run` records: the worker event's own fields, as
 /// the `ChildEvent` of the same type has them (model text is stored whole, `truncated:
 /// false`). A turn that started records none: it is a phase, not an event.
-pub(super) fn recorded(run_id: RunId, event: &p::WorkerEvent) -> Option<EventBody> {
+pub(in crate::broker) fn recorded(run_id: RunId, event: &p::WorkerEvent) -> Option<EventBody> {
     Some(match event {
         // Recorded through the core's decision instead (`Store::record_compaction`).
         p::WorkerEvent::TurnStarted { .. } | p::WorkerEvent::Compacted { .. } => return None,
@@ -303,7 +303,7 @@ fn terminal(
 
 /// The explicit gap marker, placed where the pruned events would have been: its seq is
 /// the oldest cursor (the last pruned seq).
-pub(super) fn gap_marker(
+pub(in crate::broker) fn gap_marker(
     child: ChildId,
     gap: EventGap,
     at: Timestamp,
@@ -318,13 +318,13 @@ pub(super) fn gap_marker(
 }
 
 /// `event` as the JSON document a stream carries.
-pub(super) fn to_value(event: &p::ChildEvent) -> Result<Value, BrokerError> {
+pub(in crate::broker) fn to_value(event: &p::ChildEvent) -> Result<Value, BrokerError> {
     serde_json::to_value(event)
         .map_err(|e| BrokerError::internal(format!("cannot encode an event: {e}")))
 }
 
 /// Now as a wire timestamp.
-pub(super) fn timestamp_now() -> Result<Timestamp, BrokerError> {
+pub(in crate::broker) fn timestamp_now() -> Result<Timestamp, BrokerError> {
     wire(subzero_protocol::timestamp::now(), "event", "at")
 }
 

@@ -5,14 +5,17 @@
 //! puts in them: a value one of them refuses is a broker bug, answered as `internal`
 //! naming the document and the field, never sent malformed.
 
+pub(in crate::broker) mod events;
+pub(in crate::broker) mod snapshot;
+
 use std::fmt;
 use std::num::NonZeroU64;
 
-use super::BrokerError;
+use crate::broker::BrokerError;
 
 /// `value` as the wire type `T`, for field `field` (a JSON path) of the document `what`
 /// (`"get result"`, `"start_run message"`, …).
-pub(super) fn wire<T, V>(value: V, what: &str, field: &str) -> Result<T, BrokerError>
+pub(in crate::broker) fn wire<T, V>(value: V, what: &str, field: &str) -> Result<T, BrokerError>
 where
     T: TryFrom<V>,
     T::Error: fmt::Display,
@@ -21,7 +24,7 @@ where
 }
 
 /// `value` as a positive wire integer.
-pub(super) fn positive(
+pub(in crate::broker) fn positive(
     value: impl Into<u64>,
     what: &str,
     field: &str,
@@ -30,7 +33,11 @@ pub(super) fn positive(
 }
 
 /// The `internal` error for a value the contract refuses.
-pub(super) fn broken(what: &str, field: &str, problem: impl fmt::Display) -> BrokerError {
+pub(in crate::broker) fn broken(
+    what: &str,
+    field: &str,
+    problem: impl fmt::Display,
+) -> BrokerError {
     BrokerError::internal(format!(
         "the {what} breaks the contract at {field}: {problem}"
     ))
