@@ -13,7 +13,7 @@ pub struct Request {
     pub model: String,
     pub max_tokens: u64,
     pub stream: Option<bool>,
-    pub system: Option<String>,
+    pub system: Option<System>,
     pub messages: Vec<Message>,
     #[serde(default)]
     pub tools: Vec<Tool>,
@@ -59,6 +59,14 @@ impl Request {
     }
 }
 
+/// The system prompt: a string, or text blocks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum System {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
 /// One message: its role and content blocks (unknown fields refused).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,16 +81,20 @@ pub struct Message {
 pub enum Block {
     Text {
         text: String,
+        /// A prompt-caching breakpoint, when the client sets one.
+        cache_control: Option<Value>,
     },
     ToolUse {
         id: String,
         name: String,
         input: Value,
+        cache_control: Option<Value>,
     },
     ToolResult {
         tool_use_id: String,
         content: ContentText,
         is_error: Option<bool>,
+        cache_control: Option<Value>,
     },
 }
 
@@ -91,6 +103,17 @@ impl Block {
     pub fn text(text: &str) -> Self {
         Block::Text {
             text: text.to_owned(),
+            cache_control: None,
+        }
+    }
+
+    /// A `tool_use` block.
+    pub fn tool_use(id: &str, name: &str, input: Value) -> Self {
+        Block::ToolUse {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input,
+            cache_control: None,
         }
     }
 
@@ -101,6 +124,7 @@ impl Block {
                 tool_use_id,
                 content,
                 is_error,
+                ..
             } => Some(ToolResult {
                 tool_use_id,
                 content,

@@ -75,13 +75,38 @@ impl Request {
     }
 }
 
-/// One `input` item; unknown fields are refused, so comparing items is exact.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// One `input` item; unknown fields are refused, so comparing items is exact. A message
+/// may come without `type` (the API's short form); [`Message::typed`] says which.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Message(Message),
     FunctionCall(Call),
     FunctionCallOutput(Output),
+}
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut fields = serde_json::Map::deserialize(deserializer)?;
+        let kind = match fields.remove("type") {
+            None => None,
+            Some(Value::String(kind)) => Some(kind),
+            Some(other) => return Err(D::Error::custom(format!("an item type {other}"))),
+        };
+        let rest = Value::Object(fields);
+        let item = match kind.as_deref() {
+            None => Message::deserialize(rest).map(Item::Message),
+            Some("message") => {
+                Message::deserialize(rest).map(|m| Item::Message(Message { typed: true, ..m }))
+            }
+            Some("function_call") => Call::deserialize(rest).map(Item::FunctionCall),
+            Some("function_call_output") => Output::deserialize(rest).map(Item::FunctionCallOutput),
+            Some(other) => {
+                return Err(D::Error::custom(format!("an input item of type {other}")));
+            }
+        };
+        item.map_err(D::Error::custom)
+    }
 }
 
 impl Item {
@@ -97,6 +122,7 @@ impl Item {
     /// A user message of one `input_text` part.
     pub fn user(text: &str) -> Self {
         Item::Message(Message {
+            typed: true,
             role: "user".to_owned(),
             content: Content::Parts(vec![Part {
                 kind: "input_text".to_owned(),
@@ -110,6 +136,9 @@ impl Item {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
+    /// Whether the item said `type: "message"`.
+    #[serde(skip)]
+    pub typed: bool,
     pub role: String,
     pub content: Content,
 }

@@ -10,7 +10,7 @@ use crate::support::worker::{
 use serde_json::json;
 use subzero_protocol::{ErrorCode, RunSettledStatus, ToolState, UsageSource};
 use subzero_testkit::model_messages as mm;
-use subzero_testkit::model_requests::messages::{Block, Request};
+use subzero_testkit::model_requests::messages::{Block, Request, System};
 use subzero_testkit::{Reply, ScriptedServer, Step};
 
 const KEY: &str = "sk-test-key-0000";
@@ -58,7 +58,10 @@ fn text_streams_with_usage_to_v1_messages_with_the_anthropic_headers() {
     assert_eq!(sent.model, "test-model");
     assert_eq!(sent.max_tokens, 8192);
     assert_eq!(sent.stream, Some(true));
-    assert_eq!(sent.system.as_deref(), Some("You are a test child."));
+    assert_eq!(
+        sent.system,
+        Some(System::Text("You are a test child.".to_owned()))
+    );
     assert_eq!(sent.messages.len(), 1, "{sent:#?}");
     assert_eq!(sent.messages[0].role, "user");
     assert_eq!(sent.messages[0].content, [Block::text("do the task")]);
@@ -98,16 +101,8 @@ fn two_tool_uses_in_one_message_are_run_and_answered_by_id() {
         assistant.content,
         [
             Block::text("Let me look."),
-            Block::ToolUse {
-                id: "toolu_01read".into(),
-                name: "read".into(),
-                input: json!({"path": "README.md"})
-            },
-            Block::ToolUse {
-                id: "toolu_02bash".into(),
-                name: "bash".into(),
-                input: json!({"command": "touch pwned"})
-            },
+            Block::tool_use("toolu_01read", "read", json!({"path": "README.md"})),
+            Block::tool_use("toolu_02bash", "bash", json!({"command": "touch pwned"})),
         ]
     );
     let results: Vec<_> = second
