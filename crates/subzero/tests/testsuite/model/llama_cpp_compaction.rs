@@ -79,10 +79,11 @@ async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
         .await;
         let snap = settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
         step.done();
+        let known = |n: Option<String>| n.unwrap_or_else(|| "null".to_owned());
         eprintln!(
-            "   context {:?}/{:?} tokens, {} compactions so far",
-            snap.context_tokens,
-            snap.context_window,
+            "   context {}/{} tokens, {} compactions so far",
+            known(snap.context_tokens.map(|t| t.to_string())),
+            known(snap.context_window.as_ref().map(|w| w.to_string())),
             compactions.len()
         );
     }
