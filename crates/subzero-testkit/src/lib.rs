@@ -23,12 +23,14 @@ pub mod mcp_client;
 pub mod messages;
 pub mod model_chat_shapes;
 pub mod model_messages;
+pub mod model_requests;
 pub mod model_responses;
 pub mod overflow;
 pub mod parent;
 pub mod procs;
 pub mod responses;
 mod transcript;
+pub mod worker_transcript;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

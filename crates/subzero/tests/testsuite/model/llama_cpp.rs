@@ -16,7 +16,12 @@ use std::time::Duration;
 use crate::support;
 use crate::support::llama_cpp::{Tier, Timed};
 use crate::support::mcp::ok;
-use serde_json::{Value, json};
+use crate::support::worker::{Shown, Snapshot, snapshot_of};
+use serde_json::json;
+use subzero_protocol::{
+    BudgetName, ChildState, RunStatus, SendOutput, SendOutputDelivery, SpawnOutput, StopOutput,
+    TerminalRunStatus, ToolState,
+};
 use subzero_testkit::mcp_client::McpSession;
 
 /// A fact that only `notes.txt` holds.
@@ -52,13 +57,18 @@ async fn a_researcher_reads_a_file_and_answers_from_it(tier: &Tier, s: &McpSessi
         s,
         "researcher",
         "Read the file notes.txt with the read tool, then tell me the project codename it names.",
-        json!({}),
+        None,
     )
     .await;
     let snap = settled(tier, s, &child).await;
     step.done();
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "completed", "{}", shown(tier, &snap));
+    let last = snap.last();
+    assert_eq!(
+        last.status,
+        TerminalRunStatus::Completed,
+        "{}",
+        shown(tier, &snap)
+    );
     assert!(
         tools_run(&snap).contains(&"read".to_owned()),
         "the answer must come from a read: {}",
@@ -76,20 +86,22 @@ async fn a_followup_remembers_the_previous_run(tier: &Tier, s: &McpSession, chil
     // The file is gone: the codename can only come from the conversation.
     std::fs::remove_file(tier.workspace().join("notes.txt")).expect("remove notes");
     let step = Timed::start("followup: the codename from the previous run");
-    let sent = ok(
-        s,
-        "subzero_send",
-        json!({"childId": child, "mode": "followup",
-               "message": "notes.txt has been deleted. Without using any tool, answer from our conversation: what is the project codename you found? Answer with the codename only."}),
-    )
-    .await;
-    assert_eq!(sent["delivery"], "started", "{sent:#}");
+    let sent: Shown<SendOutput> = Shown::new(
+        &ok(
+            s,
+            "subzero_send",
+            json!({"childId": child, "mode": "followup",
+                   "message": "notes.txt has been deleted. Without using any tool, answer from our conversation: what is the project codename you found? Answer with the codename only."}),
+        )
+        .await,
+    );
+    assert_eq!(sent.delivery, SendOutputDelivery::Started, "{sent:#}");
     let snap = settled(tier, s, child).await;
     step.done();
-    assert_eq!(snap["lastRun"]["runId"], sent["runId"], "{snap:#}");
+    assert_eq!(snap.last().run_id, sent.run_id, "{snap:#}");
     assert_eq!(
-        snap["lastRun"]["status"],
-        "completed",
+        snap.last().status,
+        TerminalRunStatus::Completed,
         "{}",
         shown(tier, &snap)
     );
@@ -112,15 +124,21 @@ async fn a_turn_budget_ends_in_a_handoff_summary(tier: &Tier, s: &McpSession) {
         s,
         "researcher",
         "Read the file notes.txt with the read tool, then tell me the project codename it names.",
-        json!({"maxTurns": 1}),
+        Some(1),
     )
     .await;
     let snap = settled(tier, s, &child).await;
     step.done();
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "budget_exhausted", "{}", shown(tier, &snap));
-    assert_eq!(last["budgetReached"]["budget"], "maxTurns", "{snap:#}");
-    assert_eq!(last["budgetReached"]["limit"], 1, "{snap:#}");
+    let last = snap.last();
+    assert_eq!(
+        last.status,
+        TerminalRunStatus::BudgetExhausted,
+        "{}",
+        shown(tier, &snap)
+    );
+    let budget = last.budget_reached.as_ref().expect("the budget reached");
+    assert_eq!(budget.budget, BudgetName::MaxTurns, "{snap:#}");
+    assert_eq!(budget.limit.get(), 1, "{snap:#}");
     assert!(
         !preview(&snap).trim().is_empty(),
         "the run ends with a summary as its result: {}",
@@ -137,32 +155,37 @@ async fn a_stop_mid_generation_is_confirmed(tier: &Tier, s: &McpSession) {
         // Counting is what a 1.5B model does at length without refusing (asked for a story it
         // sometimes answered "I can't assist with that"), so the stop lands mid-generation.
         "Do not use any tool. Count from 1 to 3000, writing each number in words on its own line. Do not stop early and do not skip numbers.",
-        json!({}),
+        None,
     )
     .await;
     // Text is streaming once the worker reports it (text events are coalesced every 2 s).
-    let streaming = support::mcp::until(s, &child, STEP_LIMIT, |snap| {
-        event_types(snap).iter().any(|t| t == "text") || snap["state"] != "running"
-    })
-    .await;
+    let streaming = snapshot_of(
+        &support::mcp::until(s, &child, STEP_LIMIT, |snap| {
+            let snap = snapshot_of(snap);
+            snap.has_text() || snap.state != ChildState::Running
+        })
+        .await,
+    );
     assert_eq!(
-        streaming["state"],
-        "running",
+        streaming.state,
+        ChildState::Running,
         "the story ended before it could be stopped: {}",
         shown(tier, &streaming)
     );
-    let stopped = ok(
-        s,
-        "subzero_stop",
-        json!({"childId": child, "expectedRunId": run, "waitMs": 10000}),
-    )
-    .await;
+    let stopped: Shown<StopOutput> = Shown::new(
+        &ok(
+            s,
+            "subzero_stop",
+            json!({"childId": child, "expectedRunId": run, "waitMs": 10000}),
+        )
+        .await,
+    );
     step.done();
-    assert_eq!(stopped["confirmed"], true, "{stopped:#}");
-    assert_eq!(stopped["status"], "stopped", "{stopped:#}");
-    let snap = ok(s, "subzero_get", json!({"childId": child})).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "stopped", "{snap:#}");
+    assert!(stopped.confirmed, "{stopped:#}");
+    assert_eq!(stopped.status, RunStatus::Stopped, "{stopped:#}");
+    let snap = snapshot_of(&ok(s, "subzero_get", json!({"childId": child})).await);
+    assert_eq!(snap.state, ChildState::Ready, "{snap:#}");
+    assert_eq!(snap.last().status, TerminalRunStatus::Stopped, "{snap:#}");
     // The worker closed the stream, and llama.cpp ends a generation whose client is gone.
     let idle = tokio::time::timeout(Duration::from_secs(10), async {
         while tier.server.processing() != Some(false) {
@@ -184,14 +207,14 @@ async fn a_coder_writes_a_file(tier: &Tier, s: &McpSession) {
         s,
         "coder",
         "Use the write tool to create the file hello.txt whose content is exactly: hello from subzero",
-        json!({}),
+        None,
     )
     .await;
     let snap = settled(tier, s, &child).await;
     step.done();
     assert_eq!(
-        snap["lastRun"]["status"],
-        "completed",
+        snap.last().status,
+        TerminalRunStatus::Completed,
         "{}",
         shown(tier, &snap)
     );
@@ -204,74 +227,76 @@ async fn a_coder_writes_a_file(tier: &Tier, s: &McpSession) {
     );
 }
 
-/// Spawns `template` on the real server with `budget` (plus the output-token cap).
+/// A spawn's `budget`: the output-token cap, and `maxTurns` when given.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Budget {
+    max_output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_turns: Option<u64>,
+}
+
+/// Spawns `template` on the real server with `max_turns` (and the output-token cap).
 async fn spawn(
     tier: &Tier,
     s: &McpSession,
     template: &str,
     prompt: &str,
-    mut budget: Value,
+    max_turns: Option<u64>,
 ) -> (String, String) {
-    budget["maxOutputTokens"] = json!(MAX_OUTPUT_TOKENS);
-    let out = ok(
-        s,
-        "subzero_spawn",
-        json!({"prompt": prompt, "templateId": template, "model": tier.model(), "budget": budget}),
-    )
-    .await;
-    (
-        out["childId"].as_str().expect("childId").to_owned(),
-        out["runId"].as_str().expect("runId").to_owned(),
-    )
+    let budget = Budget {
+        max_output_tokens: MAX_OUTPUT_TOKENS,
+        max_turns,
+    };
+    let out: Shown<SpawnOutput> = Shown::new(
+        &ok(
+            s,
+            "subzero_spawn",
+            json!({"prompt": prompt, "templateId": template, "model": tier.model(), "budget": budget}),
+        )
+        .await,
+    );
+    (out.child_id.to_string(), out.run_id.to_string())
 }
 
 /// The child once it is no longer running, with its events.
-async fn settled(tier: &Tier, s: &McpSession, child: &str) -> Value {
-    let snap = support::mcp::settle(s, child, STEP_LIMIT).await;
+async fn settled(tier: &Tier, s: &McpSession, child: &str) -> Snapshot {
+    let snap = snapshot_of(&support::mcp::settle(s, child, STEP_LIMIT).await);
     assert_ne!(
-        snap["state"],
-        "running",
+        snap.state,
+        ChildState::Running,
         "still running after {} s: {}",
         STEP_LIMIT.as_secs(),
         shown(tier, &snap)
     );
-    ok(
-        s,
-        "subzero_get",
-        json!({"childId": child, "eventLimit": 50}),
+    snapshot_of(
+        &ok(
+            s,
+            "subzero_get",
+            json!({"childId": child, "eventLimit": 50}),
+        )
+        .await,
     )
-    .await
-}
-
-fn events(snap: &Value) -> &[Value] {
-    snap["events"].as_array().map_or(&[], Vec::as_slice)
-}
-
-fn event_types(snap: &Value) -> Vec<String> {
-    events(snap)
-        .iter()
-        .filter_map(|e| e["type"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// The names of the tools the child ran, in order.
-fn tools_run(snap: &Value) -> Vec<String> {
-    events(snap)
-        .iter()
-        .filter(|e| e["type"] == "tool" && e["state"] == "started")
-        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+fn tools_run(snap: &Snapshot) -> Vec<String> {
+    snap.tool_activity()
+        .into_iter()
+        .filter(|(_, state)| *state == ToolState::Started)
+        .map(|(name, _)| name)
         .collect()
 }
 
 /// The last run's result preview, lower-cased.
-fn preview(snap: &Value) -> String {
-    snap["lastRun"]["preview"]
-        .as_str()
+fn preview(snap: &Snapshot) -> String {
+    snap.last_run
+        .as_ref()
+        .map(|last| last.preview.to_lowercase())
         .unwrap_or_default()
-        .to_lowercase()
 }
 
 /// A snapshot and the server's last lines, for a failed assertion on a real answer.
-fn shown(tier: &Tier, snap: &Value) -> String {
+fn shown(tier: &Tier, snap: &Snapshot) -> String {
     format!("{snap:#}\n{}", tier.diagnostics())
 }

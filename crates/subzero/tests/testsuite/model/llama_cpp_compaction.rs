@@ -11,7 +11,9 @@ use std::time::Duration;
 use crate::support;
 use crate::support::llama_cpp::{Tier, Timed};
 use crate::support::mcp::ok;
-use serde_json::{Value, json};
+use crate::support::worker::{Compacted, Shown, Snapshot, edit_model, snapshot_of};
+use serde_json::json;
+use subzero_protocol::{ChildEvent, ChildState, ContextWindow, SpawnOutput, TerminalRunStatus};
 
 /// The server's context, and the window the child is told.
 const CONTEXT: u32 = 2048;
@@ -42,20 +44,22 @@ async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
         return;
     };
     let s = tier.broker("broker").await;
-    let mut model = tier.model();
-    model["contextWindow"] = json!(CONTEXT);
-    let spawned = ok(
-        &s,
-        "subzero_spawn",
-        json!({
-            "prompt": "Remember this codename for later: BLUEFINCH. Do not use any tool. In two sentences, what is a stack?",
-            "templateId": "researcher",
-            "model": model,
-            "budget": {"maxOutputTokens": MAX_OUTPUT_TOKENS, "maxTurns": 3},
-        }),
-    )
-    .await;
-    let child = spawned["childId"].as_str().expect("childId").to_owned();
+    let window = ContextWindow::from(i64::from(CONTEXT));
+    let model = edit_model(&tier.model(), |m| m.context_window = Some(window));
+    let spawned: Shown<SpawnOutput> = Shown::new(
+        &ok(
+            &s,
+            "subzero_spawn",
+            json!({
+                "prompt": "Remember this codename for later: BLUEFINCH. Do not use any tool. In two sentences, what is a stack?",
+                "templateId": "researcher",
+                "model": model,
+                "budget": {"maxOutputTokens": MAX_OUTPUT_TOKENS, "maxTurns": 3},
+            }),
+        )
+        .await,
+    );
+    let child = spawned.child_id.to_string();
     let mut cursor = 0u64;
     let mut compactions = Vec::new();
     let first = Timed::start("first run");
@@ -75,10 +79,11 @@ async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
         .await;
         let snap = settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
         step.done();
+        let known = |n: Option<String>| n.unwrap_or_else(|| "null".to_owned());
         eprintln!(
             "   context {}/{} tokens, {} compactions so far",
-            snap["contextTokens"],
-            snap["contextWindow"],
+            known(snap.context_tokens.map(|t| t.to_string())),
+            known(snap.context_window.as_ref().map(|w| w.to_string())),
             compactions.len()
         );
     }
@@ -90,11 +95,7 @@ async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
     )
     .await;
     let snap = settle(&tier, &s, &child, &mut cursor, &mut compactions).await;
-    let remembered = snap["lastRun"]["preview"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase()
-        .contains("bluefinch");
+    let remembered = snap.last().preview.to_lowercase().contains("bluefinch");
     eprintln!(
         "{} compactions over {} runs; the codename {} the summaries",
         compactions.len(),
@@ -126,11 +127,8 @@ async fn a_child_takes_followups_past_a_small_real_window_by_compacting() {
         "one summary entry per compaction"
     );
     for event in &compactions {
-        let (before, after) = (
-            event["tokensBefore"].as_u64().expect("tokensBefore"),
-            event["tokensAfter"].as_u64().expect("tokensAfter"),
-        );
-        assert!(after < before && after < u64::from(CONTEXT), "{event}");
+        let (before, after) = (event.tokens_before, event.tokens_after);
+        assert!(after < before && after < u64::from(CONTEXT), "{event:?}");
     }
     s.close().await.expect("close");
 }
@@ -142,33 +140,49 @@ async fn settle(
     s: &subzero_testkit::mcp_client::McpSession,
     child: &str,
     cursor: &mut u64,
-    compactions: &mut Vec<Value>,
-) -> Value {
-    let snap = support::mcp::settle(s, child, STEP_LIMIT).await;
+    compactions: &mut Vec<Compacted>,
+) -> Snapshot {
+    let snap = snapshot_of(&support::mcp::settle(s, child, STEP_LIMIT).await);
     assert_ne!(
-        snap["state"],
-        "running",
+        snap.state,
+        ChildState::Running,
         "still running: {}",
         tier.diagnostics()
     );
     loop {
-        let page = ok(
-            s,
-            "subzero_get",
-            json!({"childId": child, "cursor": *cursor, "eventLimit": 50}),
-        )
-        .await;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        compactions.extend(events.iter().filter(|e| e["type"] == "compacted").cloned());
-        let next = page["nextCursor"].as_u64().expect("nextCursor");
-        if next == *cursor || events.is_empty() {
+        let page = snapshot_of(
+            &ok(
+                s,
+                "subzero_get",
+                json!({"childId": child, "cursor": *cursor, "eventLimit": 50}),
+            )
+            .await,
+        );
+        compactions.extend(page.events.iter().filter_map(|e| match e {
+            ChildEvent::Compacted {
+                branch_from,
+                tokens_before,
+                tokens_after,
+                ..
+            } => Some(Compacted {
+                branch_from: branch_from.to_string(),
+                tokens_before: *tokens_before,
+                tokens_after: *tokens_after,
+            }),
+            _ => None,
+        }));
+        let next = page.next_cursor;
+        if next == *cursor || page.events.is_empty() {
             break;
         }
         *cursor = next;
     }
-    let status = snap["lastRun"]["status"].as_str().unwrap_or_default();
+    let status = snap.last().status;
     assert!(
-        status == "completed" || status == "budget_exhausted",
+        matches!(
+            status,
+            TerminalRunStatus::Completed | TerminalRunStatus::BudgetExhausted
+        ),
         "a run died: {snap:#}\n{}",
         tier.diagnostics()
     );

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::mcp::*;
+use crate::support::worker::{Shown, snapshot_of};
 use serde_json::{Value, json};
+use subzero_protocol::{Info, TerminalRunStatus};
 use subzero_testkit::Reply;
 use subzero_testkit::mcp_client::{BrokerCommand, McpSession, RunAs};
 
@@ -278,8 +280,8 @@ async fn all_events(s: &McpSession, child: &str) -> Vec<Value> {
             json!({"childId": child, "cursor": cursor, "eventLimit": 50}),
         )
         .await;
-        let next = page["nextCursor"].as_u64().unwrap_or(cursor);
-        let empty = page["events"].as_array().is_none_or(Vec::is_empty);
+        let typed = snapshot_of(&page);
+        let (next, empty) = (typed.next_cursor, typed.events.is_empty());
         pages.push(page);
         if empty || next == cursor {
             break;
@@ -332,8 +334,8 @@ async fn a_coders_bash_cannot_read_the_key_in_any_encoding_from_processes_of_its
         .expect("broker starts");
     let broker_pid = s.pid().expect("broker pid");
     let (child, _) = spawn(&s, &env, "coder", "probe the environment").await;
-    let snap = settle(&s, &child, Duration::from_secs(120)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(120)).await);
+    assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
 
     let mut haystacks = Haystacks(Vec::new());
     for (n, request) in env.server.requests().iter().enumerate() {
@@ -410,22 +412,16 @@ async fn the_broker_drops_the_key_from_its_environ_and_still_uses_it() {
         assert!(entries.contains(&&b"SUBZERO_LOG=debug"[..]), "{entries:?}");
     }
 
-    let info = ok(&s, "subzero_info", json!({})).await;
-    let refs: BTreeMap<String, bool> = info["credentialRefs"]
-        .as_array()
-        .expect("credentialRefs")
+    let info: Shown<Info> = Shown::new(&ok(&s, "subzero_info", json!({})).await);
+    let refs: BTreeMap<String, bool> = info
+        .credential_refs
         .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap_or_default().to_owned(),
-                c["available"] == true,
-            )
-        })
+        .map(|c| (c.name.to_string(), c.available))
         .collect();
     assert_eq!(refs.get(CRED), Some(&true), "{info:#}");
     let (child, _) = spawn(&s, &env, "researcher", "say hello").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+    assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
     let requests = env.server.requests();
     let bearer = format!("Bearer {key}");
     assert_eq!(

@@ -11,7 +11,11 @@ use std::time::Duration;
 
 use crate::support::faults::Reaper;
 use crate::support::mcp::*;
-use serde_json::{Value, json};
+use crate::support::worker::{Shown, Snapshot, snapshot_of, tool_results};
+use serde_json::json;
+use subzero_protocol::{
+    ArtifactChunk, ErrorCode, Info, SendOutput, SendOutputDelivery, TerminalRunStatus, ToolState,
+};
 use subzero_testkit::mcp_client::McpSession;
 use subzero_testkit::{Reply, Step};
 
@@ -29,11 +33,23 @@ fn configure(env: &Env, limits: &str) {
 
 /// Spawns one researcher run and returns its settled snapshot, plus the session for more
 /// calls (closed by the caller).
-async fn spawn_and_settle(env: &Env) -> (McpSession, String, Value) {
+async fn spawn_and_settle(env: &Env) -> (McpSession, String, Snapshot) {
     let s = env.broker("broker").await;
     let (child, _run) = spawn(&s, env, "researcher", "Answer at length").await;
-    let snap = settle(&s, &child, Duration::from_secs(60)).await;
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(60)).await);
     (s, child, snap)
+}
+
+/// `length` bytes of `artifact` from `offset` (`subzero_output`).
+async fn output(s: &McpSession, artifact: &str, offset: u64, length: u64) -> Shown<ArtifactChunk> {
+    Shown::new(
+        &ok(
+            s,
+            "subzero_output",
+            json!({"artifactId": artifact, "offset": offset, "length": length}),
+        )
+        .await,
+    )
 }
 
 /// Total bytes of the regular files below `dir`.
@@ -72,40 +88,29 @@ async fn a_200_mb_answer_fails_at_the_response_cap_and_keeps_the_partial_text() 
     let (s, child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
 
-    let last = &snap["lastRun"];
-    assert_eq!(last["status"], "failed", "{snap:#}");
-    assert_eq!(last["error"]["code"], "limit_exceeded", "{snap:#}");
-    let message = last["error"]["message"].as_str().expect("message");
+    let last = snap.last();
+    assert_eq!(last.status, TerminalRunStatus::Failed, "{snap:#}");
+    assert_eq!(snap.last_error().code, ErrorCode::LimitExceeded, "{snap:#}");
+    let message = snap.last_error().message.as_str();
     assert!(
         message.contains("passed 1048576 bytes") && message.contains("model_response_bytes"),
         "the error names the limit: {message}"
     );
     // The partial text is kept as the run's artifact and says where it was cut.
-    let artifact = last["artifactId"]
-        .as_str()
+    let artifact = last
+        .artifact_id
+        .as_ref()
         .expect("a partial-result artifact");
-    let head = ok(
-        &s,
-        "subzero_output",
-        json!({"artifactId": artifact, "offset": 0, "length": 65536}),
-    )
-    .await;
-    let total = head["totalBytes"].as_u64().expect("totalBytes");
+    let head = output(&s, artifact, 0, 65536).await;
+    let total = head.total_bytes;
     assert!(
         total > 512 * 1024 && total <= 1024 * 1024 + 256,
         "partial text up to the cap: {total} bytes"
     );
-    assert!(head["text"].as_str().unwrap_or("").starts_with("xxxx"));
-    let tail = ok(
-        &s,
-        "subzero_output",
-        json!({"artifactId": artifact, "offset": total - 100, "length": 100}),
-    )
-    .await;
+    assert!(head.text.starts_with("xxxx"));
+    let tail = output(&s, artifact, total - 100, 100).await;
     assert!(
-        tail["text"]
-            .as_str()
-            .unwrap_or("")
+        tail.text
             .ends_with("[cut: the model response passed 1048576 bytes (model_response_bytes)]"),
         "{tail:#}"
     );
@@ -117,15 +122,17 @@ async fn a_200_mb_answer_fails_at_the_response_cap_and_keeps_the_partial_text() 
 
     // The child stays usable.
     env.server.push(Reply::text("Short this time."));
-    let sent = ok(
-        &s,
-        "subzero_send",
-        json!({"childId": child, "mode": "followup", "message": "Shorter, please"}),
-    )
-    .await;
-    assert_eq!(sent["delivery"], "started");
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    let sent: Shown<SendOutput> = Shown::new(
+        &ok(
+            &s,
+            "subzero_send",
+            json!({"childId": child, "mode": "followup", "message": "Shorter, please"}),
+        )
+        .await,
+    );
+    assert_eq!(sent.delivery, SendOutputDelivery::Started, "{sent}");
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+    assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
     s.close().await.expect("close");
 }
 
@@ -140,16 +147,23 @@ async fn the_default_response_cap_is_16_mib() {
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    assert_eq!(
-        snap["lastRun"]["error"]["code"], "limit_exceeded",
-        "{snap:#}"
-    );
-    let message = snap["lastRun"]["error"]["message"].as_str().unwrap_or("");
+    assert_eq!(snap.last_error().code, ErrorCode::LimitExceeded, "{snap:#}");
+    let message = snap.last_error().message.as_str();
     assert!(message.contains("passed 8388608 bytes"), "{message}");
-    let info = ok(&s, "subzero_info", json!({})).await;
-    assert_eq!(info["limits"]["modelResponseBytes"], 8 * 1024 * 1024);
-    assert_eq!(info["limits"]["toolArgumentBytes"], 1024 * 1024);
-    assert_eq!(info["limits"]["modelIdleTimeoutMs"], 180_000);
+    let info: Shown<Info> = Shown::new(&ok(&s, "subzero_info", json!({})).await);
+    let limits = &info.limits;
+    let value = |limit: Option<std::num::NonZeroU64>| limit.map(std::num::NonZeroU64::get);
+    assert_eq!(
+        value(limits.model_response_bytes),
+        Some(8 * 1024 * 1024),
+        "{info}"
+    );
+    assert_eq!(
+        value(limits.tool_argument_bytes),
+        Some(1024 * 1024),
+        "{info}"
+    );
+    assert_eq!(value(limits.model_idle_timeout_ms), Some(180_000), "{info}");
     s.close().await.expect("close");
 }
 
@@ -164,11 +178,8 @@ async fn an_endless_stream_of_empty_deltas_ends_at_the_response_cap() {
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
-    assert_eq!(
-        snap["lastRun"]["error"]["code"], "limit_exceeded",
-        "{snap:#}"
-    );
+    assert_eq!(snap.last().status, TerminalRunStatus::Failed, "{snap:#}");
+    assert_eq!(snap.last_error().code, ErrorCode::LimitExceeded, "{snap:#}");
     s.close().await.expect("close");
 }
 
@@ -201,7 +212,7 @@ async fn ten_megabytes_of_tool_arguments_get_a_short_tool_error_and_are_not_sent
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+    assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
 
     let requests = env.server.requests();
     assert_eq!(requests.len(), 2);
@@ -211,14 +222,7 @@ async fn ten_megabytes_of_tool_arguments_get_a_short_tool_error_and_are_not_sent
         "the dropped arguments were sent back to the model ({} bytes)",
         second.body.len()
     );
-    let body = second.json().expect("json body");
-    let results: Vec<&str> = body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
+    let results = tool_results(second);
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(
         results[0].len() < 512
@@ -226,14 +230,10 @@ async fn ten_megabytes_of_tool_arguments_get_a_short_tool_error_and_are_not_sent
         "a short tool error naming the cap: {}",
         results[0]
     );
-    let tools: Vec<&Value> = snap["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["type"] == "tool")
-        .collect();
     assert!(
-        tools.iter().any(|e| e["state"] == "failed"),
+        snap.tool_activity()
+            .iter()
+            .any(|(_, state)| *state == ToolState::Failed),
         "the oversized call is reported as a failed tool: {snap:#}"
     );
     s.close().await.expect("close");
@@ -249,14 +249,14 @@ async fn an_endpoint_silent_mid_stream_fails_after_the_idle_timeout() {
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["error"]["code"], "model_request_failed");
-    let message = snap["lastRun"]["error"]["message"].as_str().unwrap_or("");
+    assert_eq!(snap.last().status, TerminalRunStatus::Failed, "{snap:#}");
+    assert_eq!(snap.last_error().code, ErrorCode::ModelRequestFailed);
+    let message = snap.last_error().message.as_str();
     assert!(
         message.contains("sent nothing for 500 ms") && message.contains("model_idle_timeout_ms"),
         "{message}"
     );
-    assert_eq!(snap["lastRun"]["preview"], "The answer begins", "{snap:#}");
+    assert_eq!(*snap.last().preview, "The answer begins", "{snap:#}");
     s.close().await.expect("close");
 }
 
@@ -267,8 +267,8 @@ async fn an_endpoint_that_never_answers_fails_after_the_idle_timeout() {
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    assert_eq!(snap["lastRun"]["error"]["code"], "model_request_failed");
-    let message = snap["lastRun"]["error"]["message"].as_str().unwrap_or("");
+    assert_eq!(snap.last_error().code, ErrorCode::ModelRequestFailed);
+    let message = snap.last_error().message.as_str();
     assert!(
         message.contains("waiting for the response headers"),
         "{message}"
@@ -282,9 +282,9 @@ async fn a_huge_error_body_is_read_only_up_to_a_small_cap() {
     let mut reaper = Reaper::new(env.dir.path());
     let (s, _child, snap) = spawn_and_settle(&env).await;
     reaper.broker(s.pid());
-    let error = &snap["lastRun"]["error"];
-    assert_eq!(error["code"], "model_request_failed", "{snap:#}");
-    let message = error["message"].as_str().unwrap_or("");
+    let error = snap.last_error();
+    assert_eq!(error.code, ErrorCode::ModelRequestFailed, "{snap:#}");
+    let message = error.message.as_str();
     assert!(message.len() < 1024, "{} bytes", message.len());
     s.close().await.expect("close");
 }

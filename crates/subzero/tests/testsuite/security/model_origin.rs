@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::support::faults::Reaper;
 use crate::support::mcp::*;
-use serde_json::Value;
+use crate::support::worker::{Snapshot, snapshot_of};
+use subzero_protocol::{ChildState, ErrorCode, TerminalRunStatus};
 use subzero_testkit::{Reply, ScriptedServer};
 
 /// `http://127.0.0.1:PORT`
@@ -18,24 +19,24 @@ fn origin_of(server: &ScriptedServer) -> String {
 
 /// Spawns a researcher on `env` (whose script starts with the redirect under test) and
 /// returns the settled snapshot.
-async fn run_once(env: &Env) -> Value {
+async fn run_once(env: &Env) -> Snapshot {
     let mut reaper = Reaper::new(env.dir.path());
     let s = env.broker("broker").await;
     reaper.broker(s.pid());
     let (child, _run) = spawn(&s, env, "researcher", "Summarize the README").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
     s.close().await.expect("close");
     snap
 }
 
 /// The run failed with `model_request_failed` naming `target` as the refused origin, and
 /// without the redirect's path or query.
-fn assert_refused_redirect_to(snap: &Value, target: &str) {
-    assert_eq!(snap["state"], "ready", "{snap:#}");
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
-    let error = &snap["lastRun"]["error"];
-    assert_eq!(error["code"], "model_request_failed", "{snap:#}");
-    let message = error["message"].as_str().expect("message");
+fn assert_refused_redirect_to(snap: &Snapshot, target: &str) {
+    assert_eq!(snap.state, ChildState::Ready, "{snap:#}");
+    assert_eq!(snap.last().status, TerminalRunStatus::Failed, "{snap:#}");
+    let error = snap.last_error();
+    assert_eq!(error.code, ErrorCode::ModelRequestFailed, "{snap:#}");
+    let message = error.message.as_str();
     assert!(
         message.contains(&format!("redirected to another origin, {target};")),
         "the message must name the refused origin {target}: {message}"
@@ -119,8 +120,8 @@ async fn a_same_origin_redirect_is_followed_with_the_same_request() {
         Reply::text("Redirected, then answered."),
     ]);
     let snap = run_once(&env).await;
-    assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["preview"], "Redirected, then answered.");
+    assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
+    assert_eq!(*snap.last().preview, "Redirected, then answered.");
     let seen = env.server.requests();
     let paths: Vec<&str> = seen.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(
@@ -148,9 +149,9 @@ async fn same_origin_redirects_end_after_a_few_hops() {
         .collect();
     let env = Env::new(script);
     let snap = run_once(&env).await;
-    assert_eq!(snap["lastRun"]["status"], "failed", "{snap:#}");
-    assert_eq!(snap["lastRun"]["error"]["code"], "model_request_failed");
-    let message = snap["lastRun"]["error"]["message"].as_str().unwrap_or("");
+    assert_eq!(snap.last().status, TerminalRunStatus::Failed, "{snap:#}");
+    assert_eq!(snap.last_error().code, ErrorCode::ModelRequestFailed);
+    let message = snap.last_error().message.as_str();
     assert!(
         message.contains("redirected more than 3 times"),
         "{message}"

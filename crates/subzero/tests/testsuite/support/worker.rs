@@ -1,15 +1,28 @@
 //! Drives a real `subzero-worker worker` process over pipes.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use subzero_protocol::{
+    BudgetReached, ChildEvent, ChildSnapshot, ErrorBody, ErrorCode, LastRun, ModelApi, ModelRef,
+    RunCut, RunCutLimit, RunSettledStatus, RunUsage, SteerDiscardReason, ToolState, UsageSource,
+    WorkerEvent, WorkerMessage,
+};
+use subzero_testkit::RecordedRequest;
+use subzero_testkit::model_requests::chat;
 
 pub const WAIT: Duration = Duration::from_secs(20);
+
+/// How long a test waits for a request that must not come (a retry) before it concludes
+/// none will.
+pub const RETRY: Duration = Duration::from_millis(200);
 
 pub struct WorkerProc {
     child: Child,
@@ -133,15 +146,6 @@ impl WorkerProc {
         self.expect_type("run_settled", run_id)
     }
 
-    /// Events of a run seen so far.
-    pub fn events(&self, run_id: &str) -> Vec<Value> {
-        self.seen
-            .iter()
-            .filter(|v| v["type"] == "event" && v["runId"] == run_id)
-            .map(|v| v["event"].clone())
-            .collect()
-    }
-
     pub fn close_stdin(&mut self) {
         self.stdin.take();
     }
@@ -163,6 +167,16 @@ impl WorkerProc {
 
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().expect("lock").clone()
+    }
+}
+
+impl ControlLines for WorkerProc {
+    fn next_line(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+        self.expect(what, pred)
+    }
+
+    fn lines(&self) -> &[Value] {
+        &self.seen
     }
 }
 
@@ -208,12 +222,38 @@ pub struct RunSpec<'a> {
     pub url: String,
     pub key: &'a str,
     pub snapshot: Value,
-    pub workspace: &'a Path,
-    pub transcript: &'a Path,
+    pub workspace: PathBuf,
+    pub transcript: PathBuf,
     pub from_leaf: Option<&'a str>,
     pub expected_digest: Option<&'a str>,
     pub recovery_notice: Option<&'a str>,
     pub secrets: Vec<&'a str>,
+    /// `model.api`.
+    pub api: &'a str,
+    /// `model.outputTokensParam`, when given.
+    pub output_tokens_param: Option<&'a str>,
+    /// `model.contextWindow`, when given.
+    pub context_window: Option<u64>,
+    /// `streamLimits`, when given.
+    pub stream_limits: Option<Value>,
+    /// `compact`, when given.
+    pub compact: Option<bool>,
+    /// `mcpEnv`, when given.
+    pub mcp_env: Option<Value>,
+}
+
+/// The `model` of a `start_run`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StartModel<'a> {
+    url: &'a str,
+    model: &'a str,
+    api: &'a str,
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_tokens_param: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_window: Option<u64>,
 }
 
 impl<'a> RunSpec<'a> {
@@ -221,8 +261,8 @@ impl<'a> RunSpec<'a> {
         run_id: &'a str,
         url: String,
         snapshot: Value,
-        workspace: &'a Path,
-        transcript: &'a Path,
+        workspace: &Path,
+        transcript: &Path,
     ) -> Self {
         Self {
             run_id,
@@ -230,22 +270,52 @@ impl<'a> RunSpec<'a> {
             url,
             key: "sk-test-key-0000",
             snapshot,
-            workspace,
-            transcript,
+            workspace: workspace.to_path_buf(),
+            transcript: transcript.to_path_buf(),
             from_leaf: None,
             expected_digest: None,
             recovery_notice: None,
             secrets: Vec::new(),
+            api: "openai-completions",
+            output_tokens_param: None,
+            context_window: None,
+            stream_limits: None,
+            compact: None,
+            mcp_env: None,
         }
     }
 
     pub fn message(&self) -> Value {
+        let mut message = self.base_message();
+        let extra = [
+            ("streamLimits", self.stream_limits.clone()),
+            ("compact", self.compact.map(Value::Bool)),
+            ("mcpEnv", self.mcp_env.clone()),
+        ];
+        let members = message.as_object_mut().expect("an object");
+        for (name, value) in extra {
+            if let Some(value) = value {
+                members.insert(name.to_owned(), value);
+            }
+        }
+        message
+    }
+
+    /// The message without the optional members.
+    fn base_message(&self) -> Value {
         json!({
             "type": "start_run",
             "childId": "ch_01JDZ8Q4W3V9K2M5N7P8R0S1T2",
             "runId": self.run_id,
             "prompt": self.prompt,
-            "model": { "url": self.url, "model": "test-model", "api": "openai-completions", "key": self.key },
+            "model": StartModel {
+                url: &self.url,
+                model: "test-model",
+                api: self.api,
+                key: self.key,
+                output_tokens_param: self.output_tokens_param,
+                context_window: self.context_window,
+            },
             "snapshot": self.snapshot,
             "workspaceRoot": self.workspace,
             "transcriptPath": self.transcript,
@@ -257,17 +327,33 @@ impl<'a> RunSpec<'a> {
     }
 }
 
-/// The `role: tool` message contents of a recorded request body.
+/// The `role: tool` message contents of a Chat Completions request body.
 pub fn tool_messages(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    subzero_testkit::model_requests::from_json::<chat::Request>(body)
+        .tool_results()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `role: tool` message contents of a recorded Chat Completions request.
+pub fn tool_results(request: &RecordedRequest) -> Vec<String> {
+    chat::Request::of(request)
+        .tool_results()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `snapshot` with the members of its `limits` given in `limits` (an object) replaced.
+pub fn with_limits(mut snapshot: Value, limits: &Value) -> Value {
+    let members = limits.as_object().expect("limits is an object").clone();
+    let to = snapshot
+        .get_mut("limits")
+        .and_then(Value::as_object_mut)
+        .expect("a snapshot has limits");
+    to.extend(members);
+    snapshot
 }
 
 impl WorkerProc {
@@ -316,9 +402,9 @@ impl OnProtocol {
         ws: &Path,
         transcript: &Path,
     ) -> Value {
-        let mut message = RunSpec::new(run, url, snapshot, ws, transcript).message();
-        message["model"]["api"] = json!(self.api);
-        message
+        let mut spec = RunSpec::new(run, url, snapshot, ws, transcript);
+        spec.api = self.api;
+        spec.message()
     }
 
     /// Starts one run of the researcher on `url`.
@@ -333,7 +419,7 @@ impl OnProtocol {
         &self,
         script: Vec<subzero_testkit::Reply>,
         n: u8,
-    ) -> (Value, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
+    ) -> (Settled, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
         self.settle_limited(script, n, json!({}))
     }
 
@@ -343,24 +429,20 @@ impl OnProtocol {
         script: Vec<subzero_testkit::Reply>,
         n: u8,
         limits: Value,
-    ) -> (Value, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
+    ) -> (Settled, Vec<subzero_testkit::RecordedRequest>, WorkerProc) {
         let (ws, state) = dirs();
         std::fs::write(ws.path().join("README.md"), README).expect("readme");
         let server = subzero_testkit::ScriptedServer::start(script).expect("server");
         let id = self.run_id(n);
-        let mut snapshot = researcher();
-        if let Some(limits) = limits.as_object() {
-            for (name, value) in limits {
-                snapshot["limits"][name] = value.clone();
-            }
-        }
+        let snapshot = with_limits(researcher(), &limits);
         let transcript = state.path().join("t.jsonl");
         let message = self.message(server.base_url(), &id, snapshot, ws.path(), &transcript);
         let mut worker = WorkerProc::spawn();
         worker.send(&message);
-        let settled = worker.settled(&id);
-        // Nothing is retried: give a retry the time it would need to show up.
-        std::thread::sleep(Duration::from_millis(150));
+        let settled = worker.run_settled(&id);
+        // Nothing is retried: a retry would show up as one more request within this time.
+        let made = server.requests().len();
+        server.wait_for_requests(made + 1, RETRY);
         (settled, server.requests(), worker)
     }
 
@@ -374,7 +456,7 @@ impl OnProtocol {
         mut opening: Vec<subzero_testkit::Step>,
         flood: String,
         n: u8,
-    ) -> Value {
+    ) -> Settled {
         const CUT_MARKER: &str = "\n[… handoff summary cut at 16384 bytes]";
         opening.extend([
             subzero_testkit::Step::Repeat {
@@ -390,8 +472,12 @@ impl OnProtocol {
             json!({"maxTurns": 1}),
         );
         assert!(started.elapsed() < WAIT, "{:?}", started.elapsed());
-        assert_eq!(settled["status"], "budget_exhausted", "{settled}");
-        let result = settled["result"].as_str().expect("result");
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
+            "{settled}"
+        );
+        let result = settled.result();
         assert_eq!(result.len(), 16 * 1024 + CUT_MARKER.len());
         assert!(result.starts_with("Handoff: xxx") && result.ends_with(CUT_MARKER));
         assert_eq!(requests.len(), 2);
@@ -406,7 +492,7 @@ impl OnProtocol {
         steps: Vec<subzero_testkit::Step>,
         n: u8,
         request_line: &str,
-    ) -> Value {
+    ) -> Settled {
         let (ws, state) = dirs();
         let held = subzero_testkit::held::HeldStream::start(steps).expect("held stream");
         let id = self.run_id(n);
@@ -424,9 +510,493 @@ impl OnProtocol {
             held.wait_closed(Duration::from_secs(5)),
             "the model server never saw the connection close"
         );
-        worker.expect_type("cancel_confirmed", &id);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "stopped", "{settled}");
+        worker.cancel_confirmed(&id);
+        let settled = worker.run_settled(&id);
+        assert_eq!(settled.status, RunSettledStatus::Stopped, "{settled}");
         settled
+    }
+}
+
+/// A worker's stdout line as the protocol's type; `None` when it is not one.
+pub fn as_message(line: &Value) -> Option<WorkerMessage> {
+    WorkerMessage::deserialize(line).ok()
+}
+
+/// A worker's stdout line as the protocol's type; panics with the line when it is not one.
+pub fn message(line: &Value) -> WorkerMessage {
+    WorkerMessage::deserialize(line)
+        .unwrap_or_else(|e| panic!("not a worker control line ({e}): {line}"))
+}
+
+/// Reading a worker's control lines ([`WorkerProc`], the conformance `Conn`) as the
+/// protocol's types: settlements, commits, events.
+pub trait ControlLines {
+    /// The next line matching `pred`, as received (every line read is kept).
+    fn next_line(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value;
+
+    /// Every line read so far.
+    fn lines(&self) -> &[Value];
+
+    /// The next control line matching `pred`.
+    fn next_message(&mut self, what: &str, pred: impl Fn(&WorkerMessage) -> bool) -> WorkerMessage
+    where
+        Self: Sized,
+    {
+        message(&self.next_line(what, &|v| as_message(v).is_some_and(|m| pred(&m))))
+    }
+
+    /// The `hello` line.
+    fn hello_line(&mut self) -> WorkerMessage
+    where
+        Self: Sized,
+    {
+        self.next_message("hello", |m| matches!(m, WorkerMessage::Hello { .. }))
+    }
+
+    /// The `run_settled` line of `run`.
+    fn run_settled(&mut self, run: &str) -> Settled
+    where
+        Self: Sized,
+    {
+        let line = self.next_line("run_settled", &|v| {
+            matches!(as_message(v), Some(WorkerMessage::RunSettled { run_id, .. }) if *run_id == run)
+        });
+        Settled::from_line(&line)
+    }
+
+    /// The next `leaf_committed` of `run`.
+    fn leaf_committed(&mut self, run: &str) -> Leaf
+    where
+        Self: Sized,
+    {
+        match self.next_message(
+            "leaf_committed",
+            |m| matches!(m, WorkerMessage::LeafCommitted { run_id, .. } if **run_id == run),
+        ) {
+            WorkerMessage::LeafCommitted {
+                leaf_id, digest, ..
+            } => Leaf {
+                leaf_id: leaf_id.to_string(),
+                digest: digest.to_string(),
+            },
+            other => unreachable!("matched a leaf_committed: {other:?}"),
+        }
+    }
+
+    /// The number of tool processes the `cancel_confirmed` of `run` reaped.
+    fn cancel_confirmed(&mut self, run: &str) -> u64
+    where
+        Self: Sized,
+    {
+        match self.next_message(
+            "cancel_confirmed",
+            |m| matches!(m, WorkerMessage::CancelConfirmed { run_id, .. } if **run_id == run),
+        ) {
+            WorkerMessage::CancelConfirmed { reaped, .. } => reaped,
+            other => unreachable!("matched a cancel_confirmed: {other:?}"),
+        }
+    }
+
+    /// The next event of `run` matching `pred`.
+    fn next_event(
+        &mut self,
+        what: &str,
+        run: &str,
+        pred: impl Fn(&WorkerEvent) -> bool,
+    ) -> WorkerEvent
+    where
+        Self: Sized,
+    {
+        match self.next_message(what, |m| {
+            matches!(m, WorkerMessage::Event { run_id, event } if **run_id == run && pred(event))
+        }) {
+            WorkerMessage::Event { event, .. } => event,
+            other => unreachable!("matched an event: {other:?}"),
+        }
+    }
+
+    /// The next `steer_applied` or `steer_discarded` of `run` whose steer matches `pred`.
+    fn steer(&mut self, what: &str, run: &str, pred: impl Fn(&Steer) -> bool) -> Steer
+    where
+        Self: Sized,
+    {
+        let event = self.next_event(what, run, |e| Steer::of(e).is_some_and(|s| pred(&s)));
+        Steer::of(&event).unwrap_or_else(|| unreachable!("matched a steer: {event:?}"))
+    }
+
+    /// The next `tool` event of `run` for `name` in `state`.
+    fn tool_event(&mut self, run: &str, name: &str, state: ToolState)
+    where
+        Self: Sized,
+    {
+        self.next_event(
+            &format!("{name} {state}"),
+            run,
+            |e| matches!(e, WorkerEvent::Tool { name: n, state: s } if **n == name && *s == state),
+        );
+    }
+
+    /// Events of `run` seen so far.
+    fn events(&self, run: &str) -> Vec<WorkerEvent> {
+        self.lines()
+            .iter()
+            .filter_map(as_message)
+            .filter_map(|m| match m {
+                WorkerMessage::Event { run_id, event } if *run_id == run => Some(event),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The text `run` streamed so far, its `text` events joined.
+    fn streamed_text(&self, run: &str) -> String {
+        self.events(run)
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::Text { text } => Some(text.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `tool` events of `run` so far: (tool name, state).
+    fn tool_activity(&self, run: &str) -> Vec<(String, ToolState)> {
+        self.events(run)
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::Tool { name, state } => Some((name.to_string(), *state)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether `run` reported `name` in `state` so far.
+    fn tool_was(&self, run: &str, name: &str, state: ToolState) -> bool {
+        self.tool_activity(run)
+            .iter()
+            .any(|(n, s)| n == name && *s == state)
+    }
+
+    /// The `compacted` events of `run` so far.
+    fn compactions(&self, run: &str) -> Vec<Compacted> {
+        self.events(run)
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::Compacted {
+                    branch_from,
+                    tokens_after,
+                    tokens_before,
+                } => Some(Compacted {
+                    branch_from: branch_from.to_string(),
+                    tokens_before: *tokens_before,
+                    tokens_after: *tokens_after,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A `leaf_committed` line's leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaf {
+    pub leaf_id: String,
+    pub digest: String,
+}
+
+/// A `compacted` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub branch_from: String,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// A `steer_applied` (`reason` is `None`) or `steer_discarded` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steer {
+    pub steer_id: String,
+    pub request_id: Option<String>,
+    /// Why it was discarded; `None` when it was applied.
+    pub reason: Option<SteerDiscardReason>,
+}
+
+impl Steer {
+    /// `event` as a steer outcome, when it is one.
+    pub fn of(event: &WorkerEvent) -> Option<Steer> {
+        match event {
+            WorkerEvent::SteerApplied {
+                steer_id,
+                request_id,
+            } => Some(Steer {
+                steer_id: steer_id.to_string(),
+                request_id: request_id.as_ref().map(|r| r.to_string()),
+                reason: None,
+            }),
+            WorkerEvent::SteerDiscarded {
+                steer_id,
+                request_id,
+                reason,
+            } => Some(Steer {
+                steer_id: steer_id.to_string(),
+                request_id: request_id.as_ref().map(|r| r.to_string()),
+                reason: Some(*reason),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A `run_settled` line, typed; shown (`{}`) as the JSON line it was.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    pub status: RunSettledStatus,
+    pub result: Option<String>,
+    pub error: Option<ErrorBody>,
+    pub usage: RunUsage,
+    pub cut: Option<RunCut>,
+    pub budget: Option<BudgetReached>,
+    line: Value,
+}
+
+impl Settled {
+    /// `line` as a `run_settled`; panics with it when it is not one.
+    pub fn from_line(line: &Value) -> Settled {
+        match message(line) {
+            WorkerMessage::RunSettled {
+                budget,
+                cut,
+                error,
+                result,
+                status,
+                usage,
+                ..
+            } => Settled {
+                status,
+                result,
+                error,
+                usage,
+                cut,
+                budget,
+                line: line.clone(),
+            },
+            other => panic!("not a run_settled: {other:?}"),
+        }
+    }
+
+    /// The result text; panics when there is none.
+    pub fn result(&self) -> &str {
+        self.result
+            .as_deref()
+            .unwrap_or_else(|| panic!("no result: {self}"))
+    }
+
+    /// The error; panics when there is none.
+    pub fn error(&self) -> &ErrorBody {
+        self.error
+            .as_ref()
+            .unwrap_or_else(|| panic!("no error: {self}"))
+    }
+
+    /// The error's code; panics when there is no error.
+    pub fn code(&self) -> ErrorCode {
+        self.error().code
+    }
+
+    /// The error's message; panics when there is no error.
+    pub fn message(&self) -> &str {
+        &self.error().message
+    }
+
+    /// The error's details; panics when there is no error.
+    pub fn details(&self) -> FailureDetails {
+        FailureDetails::of(self.error())
+    }
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            write!(f, "{:#}", self.line)
+        } else {
+            write!(f, "{}", self.line)
+        }
+    }
+}
+
+/// The free-form `details` of a run's error, as the worker fills them (see `ErrorBody`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDetails {
+    /// `model_request_failed`: the HTTP status (null without one).
+    pub status: Option<u16>,
+    /// `model_request_failed`: the redacted excerpt of the error body.
+    pub excerpt: Option<String>,
+    /// `model_request_failed`: the refused origin of a cross-origin redirect.
+    pub redirect: Option<String>,
+    /// `model_request_failed`: the idle timeout that passed.
+    pub idle_timeout_ms: Option<u64>,
+    /// `limit_exceeded`: the limit's name.
+    pub limit: Option<String>,
+    /// `context_exhausted`: the prompt's measured tokens.
+    pub context_tokens: Option<u64>,
+    /// `context_exhausted`: the known context window.
+    pub context_window: Option<u64>,
+}
+
+impl FailureDetails {
+    /// The details of `error`; panics with them when they do not fit.
+    pub fn of(error: &ErrorBody) -> FailureDetails {
+        FailureDetails::deserialize(&Value::Object(error.details.clone()))
+            .unwrap_or_else(|e| panic!("unexpected error details ({e}): {error:?}"))
+    }
+}
+
+/// A protocol value read from JSON, kept with that JSON to show it (`{}`, `{:#}`) in
+/// assertion messages; derefs to the value.
+#[derive(Debug, Clone)]
+pub struct Shown<T> {
+    value: T,
+    json: Value,
+}
+
+impl<T: DeserializeOwned> Shown<T> {
+    /// `json` as `T`; panics with it when it does not fit.
+    pub fn new(json: &Value) -> Self {
+        Shown {
+            value: subzero_testkit::model_requests::from_json(json),
+            json: json.clone(),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Shown<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> std::fmt::Display for Shown<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            write!(f, "{:#}", self.json)
+        } else {
+            write!(f, "{}", self.json)
+        }
+    }
+}
+
+/// `snapshot` with its member `name` set to `value`.
+fn with_member(mut snapshot: Value, name: &str, value: Value) -> Value {
+    snapshot
+        .as_object_mut()
+        .expect("a snapshot is an object")
+        .insert(name.to_owned(), value);
+    snapshot
+}
+
+/// `snapshot` with `compaction: "off"`.
+pub fn with_compaction_off(snapshot: Value) -> Value {
+    with_member(snapshot, "compaction", json!("off"))
+}
+
+/// `snapshot` with these `toolLimits`.
+pub fn with_tool_limits(snapshot: Value, limits: Value) -> Value {
+    with_member(snapshot, "toolLimits", limits)
+}
+
+/// `snapshot` granting exactly `tools` (names the worker may not know included).
+pub fn with_tools(snapshot: Value, tools: &[&str]) -> Value {
+    with_member(snapshot, "tools", json!(tools))
+}
+
+/// `snapshot` with these `mcpServers`.
+pub fn with_mcp_servers(snapshot: Value, servers: Value) -> Value {
+    with_member(snapshot, "mcpServers", servers)
+}
+
+/// `snapshot` writable, with this `filesystem` grant.
+pub fn with_filesystem(snapshot: Value, filesystem: Value) -> Value {
+    with_member(
+        with_member(snapshot, "writeCapable", json!(true)),
+        "filesystem",
+        filesystem,
+    )
+}
+
+/// A `model` argument of `subzero_spawn`/`subzero_resume` (JSON) changed by `edit`.
+pub fn edit_model(model: &Value, edit: impl FnOnce(&mut ModelRef)) -> Value {
+    let mut typed: ModelRef = subzero_testkit::model_requests::from_json(model);
+    edit(&mut typed);
+    serde_json::to_value(typed).expect("a model as JSON")
+}
+
+/// A `model` argument (JSON) on `api`.
+pub fn on_api(model: &Value, api: ModelApi) -> Value {
+    edit_model(model, |m| m.api = Some(api))
+}
+
+/// The usage of a one-request run whose stream reported none: estimated from the bytes of
+/// `request` and the `streamed` bytes, the context use being that request's prompt.
+pub fn estimated_usage(request: &RecordedRequest, streamed: u64) -> RunUsage {
+    let prompt = (request.body.len() as u64).div_ceil(4);
+    RunUsage {
+        input_tokens: prompt,
+        output_tokens: streamed.div_ceil(4),
+        turns: 1,
+        source: UsageSource::Estimated,
+        context_tokens: Some(prompt),
+    }
+}
+
+/// The `cut` of a final answer cut at `maxOutputTokens: value`.
+pub fn max_output_cut(value: u64) -> RunCut {
+    RunCut {
+        limit: RunCutLimit::MaxOutputTokens,
+        value: std::num::NonZeroU64::new(value).expect("a cap above 0"),
+    }
+}
+
+/// A broker's child snapshot (`subzero_get`), typed.
+pub type Snapshot = Shown<ChildSnapshot>;
+
+/// `json` as a child snapshot; panics with it when it is not one.
+pub fn snapshot_of(json: &Value) -> Snapshot {
+    Shown::new(json)
+}
+
+impl Shown<ChildSnapshot> {
+    /// The last run; panics with the snapshot when there is none.
+    pub fn last(&self) -> &LastRun {
+        self.last_run
+            .as_ref()
+            .unwrap_or_else(|| panic!("no last run: {self:#}"))
+    }
+
+    /// The last run's error; panics with the snapshot when there is none.
+    pub fn last_error(&self) -> &ErrorBody {
+        self.last()
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("the last run has no error: {self:#}"))
+    }
+
+    /// The `tool` events in the snapshot's page: (tool name, state).
+    pub fn tool_activity(&self) -> Vec<(String, ToolState)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                ChildEvent::Tool { name, state, .. } => Some((name.to_string(), *state)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether the snapshot's page holds a `text` event.
+    pub fn has_text(&self) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e, ChildEvent::Text { .. }))
     }
 }

@@ -6,10 +6,13 @@
 //! committed leaf, still sees the summary. With `compaction: "off"`, or when the summary
 //! request fails, the run ends `context_exhausted` and nothing is committed.
 
-use std::path::Path;
-
-use crate::support::worker::{OnProtocol, README, WorkerProc, dirs, researcher};
-use serde_json::{Value, json};
+use crate::support::worker::{
+    Compacted, ControlLines, OnProtocol, README, RunSpec, Settled, WorkerProc, dirs, researcher,
+    with_compaction_off,
+};
+use subzero_protocol::{ErrorCode, RunSettledStatus};
+use subzero_testkit::model_requests::chat;
+use subzero_testkit::worker_transcript::{Entry, entries, first};
 use subzero_testkit::{Reply, ScriptedServer, overflow};
 
 /// The first run's long answer: what compaction summarises away.
@@ -75,53 +78,42 @@ impl Child {
         server: &ScriptedServer,
         n: u8,
         prompt: &str,
-        adjust: impl FnOnce(&mut Value),
-    ) -> Value {
+        adjust: impl FnOnce(&mut RunSpec),
+    ) -> Settled {
         let id = self.on.run_id(n);
-        let mut message = self.on.message(
-            server.base_url(),
+        let transcript = self.transcript();
+        let mut spec = RunSpec::new(
             &id,
+            server.base_url(),
             researcher(),
             self.ws.path(),
-            &self.transcript(),
+            &transcript,
         );
-        message["prompt"] = json!(prompt);
+        spec.api = self.on.api;
+        spec.prompt = prompt;
         if let Some((leaf, digest)) = &self.leaf {
-            message["fromLeaf"] = json!(leaf);
-            message["expectedDigest"] = json!(digest);
+            spec.from_leaf = Some(leaf);
+            spec.expected_digest = Some(digest);
         }
-        adjust(&mut message);
-        self.worker.send(&message);
-        let settled = self.worker.settled(&id);
+        adjust(&mut spec);
+        self.worker.send(&spec.message());
+        let settled = self.worker.run_settled(&id);
         if matches!(
-            settled["status"].as_str(),
-            Some("completed" | "budget_exhausted")
+            settled.status,
+            RunSettledStatus::Completed | RunSettledStatus::BudgetExhausted
         ) {
-            let committed = self.worker.expect_type("leaf_committed", &id);
+            let committed = self.worker.leaf_committed(&id);
             self.leaf = Some((
-                committed["leafId"].as_str().expect("leafId").to_owned(),
-                committed["digest"].as_str().expect("digest").to_owned(),
+                committed.leaf_id.as_str().to_owned(),
+                committed.digest.as_str().to_owned(),
             ));
         }
         settled
     }
 
-    fn compacted(&self, n: u8) -> Vec<Value> {
-        self.worker
-            .events(&self.on.run_id(n))
-            .into_iter()
-            .filter(|e| e["kind"] == "compacted")
-            .collect()
+    fn compacted(&self, n: u8) -> Vec<Compacted> {
+        self.worker.compactions(&self.on.run_id(n))
     }
-}
-
-/// The transcript's entries, by id.
-fn entries(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("transcript")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("entry"))
-        .collect()
 }
 
 /// The text of a request body, whatever the protocol's shape.
@@ -132,7 +124,7 @@ fn body(server: &ScriptedServer, i: usize) -> String {
 /// A child past its window (run 2 brings a long prompt after run 1's long answer) on
 /// `on`, with the window known (`contextWindow`) or not; the server and the child after
 /// run 2.
-fn outgrow(on: OnProtocol, window_known: bool) -> (ScriptedServer, Child, Value) {
+fn outgrow(on: OnProtocol, window_known: bool) -> (ScriptedServer, Child, Settled) {
     let server = ScriptedServer::start(vec![
         overflow::unmetered_text(on.api, &long_answer()),
         overflow::unmetered_text(on.api, SUMMARY),
@@ -142,13 +134,13 @@ fn outgrow(on: OnProtocol, window_known: bool) -> (ScriptedServer, Child, Value)
     .expect("server");
     server.refuse_past(WINDOW, overflow::refusal(on.api));
     let mut child = Child::new(on);
-    let window = |m: &mut Value| {
+    let window = |spec: &mut RunSpec| {
         if window_known {
-            m["model"]["contextWindow"] = json!(WINDOW);
+            spec.context_window = Some(WINDOW);
         }
     };
     let first = child.run(&server, 1, "read the readme", window);
-    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(first.status, RunSettledStatus::Completed, "{first}");
     let second = child.run(&server, 2, &long_prompt(), window);
     (server, child, second)
 }
@@ -160,19 +152,16 @@ fn outgrow(on: OnProtocol, window_known: bool) -> (ScriptedServer, Child, Value)
 fn assert_compacted(
     server: &ScriptedServer,
     mut child: Child,
-    second: &Value,
+    second: &Settled,
     requests_before: usize,
 ) {
-    assert_eq!(second["status"], "completed", "{second}");
-    assert_eq!(second["result"], "done after compaction", "{second}");
+    assert_eq!(second.status, RunSettledStatus::Completed, "{second}");
+    assert_eq!(second.result(), "done after compaction", "{second}");
     let events = child.compacted(2);
     assert_eq!(events.len(), 1, "one compaction: {events:?}");
     let event = &events[0];
-    let (before, after) = (
-        event["tokensBefore"].as_u64().expect("tokensBefore"),
-        event["tokensAfter"].as_u64().expect("tokensAfter"),
-    );
-    assert!(before > after && after < WINDOW, "{event}");
+    let (before, after) = (event.tokens_before, event.tokens_after);
+    assert!(before > after && after < WINDOW, "{event:?}");
     let requests = server.requests().len();
     assert_eq!(
         requests,
@@ -197,34 +186,23 @@ fn assert_compacted(
 
     // The old branch is whole in the file; the new one starts at the root with the summary.
     let all = entries(&child.transcript());
-    let root = all[0]["id"].clone();
-    let branch_from = event["branchFrom"].as_str().expect("branchFrom");
+    let root = &all[0].id;
     assert!(
-        all.iter().any(|e| e["id"] == branch_from),
+        all.iter().any(|e| e.id == event.branch_from),
         "branchFrom is an entry of the file"
     );
-    assert!(all.iter().any(|e| {
-        e["content"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("ANSWER-ONE"))
-    }));
-    let summary = all
-        .iter()
-        .find(|e| e["type"] == "summary")
-        .expect("a summary entry");
+    assert!(all.iter().any(|e| e.text().starts_with("ANSWER-ONE")));
+    let summary = first(&all, "summary");
     assert_eq!(
-        summary["parentId"], root,
+        summary.parent_id.as_ref(),
+        Some(root),
         "the new branch starts at the root"
     );
-    assert!(
-        summary["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("SUMMARY-TOKEN"))
-    );
+    assert!(summary.text().contains("SUMMARY-TOKEN"));
 
     // A followup from the committed leaf continues the compacted branch.
     let third = child.run(server, 3, "and then?", |_| {});
-    assert_eq!(third["status"], "completed", "{third}");
+    assert_eq!(third.status, RunSettledStatus::Completed, "{third}");
     let last = body(server, server.requests().len() - 1);
     assert!(
         last.contains("SUMMARY-TOKEN") && !last.contains("ANSWER-ONE"),
@@ -260,14 +238,14 @@ fn with_compaction_off_the_run_ends_context_exhausted_and_asks_for_no_summary() 
     .expect("server");
     server.refuse_past(WINDOW, overflow::refusal(on.api));
     let mut child = Child::new(on);
-    let off = |m: &mut Value| m["snapshot"]["compaction"] = json!("off");
+    let off = |spec: &mut RunSpec| spec.snapshot = with_compaction_off(researcher());
     assert_eq!(
-        child.run(&server, 1, "read the readme", off)["status"],
-        "completed"
+        child.run(&server, 1, "read the readme", off).status,
+        RunSettledStatus::Completed
     );
     let second = child.run(&server, 2, &long_prompt(), off);
-    assert_eq!(second["status"], "failed", "{second}");
-    assert_eq!(second["error"]["code"], "context_exhausted", "{second}");
+    assert_eq!(second.status, RunSettledStatus::Failed, "{second}");
+    assert_eq!(second.code(), ErrorCode::ContextExhausted, "{second}");
     assert_eq!(
         server.requests().len(),
         2,
@@ -288,14 +266,14 @@ fn a_failed_summary_request_leaves_the_transcript_as_it_was_and_is_typed() {
     server.refuse_past(WINDOW, overflow::refusal(on.api));
     let mut child = Child::new(on);
     assert_eq!(
-        child.run(&server, 1, "read the readme", |_| {})["status"],
-        "completed"
+        child.run(&server, 1, "read the readme", |_| {}).status,
+        RunSettledStatus::Completed
     );
     let leaf = child.leaf.clone();
     let second = child.run(&server, 2, &long_prompt(), |_| {});
-    assert_eq!(second["status"], "failed", "{second}");
-    assert_eq!(second["error"]["code"], "context_exhausted", "{second}");
-    let message = second["error"]["message"].as_str().expect("message");
+    assert_eq!(second.status, RunSettledStatus::Failed, "{second}");
+    assert_eq!(second.code(), ErrorCode::ContextExhausted, "{second}");
+    let message = second.message();
     assert!(
         message.contains("compacting failed") && message.contains("503"),
         "{message}"
@@ -305,11 +283,11 @@ fn a_failed_summary_request_leaves_the_transcript_as_it_was_and_is_typed() {
     assert!(
         !entries(&child.transcript())
             .iter()
-            .any(|e| e["type"] == "summary")
+            .any(|e: &Entry| e.kind == "summary")
     );
     // The child is as it was: a short followup from the same leaf runs.
     let third = child.run(&server, 3, "a short question", |_| {});
-    assert_eq!(third["status"], "completed", "{third}");
+    assert_eq!(third.status, RunSettledStatus::Completed, "{third}");
 }
 
 #[test]
@@ -323,13 +301,13 @@ fn the_parent_asking_compacts_before_the_first_request_of_the_run() {
     .expect("server");
     let mut child = Child::new(on);
     assert_eq!(
-        child.run(&server, 1, "read the readme", |_| {})["status"],
-        "completed"
+        child.run(&server, 1, "read the readme", |_| {}).status,
+        RunSettledStatus::Completed
     );
-    let second = child.run(&server, 2, "PROMPT-SHORT continue", |m| {
-        m["compact"] = json!(true)
+    let second = child.run(&server, 2, "PROMPT-SHORT continue", |spec| {
+        spec.compact = Some(true)
     });
-    assert_eq!(second["status"], "completed", "{second}");
+    assert_eq!(second.status, RunSettledStatus::Completed, "{second}");
     assert_eq!(child.compacted(2).len(), 1);
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
@@ -354,27 +332,21 @@ fn the_summary_is_capped_in_bytes_and_asked_for_in_few_tokens() {
     server.refuse_past(WINDOW, overflow::refusal(on.api));
     let mut child = Child::new(on);
     assert_eq!(
-        child.run(&server, 1, "read the readme", |_| {})["status"],
-        "completed"
+        child.run(&server, 1, "read the readme", |_| {}).status,
+        RunSettledStatus::Completed
     );
     let second = child.run(&server, 2, &long_prompt(), |_| {});
-    assert_eq!(second["status"], "completed", "{second}");
+    assert_eq!(second.status, RunSettledStatus::Completed, "{second}");
     let requests = server.requests();
-    let summary_request = requests[2].json().expect("json");
-    let cap = summary_request["max_tokens"].as_u64().expect("max_tokens");
-    assert!(cap <= 1024, "{summary_request}");
-    assert!(summary_request.get("tools").is_none(), "no tool is offered");
+    let summary_request = chat::Request::of(&requests[2]);
+    let cap = summary_request.max_tokens.expect("max_tokens");
+    assert!(cap <= 1024, "{summary_request:#?}");
+    assert!(summary_request.tools.is_none(), "no tool is offered");
     let all = entries(&child.transcript());
-    let summary = all
-        .iter()
-        .find(|e| e["type"] == "summary")
-        .expect("summary");
-    let text = summary["content"].as_str().expect("content");
+    let text = first(&all, "summary").text();
     // The window is unknown: at most 20 % of the refused prompt's bytes (the cap, in
     // tokens, is a quarter of that), plus the line that opens a summary.
-    let before = child.compacted(2)[0]["tokensBefore"]
-        .as_u64()
-        .expect("tokensBefore");
+    let before = child.compacted(2)[0].tokens_before;
     let share = (before * 4 / 5) as usize;
     assert!(text.len() <= share + 400, "{} bytes", text.len());
     assert!(cap * 4 <= share as u64 + 4, "{cap}");

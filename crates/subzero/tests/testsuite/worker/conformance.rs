@@ -2,23 +2,24 @@
 //! budgets and hostile streams — each case on the Rust worker and on the Pi worker, over the
 //! control protocol, against a scripted model on loopback (`support::conformance`).
 
-use std::time::Duration;
-
 use crate::support::conformance::*;
-use serde_json::{Value, json};
+use crate::support::worker::{with_compaction_off, with_limits};
+use serde_json::json;
+use subzero_protocol::{BudgetName, ErrorCode, RunSettledStatus, SteerDiscardReason, WorkerEvent};
+use subzero_testkit::model_requests::chat;
 use subzero_testkit::{Reply, ScriptedServer, Step};
 
-fn kinds(events: &[Value]) -> Vec<String> {
+/// Each event as its `kind` (`tool:<name>:<state>` for tool events).
+fn kinds(events: &[WorkerEvent]) -> Vec<String> {
     events
         .iter()
-        .map(|e| match e["kind"].as_str() {
-            Some("tool") => format!(
-                "tool:{}:{}",
-                e["name"].as_str().unwrap_or(""),
-                e["state"].as_str().unwrap_or("")
-            ),
-            Some(kind) => kind.to_owned(),
-            None => String::new(),
+        .map(|e| match e {
+            WorkerEvent::Tool { name, state } => format!("tool:{}:{state}", name.as_str()),
+            WorkerEvent::TurnStarted { .. } => "turn_started".to_owned(),
+            WorkerEvent::Text { .. } => "text".to_owned(),
+            WorkerEvent::SteerApplied { .. } => "steer_applied".to_owned(),
+            WorkerEvent::SteerDiscarded { .. } => "steer_discarded".to_owned(),
+            WorkerEvent::Compacted { .. } => "compacted".to_owned(),
         })
         .collect()
 }
@@ -34,20 +35,24 @@ fn a_run_with_a_tool_call_completes_and_commits_a_leaf_whose_digest_the_broker_r
         .expect("server");
         let id = engine.run_id(1);
         let mut worker = place.worker(engine, &researcher());
-        let hello = worker.expect("hello", |v| v["type"] == "hello");
-        assert_eq!(hello["controlVersion"], 1);
-        assert_eq!(hello["steering"], true);
+        let hello = worker.hello();
+        assert_eq!(hello.control_version, 1);
+        assert!(hello.steering);
         worker.send(&place.start(
             &id,
             server.base_url(),
             researcher(),
             "What is this project?",
         ));
-        let leaf = worker.expect_type("leaf_committed", &id);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert_eq!(settled["result"], "The project is a demo.");
-        assert_eq!(settled["usage"]["turns"], 2, "{settled}");
+        let leaf = worker.leaf_committed(&id);
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(settled.result(), "The project is a demo.");
+        assert_eq!(settled.usage.turns, 2, "{settled}");
         let events = kinds(&worker.events(&id));
         for wanted in [
             "turn_started",
@@ -60,10 +65,9 @@ fn a_run_with_a_tool_call_completes_and_commits_a_leaf_whose_digest_the_broker_r
                 "{engine:?} events: {events:?}"
             );
         }
-        let leaf_id = leaf["leafId"].as_str().expect("leaf id");
         assert_eq!(
-            engine.digest(&place.transcript_text(), leaf_id).as_deref(),
-            leaf["digest"].as_str(),
+            engine.digest(&place.transcript_text(), &leaf.leaf_id),
+            Some(leaf.digest),
             "{engine:?}: the committed digest is not the transcript's"
         );
         let bodies = bodies(&server.requests());
@@ -94,17 +98,23 @@ fn a_steer_is_applied_between_turns_with_a_receipt_and_one_after_the_answer_is_d
         let id = engine.run_id(2);
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&id, server.base_url(), researcher(), "List the files."));
-        worker.expect("turn 1", |v| v["event"]["kind"] == "turn_started");
+        worker.next_event("turn 1", &id, |e| {
+            matches!(e, WorkerEvent::TurnStarted { .. })
+        });
         assert!(
             server.wait_for_requests(1, WAIT),
             "the first request never came"
         );
         worker.send(&json!({"type": "steer", "runId": id, "steerId": "st_01JDZ8Q4W3V9K2M5N7P8R0S1T2", "requestId": "steer-1", "message": "STEER-5b1: look at docs/ first"}));
-        let applied = worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
-        assert_eq!(applied["event"]["steerId"], "st_01JDZ8Q4W3V9K2M5N7P8R0S1T2");
-        assert_eq!(applied["event"]["requestId"], "steer-1");
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let applied = worker.steer("steer_applied", &id, |s| s.reason.is_none());
+        assert_eq!(applied.steer_id, "st_01JDZ8Q4W3V9K2M5N7P8R0S1T2");
+        assert_eq!(applied.request_id.as_deref(), Some("steer-1"));
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         let bodies = bodies(&server.requests());
         assert!(
             bodies[1].contains("STEER-5b1"),
@@ -113,11 +123,10 @@ fn a_steer_is_applied_between_turns_with_a_receipt_and_one_after_the_answer_is_d
         );
         // After the final answer: refused with a receipt, nothing sent.
         worker.send(&json!({"type": "steer", "runId": id, "steerId": "st_01JDZ8Q4W3V9K2M5N7P8R0S1T3", "message": "too late"}));
-        let late = worker.expect("late steer", |v| {
-            v["event"]["steerId"] == "st_01JDZ8Q4W3V9K2M5N7P8R0S1T3"
+        let late = worker.steer("late steer", &id, |s| {
+            s.steer_id == "st_01JDZ8Q4W3V9K2M5N7P8R0S1T3"
         });
-        assert_eq!(late["event"]["kind"], "steer_discarded");
-        assert_eq!(late["event"]["reason"], "not_active");
+        assert_eq!(late.reason, Some(SteerDiscardReason::NotActive), "{late:?}");
         assert_eq!(server.requests().len(), 2);
     });
 }
@@ -134,19 +143,25 @@ fn a_followup_continues_from_the_committed_leaf_with_the_earlier_turns() {
         let (first, second) = (engine.run_id(3), engine.run_id(4));
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&first, server.base_url(), researcher(), "What is it?"));
-        let leaf = worker.expect_type("leaf_committed", &first);
-        worker.settled(&first);
-        let mut next = place.start(
+        let leaf = worker.leaf_committed(&first);
+        worker.run_settled(&first);
+        let next = place.start_with(
             &second,
             server.base_url(),
             researcher(),
             "FOLLOWUP-2d7: and then?",
+            |spec| {
+                spec.from_leaf = Some(&leaf.leaf_id);
+                spec.expected_digest = Some(&leaf.digest);
+            },
         );
-        next["fromLeaf"] = leaf["leafId"].clone();
-        next["expectedDigest"] = leaf["digest"].clone();
         worker.send(&next);
-        let settled = worker.settled(&second);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&second);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         let bodies = bodies(&server.requests());
         assert!(
             bodies[1].contains("FIRST-ANSWER-91c") && bodies[1].contains("FOLLOWUP-2d7"),
@@ -165,16 +180,19 @@ fn a_wrong_expected_digest_is_refused_before_any_request() {
         let (first, second) = (engine.run_id(5), engine.run_id(6));
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&first, server.base_url(), researcher(), "first"));
-        let leaf = worker.expect_type("leaf_committed", &first);
-        worker.settled(&first);
-        let mut next = place.start(&second, server.base_url(), researcher(), "second");
-        next["fromLeaf"] = leaf["leafId"].clone();
-        next["expectedDigest"] = json!(format!("sha256:{}", "ab".repeat(32)));
+        let leaf = worker.leaf_committed(&first);
+        worker.run_settled(&first);
+        let wrong = format!("sha256:{}", "ab".repeat(32));
+        let next = place.start_with(&second, server.base_url(), researcher(), "second", |spec| {
+            spec.from_leaf = Some(&leaf.leaf_id);
+            spec.expected_digest = Some(&wrong);
+        });
         worker.send(&next);
-        let settled = worker.settled(&second);
-        assert_eq!(settled["status"], "failed");
+        let settled = worker.run_settled(&second);
+        assert_eq!(settled.status, RunSettledStatus::Failed);
         assert_eq!(
-            settled["error"]["code"], "checkpoint_incompatible",
+            settled.code(),
+            ErrorCode::CheckpointIncompatible,
             "{engine:?}: {settled}"
         );
         assert_eq!(
@@ -201,8 +219,12 @@ fn an_unknown_transcript_version_is_refused_never_migrated() {
         let id = engine.run_id(7);
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&id, server.base_url(), researcher(), "hello"));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Failed,
+            "{engine:?}: {settled}"
+        );
         assert!(
             server.requests().is_empty(),
             "{engine:?}: a request was made"
@@ -228,15 +250,13 @@ fn the_key_is_redacted_in_events_results_and_the_transcript_even_split_across_de
         let id = engine.run_id(8);
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&id, server.base_url(), researcher(), "echo the key"));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert!(
-            settled["result"]
-                .as_str()
-                .expect("result")
-                .contains("[REDACTED]"),
-            "{settled}"
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
         );
+        assert!(settled.result().contains("[REDACTED]"), "{settled}");
         let out = worker.stdout_text();
         assert!(
             !out.contains("sk-test-key-0000"),
@@ -262,21 +282,24 @@ fn max_turns_runs_the_last_turns_calls_then_hands_off_with_a_tools_off_summary()
             Reply::text("Handoff: read nothing yet; continue with README.md."),
         ])
         .expect("server");
-        let mut grant = researcher();
-        grant["limits"]["maxTurns"] = json!(1);
+        let grant = with_limits(researcher(), &json!({"maxTurns": 1}));
         let id = engine.run_id(9);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Read everything."));
-        let leaf = worker.expect_type("leaf_committed", &id);
-        let settled = worker.settled(&id);
+        let leaf = worker.leaf_committed(&id);
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
-        assert_eq!(settled["budget"]["budget"], "maxTurns");
-        assert_eq!(settled["budget"]["limit"], 1);
         assert_eq!(
-            settled["result"],
+            settled.budget.as_ref().map(|b| b.budget),
+            Some(BudgetName::MaxTurns)
+        );
+        assert_eq!(settled.budget.as_ref().map(|b| b.limit.get()), Some(1));
+        assert_eq!(
+            settled.result(),
             "Handoff: read nothing yet; continue with README.md."
         );
         let bodies = bodies(&server.requests());
@@ -291,20 +314,16 @@ fn max_turns_runs_the_last_turns_calls_then_hands_off_with_a_tools_off_summary()
             "{engine:?}: the last turn's call ran: {}",
             bodies[1]
         );
-        let handoff: Value = serde_json::from_str(&bodies[1]).expect("json");
+        let handoff = chat::Request::of(&server.requests()[1]);
         assert!(
-            handoff.get("tools").is_none() || handoff["tool_choice"] == "none",
-            "{engine:?}: tools off: {handoff}"
+            handoff.tools.is_none() || handoff.tool_choice == Some(json!("none")),
+            "{engine:?}: tools off: {handoff:#?}"
         );
         let text = place.transcript_text();
         assert!(
             text.contains("Do not call any tool") && text.contains("Handoff: read nothing yet")
         );
-        assert!(
-            engine
-                .digest(&text, leaf["leafId"].as_str().expect("leaf"))
-                .is_some()
-        );
+        assert!(engine.digest(&text, &leaf.leaf_id).is_some());
     });
 }
 
@@ -329,19 +348,19 @@ fn a_flooded_handoff_summary_is_cut_at_16_kib_and_not_read_further() {
             ]),
         ])
         .expect("server");
-        let mut grant = researcher();
-        grant["limits"]["maxTurns"] = json!(1);
+        let grant = with_limits(researcher(), &json!({"maxTurns": 1}));
         let id = engine.run_id(10);
         let started = std::time::Instant::now();
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "List."));
-        let settled = worker.settled(&id);
+        let settled = worker.run_settled(&id);
         assert!(started.elapsed() < WAIT);
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
-        let result = settled["result"].as_str().expect("result");
+        let result = settled.result();
         assert_eq!(result.len(), 16 * 1024 + MARKER.len(), "{engine:?}");
         assert!(result.starts_with("Handoff: xxx") && result.ends_with(MARKER));
     });
@@ -366,20 +385,27 @@ fn a_response_past_max_response_bytes_fails_the_run_typed() {
         .expect("server");
         let id = engine.run_id(11);
         let mut worker = place.worker(engine, &researcher());
-        let mut start = place.start(&id, server.base_url(), researcher(), "Say a lot.");
-        start["streamLimits"] = json!({"maxResponseBytes": 65536, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 180000});
+        let start = place.start_with(&id, server.base_url(), researcher(), "Say a lot.", |spec| {
+            spec.stream_limits = Some(json!({"maxResponseBytes": 65536, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 180000}));
+        });
         worker.send(&start);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["error"]["code"], "limit_exceeded",
+            settled.status,
+            RunSettledStatus::Failed,
             "{engine:?}: {settled}"
         );
         assert_eq!(
-            settled["error"]["details"]["limit"], "model_response_bytes",
+            settled.code(),
+            ErrorCode::LimitExceeded,
             "{engine:?}: {settled}"
         );
-        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            settled.details().limit.as_deref(),
+            Some("model_response_bytes"),
+            "{engine:?}: {settled}"
+        );
+        server.wait_for_requests(2, RETRY);
         assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
     });
 }
@@ -391,18 +417,22 @@ fn a_prompt_refused_as_too_long_ends_the_run_context_exhausted_without_compactio
         let refusal = json!({"error": {"message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
         let server =
             ScriptedServer::start(vec![Reply::status(400, &refusal.to_string())]).expect("server");
-        let mut grant = researcher();
-        grant["compaction"] = json!("off");
+        let grant = with_compaction_off(researcher());
         let id = engine.run_id(12);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "A long prompt."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["error"]["code"], "context_exhausted",
+            settled.status,
+            RunSettledStatus::Failed,
             "{engine:?}: {settled}"
         );
-        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            settled.code(),
+            ErrorCode::ContextExhausted,
+            "{engine:?}: {settled}"
+        );
+        server.wait_for_requests(2, RETRY);
         assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
     });
 }

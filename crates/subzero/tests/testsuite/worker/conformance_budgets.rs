@@ -6,7 +6,10 @@
 use std::time::{Duration, Instant};
 
 use crate::support::conformance::*;
-use serde_json::{Value, json};
+use crate::support::worker::{max_output_cut, with_limits};
+use serde_json::json;
+use subzero_protocol::{BudgetName, BudgetReached, RunSettledStatus, ToolState};
+use subzero_testkit::model_requests::chat;
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
 
 const SUMMARY: &str = "Handoff: the work is half done; continue with the tests.";
@@ -52,28 +55,11 @@ fn marker(engine: Engine, case: u32) -> String {
 
 /// The tool results (`role: tool` contents) of a request, by call id.
 fn tool_results(request: &RecordedRequest) -> Vec<(String, String)> {
-    let body = request.json().expect("json body");
-    body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter(|m| m["role"] == "tool")
-                .map(|m| {
-                    (
-                        m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
-                        m["content"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn with_limits(mut grant: Value, limits: Value) -> Value {
-    for (name, value) in limits.as_object().expect("limits") {
-        grant["limits"][name] = value.clone();
-    }
-    grant
+    chat::Request::of(request)
+        .tool_answers()
+        .into_iter()
+        .map(|(id, content)| (id.to_owned(), content.to_owned()))
+        .collect()
 }
 
 #[test]
@@ -86,24 +72,29 @@ fn a_deadline_mid_tool_call_kills_the_command_answers_it_not_run_and_hands_off()
             Reply::text(SUMMARY),
         ])
         .expect("server");
-        let grant = with_limits(coder(), json!({"deadlineMs": 2500}));
+        let grant = with_limits(coder(), &json!({"deadlineMs": 2500}));
         let id = engine.run_id(31);
         let started = Instant::now();
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Wait."));
-        worker.expect("bash started", |v| {
-            v["event"]["name"] == "bash" && v["event"]["state"] == "started"
-        });
-        let settled = worker.settled(&id);
+        worker.tool_event(&id, "bash", ToolState::Started);
+        let settled = worker.run_settled(&id);
         assert!(started.elapsed() < Duration::from_secs(15), "{engine:?}");
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
-        assert_eq!(settled["budget"]["budget"], "deadlineMs");
-        assert_eq!(settled["budget"]["limit"], 2500);
-        assert!(settled["budget"]["reached"].as_u64().expect("reached") >= 2500);
-        assert_eq!(settled["result"], SUMMARY, "{engine:?}");
+        assert_eq!(
+            settled.budget.as_ref().map(|b| b.budget),
+            Some(BudgetName::DeadlineMs)
+        );
+        assert_eq!(settled.budget.as_ref().map(|b| b.limit.get()), Some(2500));
+        assert!(
+            settled.budget.as_ref().is_some_and(|b| b.reached >= 2500),
+            "{settled}"
+        );
+        assert_eq!(settled.result(), SUMMARY, "{engine:?}");
         let requests = server.requests();
         assert_eq!(requests.len(), 2, "{engine:?}: one turn, one handoff");
         let answered = tool_results(&requests[1]);
@@ -139,7 +130,7 @@ fn a_command_past_tool_timeout_is_killed_answered_with_the_timeout_error_and_the
             ]),
         ])
         .expect("server");
-        let grant = with_limits(coder(), json!({"toolTimeoutMs": 1000}));
+        let grant = with_limits(coder(), &json!({"toolTimeoutMs": 1000}));
         let id = engine.run_id(32);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Wait."));
@@ -152,9 +143,13 @@ fn a_command_past_tool_timeout_is_killed_answered_with_the_timeout_error_and_the
             0,
             "{engine:?}: the timed-out command still runs"
         );
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert_eq!(settled["result"], "Done without it.");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(settled.result(), "Done without it.");
         let answered = tool_results(&server.requests()[1]);
         assert!(
             answered[0].1.contains(
@@ -166,11 +161,11 @@ fn a_command_past_tool_timeout_is_killed_answered_with_the_timeout_error_and_the
             answered[0].1.contains("EARLY-7c4"),
             "{engine:?}: output so far: {answered:?}"
         );
-        let events = worker.events(&id);
+        let events = worker.tool_activity(&id);
         assert!(
             events
                 .iter()
-                .any(|e| e["kind"] == "tool" && e["name"] == "bash" && e["state"] == "failed"),
+                .any(|(n, s)| n == "bash" && *s == ToolState::Failed),
             "{engine:?}: {events:?}"
         );
     });
@@ -195,24 +190,29 @@ fn past_the_token_budget_the_answers_calls_are_not_run_and_the_run_hands_off() {
             Reply::text(SUMMARY),
         ])
         .expect("server");
-        let grant = with_limits(researcher(), json!({"tokenBudget": 100}));
+        let grant = with_limits(researcher(), &json!({"tokenBudget": 100}));
         let id = engine.run_id(33);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Read it."));
-        let leaf = worker.expect_type("leaf_committed", &id);
-        let settled = worker.settled(&id);
+        let leaf = worker.leaf_committed(&id);
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
         assert_eq!(
-            settled["budget"],
-            json!({"budget": "tokenBudget", "limit": 100, "reached": 110}),
+            settled.budget,
+            Some(BudgetReached {
+                budget: BudgetName::TokenBudget,
+                limit: std::num::NonZeroU64::new(100).expect("above 0"),
+                reached: 110,
+            }),
             "{engine:?}"
         );
-        assert_eq!(settled["result"], SUMMARY);
+        assert_eq!(settled.result(), SUMMARY);
         assert!(
-            worker.events(&id).iter().all(|e| e["kind"] != "tool"),
+            worker.tool_activity(&id).is_empty(),
             "{engine:?}: no tool ran past the budget: {:?}",
             worker.events(&id)
         );
@@ -230,11 +230,7 @@ fn past_the_token_budget_the_answers_calls_are_not_run_and_the_run_hands_off() {
             "{engine:?}: it ran"
         );
         let text = place.transcript_text();
-        assert!(
-            engine
-                .digest(&text, leaf["leafId"].as_str().expect("leaf"))
-                .is_some()
-        );
+        assert!(engine.digest(&text, leaf.leaf_id.as_str()).is_some());
     });
 }
 
@@ -249,22 +245,27 @@ fn a_text_answer_cut_at_max_output_tokens_is_kept_and_marked_cut() {
             Step::done(),
         ])])
         .expect("server");
-        let grant = with_limits(researcher(), json!({"maxOutputTokens": 64}));
+        let grant = with_limits(researcher(), &json!({"maxOutputTokens": 64}));
         let id = engine.run_id(34);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Describe it."));
-        worker.expect_type("leaf_committed", &id);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert_eq!(settled["result"], "The project is a small demo that");
+        worker.leaf_committed(&id);
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["cut"],
-            json!({"limit": "maxOutputTokens", "value": 64}),
+            settled.status,
+            RunSettledStatus::Completed,
             "{engine:?}: {settled}"
         );
-        let body = server.requests()[0].json().expect("json");
+        assert_eq!(settled.result(), "The project is a small demo that");
         assert_eq!(
-            body["max_tokens"], 64,
+            settled.cut,
+            Some(max_output_cut(64)),
+            "{engine:?}: {settled}"
+        );
+        let body = chat::Request::of(&server.requests()[0]);
+        assert_eq!(
+            body.max_tokens,
+            Some(64),
             "{engine:?}: the cap each request carries"
         );
     });
@@ -285,17 +286,18 @@ fn a_call_cut_mid_arguments_is_not_run_its_whole_sibling_runs_and_the_run_goes_o
             Reply::text("I will ask for less."),
         ])
         .expect("server");
-        let grant = with_limits(researcher(), json!({"maxOutputTokens": 64}));
+        let grant = with_limits(researcher(), &json!({"maxOutputTokens": 64}));
         let id = engine.run_id(35);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Read it."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert_eq!(settled["result"], "I will ask for less.");
-        assert!(
-            settled.get("cut").is_none_or(Value::is_null),
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
             "{engine:?}: {settled}"
         );
+        assert_eq!(settled.result(), "I will ask for less.");
+        assert!(settled.cut.is_none(), "{engine:?}: {settled}");
         let requests = server.requests();
         assert_eq!(requests.len(), 2, "{engine:?}: the run went on");
         let answered = tool_results(&requests[1]);
@@ -316,15 +318,11 @@ fn a_call_cut_mid_arguments_is_not_run_its_whole_sibling_runs_and_the_run_goes_o
             ),
             "{engine:?}: {answered:?}"
         );
-        let events = worker.events(&id);
         assert!(
-            events
-                .iter()
-                .any(|e| e["name"] == "ls" && e["state"] == "finished")
-                && events
-                    .iter()
-                    .all(|e| !(e["name"] == "read" && e["state"] == "finished")),
-            "{engine:?}: {events:?}"
+            worker.tool_was(&id, "ls", ToolState::Finished)
+                && !worker.tool_was(&id, "read", ToolState::Finished),
+            "{engine:?}: {:?}",
+            worker.events(&id)
         );
     });
 }
@@ -342,11 +340,16 @@ fn arguments_over_tool_argument_bytes_are_dropped_from_the_transcript_and_answer
         .expect("server");
         let id = engine.run_id(36);
         let mut worker = place.worker(engine, &researcher());
-        let mut start = place.start(&id, server.base_url(), researcher(), "Read it.");
-        start["streamLimits"] = json!({"maxResponseBytes": 8388608, "maxToolArgumentBytes": 1024, "idleTimeoutMs": 180000});
+        let start = place.start_with(&id, server.base_url(), researcher(), "Read it.", |spec| {
+            spec.stream_limits = Some(json!({"maxResponseBytes": 8388608, "maxToolArgumentBytes": 1024, "idleTimeoutMs": 180000}));
+        });
         worker.send(&start);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         let requests = server.requests();
         assert_eq!(requests.len(), 2);
         let answered = tool_results(&requests[1]);

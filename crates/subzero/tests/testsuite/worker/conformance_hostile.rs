@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::support;
 use crate::support::conformance::*;
+use crate::support::worker::with_tool_limits;
 use serde_json::json;
+use subzero_protocol::{ErrorCode, RunSettledStatus};
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
 
 const KEY: &str = "sk-test-key-0000";
@@ -168,23 +170,32 @@ fn a_200_mb_answer_stops_at_the_response_cap_and_the_key_holders_memory_stays_bo
         .expect("server");
         let id = engine.run_id(51);
         let mut worker = place.worker(engine, &researcher());
-        let mut start = place.start(&id, server.base_url(), researcher(), "Say a lot.");
-        start["streamLimits"] = json!({"maxResponseBytes": 1048576, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 180000});
+        let start = place.start_with(&id, server.base_url(), researcher(), "Say a lot.", |spec| {
+            spec.stream_limits = Some(json!({"maxResponseBytes": 1048576, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 180000}));
+        });
         let started = Instant::now();
         worker.send(&start);
-        let settled = worker.settled(&id);
+        let settled = worker.run_settled(&id);
         let peak = key_holder_peak_kib(engine, &worker);
         eprintln!(
             "{engine:?}: the key holder's peak resident set after 200 MB offered: {peak} KiB"
         );
         assert!(started.elapsed() < Duration::from_secs(20), "{engine:?}");
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
         assert_eq!(
-            settled["error"]["code"], "limit_exceeded",
+            settled.status,
+            RunSettledStatus::Failed,
             "{engine:?}: {settled}"
         );
-        assert_eq!(settled["error"]["details"]["limit"], "model_response_bytes");
-        let partial = settled["result"].as_str().unwrap_or_default();
+        assert_eq!(
+            settled.code(),
+            ErrorCode::LimitExceeded,
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(
+            settled.details().limit.as_deref(),
+            Some("model_response_bytes")
+        );
+        let partial = settled.result.as_deref().unwrap_or_default();
         assert!(
             partial.starts_with("xxxx") && partial.len() <= 1024 * 1024,
             "{engine:?}: the partial text is kept, within the cap: {} bytes",
@@ -195,7 +206,7 @@ fn a_200_mb_answer_stops_at_the_response_cap_and_the_key_holders_memory_stays_bo
             peak < 300 * 1024,
             "{engine:?}: peak resident set {peak} KiB"
         );
-        std::thread::sleep(Duration::from_millis(150));
+        server.wait_for_requests(2, RETRY);
         assert_eq!(server.requests().len(), 1, "{engine:?}: nothing is retried");
     });
 }
@@ -212,25 +223,32 @@ fn a_silent_endpoint_fails_the_run_at_the_idle_timeout_before_and_after_the_head
         let mut worker = place.worker(engine, &researcher());
         for (n, what) in [(52, "before the headers"), (53, "mid-stream")] {
             let id = engine.run_id(n);
-            let mut start = place.start(&id, server.base_url(), researcher(), "Read it.");
-            start["streamLimits"] = json!({"maxResponseBytes": 8388608, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 1000});
+            let start = place.start_with(&id, server.base_url(), researcher(), "Read it.", |spec| {
+                spec.stream_limits = Some(json!({"maxResponseBytes": 8388608, "maxToolArgumentBytes": 1048576, "idleTimeoutMs": 1000}));
+            });
             let started = Instant::now();
             worker.send(&start);
-            let settled = worker.settled(&id);
+            let settled = worker.run_settled(&id);
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "{engine:?} {what}"
             );
-            assert_eq!(settled["status"], "failed", "{engine:?} {what}: {settled}");
             assert_eq!(
-                settled["error"]["code"], "model_request_failed",
+                settled.status,
+                RunSettledStatus::Failed,
+                "{engine:?} {what}: {settled}"
+            );
+            assert_eq!(
+                settled.code(),
+                ErrorCode::ModelRequestFailed,
                 "{engine:?} {what}"
             );
             assert_eq!(
-                settled["error"]["details"]["idleTimeoutMs"], 1000,
+                settled.details().idle_timeout_ms,
+                Some(1000),
                 "{engine:?} {what}: {settled}"
             );
-            let message = settled["error"]["message"].as_str().unwrap_or_default();
+            let message = settled.message();
             assert!(
                 message.contains("sent nothing for 1000 ms")
                     && message.contains("model_idle_timeout_ms"),
@@ -256,17 +274,19 @@ fn a_redirect_to_another_origin_is_refused_and_that_origin_gets_nothing() {
         let id = engine.run_id(54);
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&id, server.base_url(), researcher(), "SECRET-PROMPT-4a1"));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["error"]["code"], "model_request_failed",
-            "{engine:?}"
-        );
-        assert_eq!(
-            settled["error"]["details"]["redirect"], other_origin,
+            settled.status,
+            RunSettledStatus::Failed,
             "{engine:?}: {settled}"
         );
-        let message = settled["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed, "{engine:?}");
+        assert_eq!(
+            settled.details().redirect.as_deref(),
+            Some(other_origin.as_str()),
+            "{engine:?}: {settled}"
+        );
+        let message = settled.message();
         assert!(
             message.contains(&format!("redirected to another origin, {other_origin};")),
             "{engine:?}: {message}"
@@ -275,7 +295,8 @@ fn a_redirect_to_another_origin_is_refused_and_that_origin_gets_nothing() {
             !message.contains("token=stolen") && !message.contains(KEY),
             "{message}"
         );
-        std::thread::sleep(Duration::from_millis(200));
+        // A request to the other origin would arrive within this time.
+        other.wait_for_requests(1, RETRY);
         let seen: Vec<RecordedRequest> = other.requests();
         assert!(
             seen.is_empty(),
@@ -305,8 +326,12 @@ fn the_key_is_in_no_file_the_worker_wrote_in_any_encoding() {
         let id = engine.run_id(55);
         let mut worker = place.worker(engine, &coder());
         worker.send(&place.start(&id, server.base_url(), coder(), "Work."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         // While the worker still runs (its scratch directory and Pi's agent directory are
         // there) and after it is gone.
         let state = place.state.path().to_path_buf();
@@ -352,10 +377,13 @@ fn a_bash_command_cannot_read_the_key_from_the_key_holders_proc_files() {
         let id = engine.run_id(56);
         let mut worker = place.worker(engine, &coder());
         worker.send(&place.start(&id, server.base_url(), coder(), "Look."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        let body = server.requests()[1].json().expect("json");
-        let out = support::worker::tool_messages(&body).join("\n");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
+        let out = support::worker::tool_results(&server.requests()[1]).join("\n");
         let holder = match engine {
             Engine::Rust => "worker --lock-fd 3",
             Engine::Pi => "workers/pi/src/main.js",
@@ -388,15 +416,20 @@ fn a_commands_file_past_the_file_size_bound_fails_and_the_run_goes_on() {
             Reply::text("done"),
         ])
         .expect("server");
-        let mut grant = coder();
-        grant["toolLimits"] = json!({"processes": 4096, "memoryBytes": 4294967296_u64, "fileSizeBytes": 1048576, "openFiles": 8192});
+        let grant = with_tool_limits(
+            coder(),
+            json!({"processes": 4096, "memoryBytes": 4294967296_u64, "fileSizeBytes": 1048576, "openFiles": 8192}),
+        );
         let id = engine.run_id(57);
         let mut worker = place.worker(engine, &grant);
         worker.send(&place.start(&id, server.base_url(), grant.clone(), "Write."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        let body = server.requests()[1].json().expect("json");
-        let out = support::worker::tool_messages(&body).join("\n");
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
+        let out = support::worker::tool_results(&server.requests()[1]).join("\n");
         assert!(
             out.contains("File too large") && out.contains("SIZE:1048576"),
             "{engine:?}: the write stopped at the bound: {out}"

@@ -5,8 +5,11 @@
 //! `model_messages::check_request`) with what docs/protocol.md says each protocol sends.
 
 use crate::support::conformance::*;
+use crate::support::worker::{Settled, with_limits};
 use serde_json::{Value, json};
+use subzero_protocol::{ErrorCode, RunSettledStatus, UsageSource};
 use subzero_testkit::model_messages as ms;
+use subzero_testkit::model_requests::{chat, messages, responses};
 use subzero_testkit::model_responses as rs;
 use subzero_testkit::{RecordedRequest, Reply, ScriptedServer};
 
@@ -19,26 +22,26 @@ fn run(
     api: &str,
     script: Vec<Reply>,
     n: u8,
-) -> (Value, Vec<RecordedRequest>, Conn, Place) {
+) -> (Settled, Vec<RecordedRequest>, Conn, Place) {
     let place = Place::new();
     let server = ScriptedServer::start(script).expect("server");
     let id = engine.run_id(n);
     let mut worker = place.worker(engine, &researcher());
-    let mut start = place.start(
+    let start = place.start_with(
         &id,
         server.base_url(),
         researcher(),
         "What is this project?",
+        |spec| spec.api = api,
     );
-    start["model"]["api"] = json!(api);
     worker.send(&start);
-    let settled = worker.settled(&id);
+    let settled = worker.run_settled(&id);
     (settled, server.requests(), worker, place)
 }
 
 /// The key is nowhere in what the worker said or wrote.
-fn redacted(engine: Engine, worker: &Conn, place: &Place, settled: &Value) {
-    let result = settled["result"].as_str().expect("result");
+fn redacted(engine: Engine, worker: &Conn, place: &Place, settled: &Settled) {
+    let result = settled.result();
     assert!(
         result.contains("[REDACTED]") && !result.contains(KEY),
         "{engine:?}: {result}"
@@ -98,7 +101,11 @@ fn openai_responses_runs_a_tool_call_reports_usage_and_redacts_the_key() {
         ));
         let script = vec![Reply::Sse(rs::steps(call)), Reply::Sse(rs::steps(answer))];
         let (settled, requests, worker, place) = run(engine, "openai-responses", script, 41);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         assert_eq!(requests.len(), 2, "{engine:?}");
         for request in &requests {
             assert_eq!(request.path, "/v1/responses", "{engine:?}");
@@ -107,47 +114,35 @@ fn openai_responses_runs_a_tool_call_reports_usage_and_redacts_the_key() {
                 Some(format!("Bearer {KEY}").as_str()),
                 "{engine:?}"
             );
-            let body = request.json().expect("json body");
-            if let Err(refused) = rs::check_request(&body) {
-                panic!("{engine:?}: the Responses API would refuse ({refused}): {body:#}");
-            }
-            assert_eq!(body["stream"], true, "{engine:?}");
+            // Checked as the API would check it; an input item with an `id` is refused by the
+            // view (its items take no unknown field).
+            let body = responses::Request::of(request);
+            assert_eq!(body.stream, Some(true), "{engine:?}");
             assert_eq!(
-                body["store"], false,
-                "{engine:?}: nothing kept at the provider: {body:#}"
+                body.store,
+                Some(false),
+                "{engine:?}: nothing kept at the provider: {body:#?}"
             );
-            assert!(body.get("previous_response_id").is_none(), "{engine:?}");
-            assert_eq!(body["max_output_tokens"], 8192, "{engine:?}: {body:#}");
-            for item in body["input"].as_array().expect("input") {
-                assert!(
-                    item.get("id").is_none(),
-                    "{engine:?}: an input item with an id: {body:#}"
-                );
-            }
+            assert!(body.previous_response_id.is_none(), "{engine:?}");
+            assert_eq!(body.max_output_tokens, Some(8192), "{engine:?}: {body:#?}");
         }
-        let second = requests[1].json().expect("json");
-        let outputs = rs::input_items(&second, "function_call_output");
-        assert_eq!(outputs.len(), 1, "{engine:?}: {second:#}");
-        assert_eq!(outputs[0]["call_id"], "call_1", "{engine:?}: {second:#}");
+        let second = responses::Request::of(&requests[1]);
+        let outputs = second.outputs();
+        assert_eq!(outputs.len(), 1, "{engine:?}: {second:#?}");
+        assert_eq!(outputs[0].call_id, "call_1", "{engine:?}: {second:#?}");
         assert!(
-            outputs[0]["output"]
-                .to_string()
-                .contains("A small project."),
-            "{engine:?}: the read ran: {second:#}"
+            outputs[0].output.contains("A small project."),
+            "{engine:?}: the read ran: {second:#?}"
         );
-        let calls = rs::input_items(&second, "function_call");
-        assert_eq!(calls[0]["call_id"], "call_1", "{engine:?}");
-        assert_eq!(settled["usage"]["turns"], 2, "{engine:?}: {settled}");
+        assert_eq!(second.calls()[0].call_id, "call_1", "{engine:?}");
+        assert_eq!(settled.usage.turns, 2, "{engine:?}: {settled}");
         assert_eq!(
-            settled["usage"]["source"], "reported",
+            settled.usage.source,
+            UsageSource::Reported,
             "{engine:?}: {settled}"
         );
-        let input = settled["usage"]["inputTokens"]
-            .as_u64()
-            .expect("input tokens");
-        let output = settled["usage"]["outputTokens"]
-            .as_u64()
-            .expect("output tokens");
+        let input = settled.usage.input_tokens;
+        let output = settled.usage.output_tokens;
         assert!(
             input >= 120 && output >= 9,
             "{engine:?}: reported usage: {settled}"
@@ -182,7 +177,11 @@ fn anthropic_messages_runs_a_tool_call_reports_usage_and_redacts_the_key() {
         call.extend([ms::message_delta("tool_use", 5), ms::message_stop()]);
         let script = vec![Reply::Sse(call), Reply::Sse(answer)];
         let (settled, requests, worker, place) = run(engine, "anthropic-messages", script, 42);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         assert_eq!(requests.len(), 2, "{engine:?}");
         for request in &requests {
             assert_eq!(request.path, "/v1/messages", "{engine:?}");
@@ -196,44 +195,30 @@ fn anthropic_messages_runs_a_tool_call_reports_usage_and_redacts_the_key() {
                 request.header("authorization").is_none(),
                 "{engine:?}: no Bearer token"
             );
-            let body = request.json().expect("json body");
-            if let Err(refused) = ms::check_request(&body) {
-                panic!("{engine:?}: the Messages API would refuse ({refused}): {body:#}");
-            }
-            assert_eq!(body["stream"], true, "{engine:?}");
-            assert_eq!(body["max_tokens"], 8192, "{engine:?}: {body:#}");
+            let body = messages::Request::of(request);
+            assert_eq!(body.stream, Some(true), "{engine:?}");
+            assert_eq!(body.max_tokens, 8192, "{engine:?}: {body:#?}");
             assert!(
-                !body.to_string().contains("PRIVATE-THOUGHT-7d3"),
-                "{engine:?}: {body:#}"
+                !request.body.contains("PRIVATE-THOUGHT-7d3"),
+                "{engine:?}: {body:#?}"
             );
         }
-        let second = requests[1].json().expect("json");
-        let results: Vec<&Value> = second["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .flat_map(|m| m["content"].as_array().into_iter().flatten())
-            .filter(|b| b["type"] == "tool_result")
-            .collect();
-        assert_eq!(results.len(), 1, "{engine:?}: {second:#}");
-        assert_eq!(results[0]["tool_use_id"], "toolu_1", "{engine:?}");
+        let second = messages::Request::of(&requests[1]);
+        let results = second.tool_results();
+        assert_eq!(results.len(), 1, "{engine:?}: {second:#?}");
+        assert_eq!(results[0].tool_use_id, "toolu_1", "{engine:?}");
         assert!(
-            results[0]["content"]
-                .to_string()
-                .contains("A small project."),
-            "{engine:?}: the read ran: {second:#}"
+            results[0].content.contains("A small project."),
+            "{engine:?}: the read ran: {second:#?}"
         );
-        assert_eq!(settled["usage"]["turns"], 2, "{engine:?}: {settled}");
+        assert_eq!(settled.usage.turns, 2, "{engine:?}: {settled}");
         assert_eq!(
-            settled["usage"]["source"], "reported",
+            settled.usage.source,
+            UsageSource::Reported,
             "{engine:?}: {settled}"
         );
-        let input = settled["usage"]["inputTokens"]
-            .as_u64()
-            .expect("input tokens");
-        let output = settled["usage"]["outputTokens"]
-            .as_u64()
-            .expect("output tokens");
+        let input = settled.usage.input_tokens;
+        let output = settled.usage.output_tokens;
         assert!(
             input >= 140 && output >= 16,
             "{engine:?}: reported usage: {settled}"
@@ -251,24 +236,26 @@ fn a_responses_handoff_keeps_the_tools_declared_and_forbids_new_calls() {
             rs::text("Handoff: listed the files."),
         ])
         .expect("server");
-        let mut grant = researcher();
-        grant["limits"]["maxTurns"] = json!(1);
+        let grant = with_limits(researcher(), &json!({"maxTurns": 1}));
         let id = engine.run_id(43);
         let mut worker = place.worker(engine, &grant);
-        let mut start = place.start(&id, server.base_url(), grant.clone(), "List.");
-        start["model"]["api"] = json!("openai-responses");
+        let start = place.start_with(&id, server.base_url(), grant.clone(), "List.", |spec| {
+            spec.api = "openai-responses";
+        });
         worker.send(&start);
-        let settled = worker.settled(&id);
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
-        assert_eq!(settled["result"], "Handoff: listed the files.");
-        let handoff = server.requests()[1].json().expect("json");
-        if let Err(refused) = rs::check_request(&handoff) {
-            panic!("{engine:?}: the Responses API would refuse ({refused}): {handoff:#}");
-        }
-        assert_eq!(handoff["tool_choice"], "none", "{engine:?}: {handoff:#}");
+        assert_eq!(settled.result(), "Handoff: listed the files.");
+        let handoff = responses::Request::of(&server.requests()[1]);
+        assert_eq!(
+            handoff.tool_choice,
+            Some(json!("none")),
+            "{engine:?}: {handoff:#?}"
+        );
     });
 }
 
@@ -281,42 +268,31 @@ fn an_anthropic_handoff_keeps_the_tools_declared_and_forbids_new_calls() {
             ms::text("Handoff: listed the files."),
         ])
         .expect("server");
-        let mut grant = researcher();
-        grant["limits"]["maxTurns"] = json!(1);
+        let grant = with_limits(researcher(), &json!({"maxTurns": 1}));
         let id = engine.run_id(44);
         let mut worker = place.worker(engine, &grant);
-        let mut start = place.start(&id, server.base_url(), grant.clone(), "List.");
-        start["model"]["api"] = json!("anthropic-messages");
+        let start = place.start_with(&id, server.base_url(), grant.clone(), "List.", |spec| {
+            spec.api = "anthropic-messages";
+        });
         worker.send(&start);
-        let settled = worker.settled(&id);
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["status"], "budget_exhausted",
+            settled.status,
+            RunSettledStatus::BudgetExhausted,
             "{engine:?}: {settled}"
         );
-        assert_eq!(settled["result"], "Handoff: listed the files.");
-        let handoff = server.requests()[1].json().expect("json");
-        if let Err(refused) = ms::check_request(&handoff) {
-            panic!("{engine:?}: the Messages API would refuse ({refused}): {handoff:#}");
-        }
+        assert_eq!(settled.result(), "Handoff: listed the files.");
+        let handoff = messages::Request::of(&server.requests()[1]);
         assert_eq!(
-            handoff["tool_choice"],
-            json!({"type": "none"}),
-            "{engine:?}: {handoff:#}"
+            handoff.tool_choice,
+            Some(json!({"type": "none"})),
+            "{engine:?}: {handoff:#?}"
         );
         assert!(
-            handoff["tools"].as_array().is_some_and(|t| !t.is_empty()),
-            "{engine:?}: the tools stay declared: {handoff:#}"
+            !handoff.tools.is_empty(),
+            "{engine:?}: the tools stay declared: {handoff:#?}"
         );
     });
-}
-
-/// Which Chat Completions field carried the cap, and its value.
-fn cap(body: &Value) -> (&'static str, Value) {
-    match (body.get("max_tokens"), body.get("max_completion_tokens")) {
-        (Some(v), None) => ("max_tokens", v.clone()),
-        (None, Some(v)) => ("max_completion_tokens", v.clone()),
-        other => panic!("the cap must travel in exactly one field: {other:?} in {body}"),
-    }
 }
 
 #[test]
@@ -333,41 +309,37 @@ fn a_typed_max_tokens_refusal_is_sent_again_once_with_max_completion_tokens_and_
         let (first, second) = (engine.run_id(45), engine.run_id(46));
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&first, server.base_url(), researcher(), "One."));
-        let leaf = worker.expect_type("leaf_committed", &first);
-        let settled = worker.settled(&first);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
-        assert_eq!(settled["result"], "first answer");
-        let mut next = place.start(&second, server.base_url(), researcher(), "Two.");
-        next["fromLeaf"] = leaf["leafId"].clone();
-        next["expectedDigest"] = leaf["digest"].clone();
+        let leaf = worker.leaf_committed(&first);
+        let settled = worker.run_settled(&first);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
+        assert_eq!(settled.result(), "first answer");
+        let next = place.start_with(&second, server.base_url(), researcher(), "Two.", |spec| {
+            spec.from_leaf = Some(&leaf.leaf_id);
+            spec.expected_digest = Some(&leaf.digest);
+        });
         worker.send(&next);
-        let settled = worker.settled(&second);
-        assert_eq!(settled["result"], "second answer", "{engine:?}: {settled}");
-        let sent: Vec<Value> = server
-            .requests()
-            .iter()
-            .map(|r| r.json().expect("json"))
-            .collect();
+        let settled = worker.run_settled(&second);
+        assert_eq!(settled.result(), "second answer", "{engine:?}: {settled}");
+        let requests = server.requests();
+        let sent: Vec<chat::Request> = requests.iter().map(chat::Request::of).collect();
         assert_eq!(sent.len(), 3, "{engine:?}: one repeat, no other request");
-        assert_eq!(cap(&sent[0]), ("max_tokens", json!(8192)), "{engine:?}");
+        assert_eq!(sent[0].cap(), ("max_tokens", 8192), "{engine:?}");
+        assert_eq!(sent[1].cap(), ("max_completion_tokens", 8192), "{engine:?}");
+        assert_eq!(sent[2].cap(), ("max_completion_tokens", 8192), "{engine:?}");
+        let raw: Vec<Value> = requests
+            .iter()
+            .map(|r| r.json().expect("a JSON body"))
+            .collect();
+        let mut renamed = raw[0].as_object().expect("an object").clone();
+        let value = renamed.remove("max_tokens").expect("max_tokens");
+        renamed.insert("max_completion_tokens".to_owned(), value);
         assert_eq!(
-            cap(&sent[1]),
-            ("max_completion_tokens", json!(8192)),
-            "{engine:?}"
-        );
-        assert_eq!(
-            cap(&sent[2]),
-            ("max_completion_tokens", json!(8192)),
-            "{engine:?}"
-        );
-        let mut renamed = sent[0].clone();
-        let value = renamed
-            .as_object_mut()
-            .and_then(|o| o.remove("max_tokens"))
-            .expect("max_tokens");
-        renamed["max_completion_tokens"] = value;
-        assert_eq!(
-            renamed, sent[1],
+            Value::Object(renamed),
+            raw[1],
             "{engine:?}: the repeat is the same request"
         );
     });
@@ -387,17 +359,15 @@ fn a_second_max_tokens_refusal_after_the_switch_fails_the_run_without_a_third_re
         let id = engine.run_id(47);
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&id, server.base_url(), researcher(), "One."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "failed", "{engine:?}: {settled}");
+        let settled = worker.run_settled(&id);
         assert_eq!(
-            settled["error"]["code"], "model_request_failed",
-            "{engine:?}"
-        );
-        assert_eq!(
-            settled["error"]["details"]["status"], 400,
+            settled.status,
+            RunSettledStatus::Failed,
             "{engine:?}: {settled}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed, "{engine:?}");
+        assert_eq!(settled.details().status, Some(400), "{engine:?}: {settled}");
+        server.wait_for_requests(3, RETRY);
         assert_eq!(server.requests().len(), 2, "{engine:?}");
     });
 }

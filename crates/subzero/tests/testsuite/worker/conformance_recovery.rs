@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::support;
 use crate::support::conformance::*;
 use serde_json::json;
+use subzero_protocol::{RunSettledStatus, ToolState};
 use subzero_testkit::{Reply, ScriptedServer, Step};
 
 /// Pids of live processes whose command line is `marker`.
@@ -52,9 +53,7 @@ fn a_stop_mid_tool_call_kills_and_reaps_the_whole_tree_before_it_is_confirmed() 
         let id = engine.run_id(21);
         let mut worker = place.worker(engine, &coder());
         worker.send(&place.start(&id, server.base_url(), coder(), "Run it."));
-        worker.expect("bash started", |v| {
-            v["event"]["name"] == "bash" && v["event"]["state"] == "started"
-        });
+        worker.tool_event(&id, "bash", ToolState::Started);
         let deadline = std::time::Instant::now() + WAIT;
         let sleeps = || {
             (1..=3)
@@ -79,15 +78,16 @@ fn a_stop_mid_tool_call_kills_and_reaps_the_whole_tree_before_it_is_confirmed() 
             )
         );
         worker.send(&json!({"type": "cancel", "runId": id}));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "stopped", "{engine:?}: {settled}");
-        let confirmed = worker.expect_type("cancel_confirmed", &id);
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Stopped,
+            "{engine:?}: {settled}"
+        );
+        let confirmed = worker.cancel_confirmed(&id);
         // What counts is that nothing is left; `reaped` counts what the final sweep found
         // (the Rust worker's call teardown may have ended the tree before it).
-        assert!(
-            confirmed["reaped"].as_u64().is_some(),
-            "{engine:?}: {confirmed}"
-        );
+        assert!(confirmed < u64::MAX, "{engine:?}: {confirmed}");
         assert_eq!(sleeps(), 0, "{engine:?}: a tool outlived the confirmation");
     });
 }
@@ -116,11 +116,15 @@ fn a_cancel_during_a_partial_tool_call_stops_the_stream_and_confirms() {
             held.wait_closed(Duration::from_secs(5)),
             "{engine:?}: the endpoint never saw the connection close"
         );
-        worker.expect_type("cancel_confirmed", &id);
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "stopped", "{engine:?}: {settled}");
+        worker.cancel_confirmed(&id);
+        let settled = worker.run_settled(&id);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Stopped,
+            "{engine:?}: {settled}"
+        );
         assert!(
-            worker.events(&id).iter().all(|e| e["kind"] != "tool"),
+            worker.tool_activity(&id).is_empty(),
             "{engine:?}: the partial call never ran"
         );
     });
@@ -140,16 +144,18 @@ fn a_resume_after_a_killed_worker_branches_from_the_last_leaf_keeps_the_interrup
         let (first, second, third) = (engine.run_id(23), engine.run_id(24), engine.run_id(25));
         let mut worker = place.worker(engine, &researcher());
         worker.send(&place.start(&first, server.base_url(), researcher(), "What is it?"));
-        let leaf = worker.expect_type("leaf_committed", &first);
-        worker.settled(&first);
-        let mut interrupted = place.start(
+        let leaf = worker.leaf_committed(&first);
+        worker.run_settled(&first);
+        let interrupted = place.start_with(
             &second,
             server.base_url(),
             researcher(),
             "INTERRUPTED-PROMPT-3f9: go deeper",
+            |spec| {
+                spec.from_leaf = Some(&leaf.leaf_id);
+                spec.expected_digest = Some(&leaf.digest);
+            },
         );
-        interrupted["fromLeaf"] = leaf["leafId"].clone();
-        interrupted["expectedDigest"] = leaf["digest"].clone();
         worker.send(&interrupted);
         assert!(
             server.wait_for_requests(2, WAIT),
@@ -157,16 +163,27 @@ fn a_resume_after_a_killed_worker_branches_from_the_last_leaf_keeps_the_interrup
         );
         worker.kill();
         drop(worker);
-        let mut resumed = place.start(&third, server.base_url(), researcher(), "Continue.");
-        resumed["fromLeaf"] = leaf["leafId"].clone();
-        resumed["expectedDigest"] = leaf["digest"].clone();
-        resumed["recoveryNotice"] =
-            json!("Recovery notice: RECOVER-4e2 the previous run was interrupted.");
+        let resumed = place.start_with(
+            &third,
+            server.base_url(),
+            researcher(),
+            "Continue.",
+            |spec| {
+                spec.from_leaf = Some(&leaf.leaf_id);
+                spec.expected_digest = Some(&leaf.digest);
+                spec.recovery_notice =
+                    Some("Recovery notice: RECOVER-4e2 the previous run was interrupted.");
+            },
+        );
         let mut next = place.worker(engine, &researcher());
         next.send(&resumed);
-        let committed = next.expect_type("leaf_committed", &third);
-        let settled = next.settled(&third);
-        assert_eq!(settled["status"], "completed", "{engine:?}: {settled}");
+        let committed = next.leaf_committed(&third);
+        let settled = next.run_settled(&third);
+        assert_eq!(
+            settled.status,
+            RunSettledStatus::Completed,
+            "{engine:?}: {settled}"
+        );
         let body = bodies(&server.requests())[2].clone();
         assert!(
             body.contains("FIRST-ANSWER-7a1") && body.contains("RECOVER-4e2"),
@@ -183,10 +200,8 @@ fn a_resume_after_a_killed_worker_branches_from_the_last_leaf_keeps_the_interrup
         );
         assert!(text.contains("RECOVER-4e2"));
         assert_eq!(
-            engine
-                .digest(&text, committed["leafId"].as_str().expect("leaf"))
-                .as_deref(),
-            committed["digest"].as_str()
+            engine.digest(&text, committed.leaf_id.as_str()).as_deref(),
+            Some(committed.digest.as_str())
         );
     });
 }
@@ -214,10 +229,10 @@ fn a_pi_tools_bash_reaches_no_subzero_descriptor_no_state_directory_and_not_the_
         let id = engine.run_id(26);
         let mut worker = place.worker(engine, &coder());
         worker.send(&place.start(&id, server.base_url(), coder(), "Look around."));
-        let settled = worker.settled(&id);
-        assert_eq!(settled["status"], "completed", "{settled}");
+        let settled = worker.run_settled(&id);
+        assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
         let requests = server.requests();
-        let result = tool_messages(&requests[1].json().expect("json"));
+        let result = support::worker::tool_results(&requests[1]);
         let out = result.join("\n");
         // `ls` lists the shell's descriptors with no pipeline around it: a pipe the shell
         // itself holds while it starts `ls | …` showed as a descriptor 3 now and then.
@@ -250,9 +265,4 @@ fn a_pi_tools_bash_reaches_no_subzero_descriptor_no_state_directory_and_not_the_
         );
         assert!(!out.contains("sk-test-key-0000"), "{out}");
     });
-}
-
-/// The `role: tool` message contents of a recorded request body (Pi sends them as strings too).
-fn tool_messages(body: &serde_json::Value) -> Vec<String> {
-    support::worker::tool_messages(body)
 }

@@ -4,8 +4,10 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::worker::ControlLines;
 use crate::support::worker::{RunSpec, WAIT, WorkerProc, coder};
 use serde_json::json;
+use subzero_protocol::RunSettledStatus;
 use subzero_testkit::{Reply, ScriptedServer};
 
 /// Live processes whose command line contains `marker`.
@@ -86,11 +88,11 @@ fn cancel_kills_background_setsid_and_double_forked_processes() {
     );
 
     worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000063" }));
-    let settled = worker.settled("run_00000000000000000000000063");
-    assert_eq!(settled["status"], "stopped");
-    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000063");
+    let settled = worker.run_settled("run_00000000000000000000000063");
+    assert_eq!(settled.status, RunSettledStatus::Stopped);
+    let confirmed = worker.cancel_confirmed("run_00000000000000000000000063");
     assert!(marked(&marker).is_empty(), "no straggler survives cancel");
-    let reaped = confirmed["reaped"].as_u64().expect("reaped count");
+    let reaped = confirmed;
     assert!(
         reaped >= 4,
         "the confirmation counts the stragglers: {confirmed}"
@@ -129,11 +131,8 @@ fn stdin_eof_kills_the_tool_tree_and_exits_within_a_second() {
         marked(&marker).is_empty(),
         "no straggler survives stdin EOF"
     );
-    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000065");
-    assert!(
-        confirmed["reaped"].as_u64().unwrap_or(0) >= 4,
-        "{confirmed}"
-    );
+    let confirmed = worker.cancel_confirmed("run_00000000000000000000000065");
+    assert!(confirmed >= 4, "{confirmed}");
 }
 
 #[test]

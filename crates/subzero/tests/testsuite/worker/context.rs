@@ -3,10 +3,11 @@
 //! server that refuses past N prompt tokens) ends the run `context_exhausted`, typed, with
 //! the prompt size measured; nothing is retried, and the worker takes the child's next run.
 
-use std::time::Duration;
-
-use crate::support::worker::{OnProtocol, README, WorkerProc, dirs, researcher};
-use serde_json::{Value, json};
+use crate::support::worker::{
+    ControlLines, OnProtocol, README, RETRY, RunSpec, Settled, WorkerProc, dirs, researcher,
+};
+use serde_json::json;
+use subzero_protocol::{ErrorCode, RunSettledStatus};
 use subzero_testkit::{
     Reply, ScriptedServer, model_messages as mm, model_responses as rs, overflow,
 };
@@ -32,7 +33,7 @@ fn overflow_then_next(
     refusal: Reply,
     next: Reply,
     window: Option<u64>,
-) -> (Value, usize, Value) {
+) -> (Settled, usize, Settled) {
     let (ws, state) = dirs();
     std::fs::write(ws.path().join("README.md"), README).expect("readme");
     let server = ScriptedServer::start(vec![next]).expect("server");
@@ -40,20 +41,20 @@ fn overflow_then_next(
     let transcript = state.path().join("t.jsonl");
     let mut worker = WorkerProc::spawn();
     let first = on.run_id(1);
-    let mut message = on.message(
-        server.base_url(),
+    let mut spec = RunSpec::new(
         &first,
+        server.base_url(),
         researcher(),
         ws.path(),
         &transcript,
     );
-    if let Some(window) = window {
-        message["model"]["contextWindow"] = json!(window);
-    }
-    worker.send(&message);
-    let settled = worker.settled(&first);
-    // Nothing is retried: give a retry the time it would need to show up.
-    std::thread::sleep(Duration::from_millis(150));
+    spec.api = on.api;
+    spec.context_window = window;
+    worker.send(&spec.message());
+    let settled = worker.run_settled(&first);
+    // Nothing is retried: a retry would show up as one more request within this time.
+    let made = server.requests().len();
+    server.wait_for_requests(made + 1, RETRY);
     let refused = server.requests().len();
     server.refuse_past(u64::MAX, Reply::status(500, "unused"));
     let second = on.run_id(2);
@@ -64,30 +65,26 @@ fn overflow_then_next(
         ws.path(),
         &transcript,
     ));
-    let next = worker.settled(&second);
+    let next = worker.run_settled(&second);
     (settled, refused, next)
 }
 
 /// What every overflow answer must come to: `context_exhausted` with the prompt measured,
 /// one request, and a worker that runs the next run to completion.
-fn assert_exhausted(settled: &Value, refused: usize, next: &Value, status: Option<u16>) {
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "context_exhausted", "{settled}");
-    let details = &settled["error"]["details"];
+fn assert_exhausted(settled: &Settled, refused: usize, next: &Settled, status: Option<u16>) {
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ContextExhausted, "{settled}");
+    let details = settled.details();
+    assert!(details.context_tokens.is_some_and(|t| t > 16), "{settled}");
+    assert_eq!(details.status, status, "{settled}");
     assert!(
-        details["contextTokens"].as_u64().is_some_and(|t| t > 16),
-        "{settled}"
-    );
-    assert_eq!(details["status"], json!(status), "{settled}");
-    assert!(
-        settled["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("compact")),
+        settled.message().contains("compact"),
         "the message names the next step: {settled}"
     );
     assert_eq!(refused, 1, "an overflow is never retried");
     assert_eq!(
-        next["status"], "completed",
+        next.status,
+        RunSettledStatus::Completed,
         "the worker takes the next run: {next}"
     );
 }
@@ -98,12 +95,13 @@ fn an_openai_chat_context_length_exceeded_ends_the_run_context_exhausted() {
         overflow_then_next(CHAT, overflow::openai_chat(), Reply::text("fits now"), None);
     assert_exhausted(&settled, refused, &next, Some(400));
     assert!(
-        settled["error"]["details"]["excerpt"]
-            .as_str()
+        settled
+            .details()
+            .excerpt
             .is_some_and(|e| e.contains("context_length_exceeded")),
         "{settled}"
     );
-    assert_eq!(next["result"], "fits now");
+    assert_eq!(next.result(), "fits now");
 }
 
 #[test]
@@ -115,10 +113,7 @@ fn a_llama_cpp_exceed_context_size_error_ends_the_run_context_exhausted() {
         Some(2048),
     );
     assert_exhausted(&settled, refused, &next, Some(400));
-    assert_eq!(
-        settled["error"]["details"]["contextWindow"], 2048,
-        "{settled}"
-    );
+    assert_eq!(settled.details().context_window, Some(2048), "{settled}");
 }
 
 #[test]
@@ -127,9 +122,7 @@ fn an_anthropic_prompt_is_too_long_ends_the_run_context_exhausted() {
         overflow_then_next(MESSAGES, overflow::anthropic(), mm::text("fits now"), None);
     assert_exhausted(&settled, refused, &next, Some(400));
     assert!(
-        settled["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("prompt is too long")),
+        settled.message().contains("prompt is too long"),
         "{settled}"
     );
 }
@@ -164,10 +157,7 @@ fn other_refusals_still_fail_model_request_failed() {
         mm::text("fits now"),
         None,
     );
-    assert_eq!(
-        settled["error"]["code"], "model_request_failed",
-        "{settled}"
-    );
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed, "{settled}");
 }
 
 #[test]

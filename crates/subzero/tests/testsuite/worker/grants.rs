@@ -1,25 +1,38 @@
 //! Exact grants: only granted tools are declared; a call to anything else is refused.
 
-use crate::support::worker::{RunSpec, WorkerProc, researcher, tool_messages};
+use crate::support::worker::{
+    ControlLines, RunSpec, WorkerProc, researcher, tool_results, with_mcp_servers, with_tools,
+};
 use serde_json::json;
+use subzero_protocol::{ErrorCode, ModelApi, RunSettledStatus, ToolState, WorkerMessage};
 use subzero_testkit::{Reply, ScriptedServer};
 
 #[test]
 fn hello_comes_first_and_advertises_the_protocol() {
     let mut worker = WorkerProc::spawn();
-    let hello = worker.expect("hello", |v| v["type"] == "hello");
-    assert_eq!(hello["name"], "subzero-worker");
-    assert_eq!(hello["transcriptVersion"], 1);
-    assert_eq!(hello["controlVersion"], 1);
+    let WorkerMessage::Hello {
+        name,
+        transcript_version,
+        control_version,
+        protocols,
+        steering,
+        ..
+    } = worker.hello_line()
+    else {
+        unreachable!("hello_line returns a hello");
+    };
+    assert_eq!(*name, "subzero-worker");
+    assert_eq!(transcript_version.get(), 1);
+    assert_eq!(control_version.get(), 1);
     assert_eq!(
-        hello["protocols"],
-        json!([
-            "openai-completions",
-            "openai-responses",
-            "anthropic-messages"
-        ])
+        *protocols,
+        [
+            ModelApi::OpenaiCompletions,
+            ModelApi::OpenaiResponses,
+            ModelApi::AnthropicMessages
+        ]
     );
-    assert_eq!(hello["steering"], true);
+    assert!(steering);
 }
 
 #[test]
@@ -43,19 +56,19 @@ fn researcher_declares_only_read_tools_and_an_ungranted_call_is_never_executed()
         &transcript,
     );
     worker.send(&spec.message());
-    let settled = worker.settled("run_00000000000000000000000072");
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled("run_00000000000000000000000072");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
 
     let requests = server.requests();
     assert_eq!(requests[0].tool_names(), ["read", "grep", "find", "ls"]);
-    let results = tool_messages(&requests[1].json().expect("json"));
+    let results = tool_results(&requests[1]);
     assert!(results[0].contains("not granted"), "{results:?}");
     assert!(!marker.exists(), "the ungranted bash call must not run");
     assert!(
         worker
-            .events("run_00000000000000000000000072")
+            .tool_activity("run_00000000000000000000000072")
             .iter()
-            .any(|e| e["kind"] == "tool" && e["name"] == "bash" && e["state"] == "failed")
+            .any(|(n, s)| n == "bash" && *s == ToolState::Failed)
     );
 }
 
@@ -67,8 +80,10 @@ fn mcp_servers_and_unknown_tools_fail_before_any_model_call() {
     let server = ScriptedServer::start(vec![]).expect("server");
     let mut worker = WorkerProc::spawn();
 
-    let mut snapshot = researcher();
-    snapshot["mcpServers"] = json!([{ "name": "x", "command": "true", "args": [], "envRefs": {}, "allowedTools": ["a"] }]);
+    let snapshot = with_mcp_servers(
+        researcher(),
+        json!([{ "name": "x", "command": "true", "args": [], "envRefs": {}, "allowedTools": ["a"] }]),
+    );
     worker.send(
         &RunSpec::new(
             "run_0000000000000000000000006D",
@@ -79,12 +94,11 @@ fn mcp_servers_and_unknown_tools_fail_before_any_model_call() {
         )
         .message(),
     );
-    let settled = worker.settled("run_0000000000000000000000006D");
-    assert_eq!(settled["status"], "failed");
-    assert_eq!(settled["error"]["code"], "unsupported_grant");
+    let settled = worker.run_settled("run_0000000000000000000000006D");
+    assert_eq!(settled.status, RunSettledStatus::Failed);
+    assert_eq!(settled.code(), ErrorCode::UnsupportedGrant);
 
-    let mut snapshot = researcher();
-    snapshot["tools"] = json!(["read", "teleport"]);
+    let snapshot = with_tools(researcher(), &["read", "teleport"]);
     worker.send(
         &RunSpec::new(
             "run_00000000000000000000000075",
@@ -95,11 +109,10 @@ fn mcp_servers_and_unknown_tools_fail_before_any_model_call() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000000075");
-    assert_eq!(settled["error"]["code"], "unsupported_grant");
+    let settled = worker.run_settled("run_00000000000000000000000075");
+    assert_eq!(settled.code(), ErrorCode::UnsupportedGrant);
 
-    let mut snapshot = researcher();
-    snapshot["tools"] = json!(["read", "bash"]);
+    let snapshot = with_tools(researcher(), &["read", "bash"]);
     worker.send(
         &RunSpec::new(
             "run_00000000000000000000000077",
@@ -110,8 +123,8 @@ fn mcp_servers_and_unknown_tools_fail_before_any_model_call() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000000077");
-    assert_eq!(settled["error"]["code"], "unsupported_grant");
+    let settled = worker.run_settled("run_00000000000000000000000077");
+    assert_eq!(settled.code(), ErrorCode::UnsupportedGrant);
 
     assert!(server.requests().is_empty(), "no model call was made");
     assert!(!transcript.exists(), "no transcript was started");

@@ -1,7 +1,9 @@
 //! The inherited lock descriptor reaches tool processes; nothing else the worker opened does.
 
-use crate::support::worker::{RunSpec, WorkerProc, coder, tool_messages};
+use crate::support::worker::ControlLines;
+use crate::support::worker::{RunSpec, WorkerProc, coder, tool_results};
 use serde_json::json;
+use subzero_protocol::RunSettledStatus;
 use subzero_testkit::{Reply, ScriptedServer};
 
 #[test]
@@ -30,10 +32,10 @@ fn tool_processes_inherit_the_lock_fd_and_no_other_worker_descriptor() {
         .message(),
     );
     assert_eq!(
-        worker.settled("run_00000000000000000000006664")["status"],
-        "completed"
+        worker.run_settled("run_00000000000000000000006664").status,
+        RunSettledStatus::Completed
     );
-    let listing = tool_messages(&server.requests()[1].json().expect("json"))[0].clone();
+    let listing = tool_results(&server.requests()[1])[0].clone();
     assert!(
         listing.contains(&format!(" 9 -> {}", lock.display())),
         "lock fd inherited: {listing}"

@@ -6,27 +6,43 @@ use std::time::{Duration, Instant};
 
 use crate::support::fake_mcp::fake_server;
 
-use crate::support::worker::{RunSpec, WorkerProc, researcher, tool_messages};
+use crate::support::worker::ControlLines;
+use crate::support::worker::{
+    RunSpec, WorkerProc, researcher, tool_results, with_filesystem, with_mcp_servers,
+};
 use serde_json::{Value, json};
+use subzero_protocol::{ErrorCode, RunSettledStatus};
 use subzero_testkit::{Reply, ScriptedServer};
 
-fn with_server(mut snapshot: Value, tools: &str, allowed: &[&str], record: &Path) -> Value {
+/// `snapshot` with the fake MCP server offering `tools`, `allowed` of them granted, its
+/// environment references `env_refs`, recording into `record`.
+fn with_server(
+    snapshot: Value,
+    tools: &str,
+    allowed: &[&str],
+    record: &Path,
+    env_refs: Value,
+) -> Value {
     // The server records what it saw into `record`: under Landlock a read-only grant would
     // refuse that (`grants/landlock.rs`), so these tests grant writing exactly there.
-    snapshot["writeCapable"] = json!(true);
-    snapshot["filesystem"] = json!({
-        "access": "workspace",
-        "writablePaths": [record],
-        "requireEnforcement": false,
-    });
-    snapshot["mcpServers"] = json!([{
-        "name": "fake",
-        "command": fake_server(),
-        "args": ["--tools", tools, "--record", record, "--grandchild"],
-        "envRefs": {},
-        "allowedTools": allowed,
-    }]);
-    snapshot
+    let snapshot = with_filesystem(
+        snapshot,
+        json!({
+            "access": "workspace",
+            "writablePaths": [record],
+            "requireEnforcement": false,
+        }),
+    );
+    with_mcp_servers(
+        snapshot,
+        json!([{
+            "name": "fake",
+            "command": fake_server(),
+            "args": ["--tools", tools, "--record", record, "--grandchild"],
+            "envRefs": env_refs,
+            "allowedTools": allowed,
+        }]),
+    )
 }
 
 fn pid_in(path: &Path) -> u32 {
@@ -72,7 +88,13 @@ fn an_allowed_tool_is_declared_and_called_and_an_unlisted_one_is_refused() {
     ])
     .expect("model server");
     let mut worker = WorkerProc::spawn();
-    let snapshot = with_server(researcher(), "lookup,secret", &["lookup"], record.path());
+    let snapshot = with_server(
+        researcher(),
+        "lookup,secret",
+        &["lookup"],
+        record.path(),
+        json!({}),
+    );
     worker.send(
         &RunSpec::new(
             "run_00000000000000000000000061",
@@ -83,15 +105,15 @@ fn an_allowed_tool_is_declared_and_called_and_an_unlisted_one_is_refused() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000000061");
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled("run_00000000000000000000000061");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
 
     let requests = model.requests();
     assert_eq!(
         requests[0].tool_names(),
         ["read", "grep", "find", "ls", "fake__lookup"]
     );
-    let results = tool_messages(&requests[1].json().expect("json"));
+    let results = tool_results(&requests[1]);
     assert!(
         results[0].contains(r#"lookup ok: {"text":"hi"}"#),
         "{results:?}"
@@ -103,11 +125,11 @@ fn an_allowed_tool_is_declared_and_called_and_an_unlisted_one_is_refused() {
         "the disallowed tool must never reach the server"
     );
 
-    let events = worker.events("run_00000000000000000000000061");
+    let events = worker.tool_activity("run_00000000000000000000000061");
     let tool_event = |name: &str, state: &str| {
         events
             .iter()
-            .any(|e| e["kind"] == "tool" && e["name"] == name && e["state"] == state)
+            .any(|(n, s)| n == name && s.to_string() == state)
     };
     assert!(tool_event("fake__lookup", "started"));
     assert!(tool_event("fake__lookup", "finished"));
@@ -132,6 +154,7 @@ fn a_granted_tool_the_server_does_not_list_fails_before_any_model_call() {
         "lookup",
         &["lookup", "missing"],
         record.path(),
+        json!({}),
     );
     worker.send(
         &RunSpec::new(
@@ -143,10 +166,10 @@ fn a_granted_tool_the_server_does_not_list_fails_before_any_model_call() {
         )
         .message(),
     );
-    let settled = worker.settled("run_0000000000000000000000006D");
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "unsupported_grant", "{settled}");
-    let message = settled["error"]["message"].as_str().unwrap_or_default();
+    let settled = worker.run_settled("run_0000000000000000000000006D");
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::UnsupportedGrant, "{settled}");
+    let message = settled.message();
     assert!(message.contains("missing"), "{message}");
     assert!(model.requests().is_empty(), "no model request may be made");
     assert!(!transcript.exists(), "the transcript is not touched");
@@ -164,7 +187,13 @@ fn the_server_environment_is_cleared_and_never_holds_the_key() {
     let transcript = state.path().join("t.jsonl");
     let model = ScriptedServer::start(vec![Reply::text("done")]).expect("model server");
     let mut worker = WorkerProc::spawn();
-    let snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    let snapshot = with_server(
+        researcher(),
+        "lookup",
+        &["lookup"],
+        record.path(),
+        json!({}),
+    );
     let spec = RunSpec::new(
         "run_00000000000000000000000065",
         model.base_url(),
@@ -173,8 +202,8 @@ fn the_server_environment_is_cleared_and_never_holds_the_key() {
         &transcript,
     );
     worker.send(&spec.message());
-    let settled = worker.settled("run_00000000000000000000000065");
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled("run_00000000000000000000000065");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let env = std::fs::read_to_string(record.path().join("env")).expect("env");
     assert!(
         !env.contains(spec.key),
@@ -192,8 +221,13 @@ fn an_env_reference_without_a_value_in_start_run_is_refused() {
     let transcript = state.path().join("t.jsonl");
     let model = ScriptedServer::start(vec![Reply::text("never")]).expect("model server");
     let mut worker = WorkerProc::spawn();
-    let mut snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
-    snapshot["mcpServers"][0]["envRefs"] = json!({ "TOKEN": "env:PATH" });
+    let snapshot = with_server(
+        researcher(),
+        "lookup",
+        &["lookup"],
+        record.path(),
+        json!({ "TOKEN": "env:PATH" }),
+    );
     worker.send(
         &RunSpec::new(
             "run_00000000000000000000000072",
@@ -204,8 +238,8 @@ fn an_env_reference_without_a_value_in_start_run_is_refused() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000000072");
-    assert_eq!(settled["error"]["code"], "unsupported_grant", "{settled}");
+    let settled = worker.run_settled("run_00000000000000000000000072");
+    assert_eq!(settled.code(), ErrorCode::UnsupportedGrant, "{settled}");
     assert!(model.requests().is_empty());
     assert!(
         !record.path().join("pid").exists(),
@@ -221,20 +255,24 @@ fn env_references_get_exactly_the_values_the_broker_resolved() {
     let transcript = state.path().join("t.jsonl");
     let model = ScriptedServer::start(vec![Reply::text("done")]).expect("model server");
     let mut worker = WorkerProc::spawn();
-    let mut snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
-    snapshot["mcpServers"][0]["envRefs"] = json!({ "TOKEN": "env:MCP_TOKEN" });
-    let mut message = RunSpec::new(
+    let snapshot = with_server(
+        researcher(),
+        "lookup",
+        &["lookup"],
+        record.path(),
+        json!({ "TOKEN": "env:MCP_TOKEN" }),
+    );
+    let mut spec = RunSpec::new(
         "run_00000000000000000000000073",
         model.base_url(),
         snapshot,
         ws.path(),
         &transcript,
-    )
-    .message();
-    message["mcpEnv"] = json!({ "env:MCP_TOKEN": "tok-mcp-secret-5521" });
-    worker.send(&message);
-    let settled = worker.settled("run_00000000000000000000000073");
-    assert_eq!(settled["status"], "completed", "{settled}");
+    );
+    spec.mcp_env = Some(json!({ "env:MCP_TOKEN": "tok-mcp-secret-5521" }));
+    worker.send(&spec.message());
+    let settled = worker.run_settled("run_00000000000000000000000073");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let env = std::fs::read_to_string(record.path().join("env")).expect("env");
     assert!(env.contains("TOKEN=tok-mcp-secret-5521"), "{env:?}");
     assert_eq!(
@@ -252,7 +290,13 @@ fn cancel_kills_the_server_tree_and_counts_it() {
     let transcript = state.path().join("t.jsonl");
     let model = ScriptedServer::start(vec![Reply::Hang]).expect("model server");
     let mut worker = WorkerProc::spawn();
-    let snapshot = with_server(researcher(), "lookup", &["lookup"], record.path());
+    let snapshot = with_server(
+        researcher(),
+        "lookup",
+        &["lookup"],
+        record.path(),
+        json!({}),
+    );
     worker.send(
         &RunSpec::new(
             "run_00000000000000000000000063",
@@ -273,12 +317,9 @@ fn cancel_kills_the_server_tree_and_counts_it() {
     ];
     assert!(pids.iter().all(|p| alive(*p)));
     worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000063" }));
-    let confirmed = worker.expect_type("cancel_confirmed", "run_00000000000000000000000063");
+    let confirmed = worker.cancel_confirmed("run_00000000000000000000000063");
     // The server may exit by itself when its session closes (stdin EOF) before the sweep;
     // the idle grandchild never does, so it is always killed and counted.
-    assert!(
-        confirmed["reaped"].as_u64().unwrap_or(0) >= 1,
-        "{confirmed}"
-    );
+    assert!(confirmed >= 1, "{confirmed}");
     assert_gone(&pids);
 }

@@ -1,9 +1,12 @@
 //! Model loop behaviour: no retries on HTTP errors, steering, limits, lenient streams.
 
-use std::time::Duration;
-
-use crate::support::worker::{RunSpec, WAIT, WorkerProc, researcher};
+use crate::support::worker::{
+    ControlLines, RETRY, RunSpec, WAIT, WorkerProc, researcher, with_limits,
+};
 use serde_json::json;
+use subzero_protocol::{
+    BudgetName, BudgetReached, ErrorCode, RunSettledStatus, SteerDiscardReason,
+};
 use subzero_testkit::{Reply, ScriptedServer, Step};
 
 fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
@@ -33,15 +36,15 @@ fn a_503_makes_exactly_one_request_and_fails_the_run() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000353033");
-    assert_eq!(settled["status"], "failed");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    assert_eq!(settled["error"]["details"]["status"], 503);
+    let settled = worker.run_settled("run_00000000000000000000353033");
+    assert_eq!(settled.status, RunSettledStatus::Failed);
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    assert_eq!(settled.details().status, Some(503));
     assert_eq!(
-        settled["error"]["details"]["excerpt"],
-        "overloaded, try later"
+        settled.details().excerpt.as_deref(),
+        Some("overloaded, try later")
     );
-    std::thread::sleep(Duration::from_millis(200));
+    server.wait_for_requests(2, RETRY);
     assert_eq!(server.requests().len(), 1, "no retry");
 }
 
@@ -75,15 +78,17 @@ fn a_steer_sent_mid_run_appears_in_the_next_request() {
         &json!({ "type": "steer", "runId": "run_00000000000000000000000073", "steerId": "st_00000000000000000000000031", "requestId": "req-1",
                          "message": "focus on the README please" }),
     );
-    let settled = worker.settled("run_00000000000000000000000073");
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled("run_00000000000000000000000073");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0].body.contains("focus on the README"));
     assert!(requests[1].body.contains("focus on the README please"));
-    let applied = worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
-    assert_eq!(applied["event"]["steerId"], "st_00000000000000000000000031");
-    assert_eq!(applied["event"]["requestId"], "req-1");
+    let applied = worker.steer("steer_applied", "run_00000000000000000000000073", |s| {
+        s.reason.is_none()
+    });
+    assert_eq!(applied.steer_id, "st_00000000000000000000000031");
+    assert_eq!(applied.request_id.as_deref(), Some("req-1"));
     let file = std::fs::read_to_string(&transcript).expect("transcript");
     assert!(file.contains("focus on the README please"));
 }
@@ -115,9 +120,9 @@ fn a_steer_pending_at_the_final_answer_gets_one_more_turn() {
     );
     assert!(server.wait_for_requests(1, WAIT));
     worker.send(&json!({ "type": "steer", "runId": "run_00000000000000000000000066", "steerId": "st_00000000000000000000000032", "message": "also mention tests" }));
-    let settled = worker.settled("run_00000000000000000000000066");
-    assert_eq!(settled["result"], "second answer");
-    assert_eq!(settled["usage"]["turns"], 2);
+    let settled = worker.run_settled("run_00000000000000000000000066");
+    assert_eq!(settled.result(), "second answer");
+    assert_eq!(settled.usage.turns, 2);
     assert!(server.requests()[1].body.contains("also mention tests"));
 }
 
@@ -143,20 +148,18 @@ fn a_steer_is_discarded_with_a_receipt_when_the_run_fails() {
     );
     assert!(server.wait_for_requests(1, WAIT));
     worker.send(&json!({ "type": "steer", "runId": "run_00000000000000000000000064", "steerId": "st_00000000000000000000000033", "message": "x" }));
-    let settled = worker.settled("run_00000000000000000000000064");
+    let settled = worker.run_settled("run_00000000000000000000000064");
     assert_eq!(
-        settled["status"], "failed",
+        settled.status,
+        RunSettledStatus::Failed,
         "a malformed stream fails the run"
     );
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    let discarded = worker.expect("steer_discarded", |v| {
-        v["event"]["kind"] == "steer_discarded"
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    let discarded = worker.steer("steer_discarded", "run_00000000000000000000000064", |s| {
+        s.reason.is_some()
     });
-    assert_eq!(
-        discarded["event"]["steerId"],
-        "st_00000000000000000000000033"
-    );
-    assert_eq!(discarded["event"]["reason"], "failed");
+    assert_eq!(discarded.steer_id, "st_00000000000000000000000033");
+    assert_eq!(discarded.reason, Some(SteerDiscardReason::Failed));
 }
 
 #[test]
@@ -171,8 +174,7 @@ fn max_turns_ends_budget_exhausted_keeping_usage_and_the_last_text() {
         Step::done(),
     ])])
     .expect("server");
-    let mut snapshot = researcher();
-    snapshot["limits"]["maxTurns"] = json!(1);
+    let snapshot = with_limits(researcher(), &json!({"maxTurns": 1}));
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
@@ -186,20 +188,28 @@ fn max_turns_ends_budget_exhausted_keeping_usage_and_the_last_text() {
     );
     // The handoff request finds the script exhausted (HTTP 500): the result is the
     // worker's note, with the child's last text.
-    let settled = worker.settled("run_0000000000000000000000006C");
-    assert_eq!(settled["status"], "budget_exhausted", "{settled:#}");
+    let settled = worker.run_settled("run_0000000000000000000000006C");
     assert_eq!(
-        settled["budget"],
-        json!({"budget": "maxTurns", "limit": 1, "reached": 1})
+        settled.status,
+        RunSettledStatus::BudgetExhausted,
+        "{settled:#}"
     );
-    let result = settled["result"].as_str().expect("result");
+    assert_eq!(
+        settled.budget,
+        Some(BudgetReached {
+            budget: BudgetName::MaxTurns,
+            limit: std::num::NonZeroU64::MIN,
+            reached: 1,
+        })
+    );
+    let result = settled.result();
     assert!(
         result.contains("maxTurns") && result.contains("partial words"),
         "{result}"
     );
-    assert_eq!(settled["usage"]["inputTokens"], 7);
-    assert_eq!(settled["usage"]["outputTokens"], 3);
-    assert_eq!(settled["usage"]["turns"], 2, "the turn and the handoff");
+    assert_eq!(settled.usage.input_tokens, 7);
+    assert_eq!(settled.usage.output_tokens, 3);
+    assert_eq!(settled.usage.turns, 2, "the turn and the handoff");
 }
 
 #[test]
@@ -208,8 +218,7 @@ fn a_hanging_model_hits_the_deadline_and_the_run_hands_off() {
     let transcript = state.path().join("t.jsonl");
     let server = ScriptedServer::start(vec![Reply::Sse(vec![Step::text("thinking"), Step::Hang])])
         .expect("server");
-    let mut snapshot = researcher();
-    snapshot["limits"]["deadlineMs"] = json!(700);
+    let snapshot = with_limits(researcher(), &json!({"deadlineMs": 700}));
     let mut worker = WorkerProc::spawn();
     worker.send(
         &RunSpec::new(
@@ -221,11 +230,18 @@ fn a_hanging_model_hits_the_deadline_and_the_run_hands_off() {
         )
         .message(),
     );
-    let settled = worker.settled("run_00000000000000000000000068");
-    assert_eq!(settled["status"], "budget_exhausted", "{settled:#}");
-    assert_eq!(settled["budget"]["budget"], "deadlineMs");
-    assert_eq!(settled["budget"]["limit"], 700);
-    let result = settled["result"].as_str().expect("result");
+    let settled = worker.run_settled("run_00000000000000000000000068");
+    assert_eq!(
+        settled.status,
+        RunSettledStatus::BudgetExhausted,
+        "{settled:#}"
+    );
+    assert_eq!(
+        settled.budget.as_ref().map(|b| b.budget),
+        Some(BudgetName::DeadlineMs)
+    );
+    assert_eq!(settled.budget.as_ref().map(|b| b.limit.get()), Some(700));
+    let result = settled.result();
     assert!(result.contains("deadlineMs"), "{result}");
 }
 
@@ -235,17 +251,16 @@ fn an_unadvertised_api_is_refused() {
     let transcript = state.path().join("t.jsonl");
     let server = ScriptedServer::start(vec![]).expect("server");
     let mut worker = WorkerProc::spawn();
-    let mut message = RunSpec::new(
+    let mut spec = RunSpec::new(
         "run_00000000000000000000617069",
         server.base_url(),
         researcher(),
         ws.path(),
         &transcript,
-    )
-    .message();
-    message["model"]["api"] = json!("gemini-generate-content");
-    worker.send(&message);
-    let settled = worker.settled("run_00000000000000000000617069");
-    assert_eq!(settled["error"]["code"], "worker_incompatible");
+    );
+    spec.api = "gemini-generate-content";
+    worker.send(&spec.message());
+    let settled = worker.run_settled("run_00000000000000000000617069");
+    assert_eq!(settled.code(), ErrorCode::WorkerIncompatible);
     assert!(server.requests().is_empty());
 }

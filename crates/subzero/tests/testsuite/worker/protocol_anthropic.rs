@@ -3,10 +3,15 @@
 //! headers, cancellation, steering), then a child on the real broker over MCP, and a child
 //! resumed onto Messages after a Chat Completions run that used a tool.
 
-use crate::support::worker::{OnProtocol, RunSpec, WAIT, WorkerProc, dirs, researcher};
-use serde_json::{Value, json};
-use subzero_testkit::model_messages::{self as mm, check_request};
-use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
+use crate::support::worker::{
+    ControlLines, OnProtocol, RunSpec, WAIT, WorkerProc, dirs, estimated_usage, max_output_cut,
+    researcher, with_limits,
+};
+use serde_json::json;
+use subzero_protocol::{ErrorCode, RunSettledStatus, ToolState, UsageSource};
+use subzero_testkit::model_messages as mm;
+use subzero_testkit::model_requests::messages::{Block, Request, System};
+use subzero_testkit::{Reply, ScriptedServer, Step};
 
 const KEY: &str = "sk-test-key-0000";
 
@@ -18,19 +23,6 @@ const ON: OnProtocol = OnProtocol {
 
 fn run_id(n: u8) -> String {
     ON.run_id(n)
-}
-
-fn body(request: &RecordedRequest) -> Value {
-    request.json().expect("a JSON request body")
-}
-
-/// The blocks of the last message of a request body.
-fn last_blocks(request: &RecordedRequest) -> Vec<Value> {
-    body(request)["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_array().cloned())
-        .unwrap_or_default()
 }
 
 #[test]
@@ -47,17 +39,11 @@ fn text_streams_with_usage_to_v1_messages_with_the_anthropic_headers() {
         mm::message_stop(),
     ]);
     let (settled, requests, worker) = ON.settle(vec![Reply::Sse(steps)], 1);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "The answer is 4.");
-    assert_eq!(settled["usage"]["inputTokens"], 42);
-    assert_eq!(settled["usage"]["outputTokens"], 17);
-    let streamed: String = worker
-        .events(&run_id(1))
-        .iter()
-        .filter(|e| e["kind"] == "text")
-        .filter_map(|e| e["text"].as_str())
-        .collect();
-    assert_eq!(streamed, "The answer is 4.");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "The answer is 4.");
+    assert_eq!(settled.usage.input_tokens, 42);
+    assert_eq!(settled.usage.output_tokens, 17);
+    assert_eq!(worker.streamed_text(&run_id(1)), "The answer is 4.");
     assert!(!worker.stdout_text().contains("private chain of thought"));
 
     assert_eq!(requests.len(), 1);
@@ -68,26 +54,22 @@ fn text_streams_with_usage_to_v1_messages_with_the_anthropic_headers() {
     assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(request.header("content-type"), Some("application/json"));
     assert_eq!(request.header("authorization"), None, "no Bearer token");
-    let sent = body(request);
-    assert_eq!(check_request(&sent), Ok(()), "{sent:#}");
-    assert_eq!(sent["model"], "test-model");
-    assert_eq!(sent["max_tokens"], 8192);
-    assert_eq!(sent["stream"], true);
-    assert_eq!(sent["system"], "You are a test child.");
+    let sent = Request::of(request);
+    assert_eq!(sent.model, "test-model");
+    assert_eq!(sent.max_tokens, 8192);
+    assert_eq!(sent.stream, Some(true));
     assert_eq!(
-        sent["messages"],
-        json!([{"role": "user", "content": [{"type": "text", "text": "do the task"}]}])
+        sent.system,
+        Some(System::Text("You are a test child.".to_owned()))
     );
-    let mut tools: Vec<&str> = sent["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    assert_eq!(sent.messages.len(), 1, "{sent:#?}");
+    assert_eq!(sent.messages[0].role, "user");
+    assert_eq!(sent.messages[0].content, [Block::text("do the task")]);
+    let mut tools = sent.tool_names();
     tools.sort_unstable();
     assert_eq!(tools, ["find", "grep", "ls", "read"], "exactly the grant");
-    assert!(sent["tools"][0]["input_schema"].is_object());
-    assert!(sent.get("tool_choice").is_none());
+    assert!(sent.tools[0].input_schema.is_object());
+    assert!(sent.tool_choice.is_none());
 }
 
 /// Two tool_use blocks in one message, inputs split across deltas; one names a tool the
@@ -106,42 +88,35 @@ fn two_tool_uses_in_one_message_are_run_and_answered_by_id() {
     ));
     first.extend([mm::message_delta("tool_use", 20), mm::message_stop()]);
     let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(first), mm::text("Read it.")], 2);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "Read it.");
-    assert_eq!(settled["usage"]["inputTokens"], 40);
-    assert_eq!(settled["usage"]["outputTokens"], 25);
-    assert_eq!(settled["usage"]["turns"], 2);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "Read it.");
+    assert_eq!(settled.usage.input_tokens, 40);
+    assert_eq!(settled.usage.output_tokens, 25);
+    assert_eq!(settled.usage.turns, 2);
     assert_eq!(requests.len(), 2);
-    let second = body(&requests[1]);
-    assert_eq!(check_request(&second), Ok(()), "{second:#}");
-    let assistant = &second["messages"][1];
-    assert_eq!(assistant["role"], "assistant");
+    let second = Request::of(&requests[1]);
+    let assistant = &second.messages[1];
+    assert_eq!(assistant.role, "assistant");
     assert_eq!(
-        assistant["content"],
-        json!([
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "toolu_01read", "name": "read", "input": {"path": "README.md"}},
-            {"type": "tool_use", "id": "toolu_02bash", "name": "bash", "input": {"command": "touch pwned"}},
-        ])
+        assistant.content,
+        [
+            Block::text("Let me look."),
+            Block::tool_use("toolu_01read", "read", json!({"path": "README.md"})),
+            Block::tool_use("toolu_02bash", "bash", json!({"command": "touch pwned"})),
+        ]
     );
-    let results = last_blocks(&requests[1]);
+    let results: Vec<_> = second
+        .last_blocks()
+        .iter()
+        .map(Block::tool_result)
+        .collect();
     assert_eq!(results.len(), 2);
-    assert_eq!(results[0]["tool_use_id"], "toolu_01read");
-    assert_eq!(results[0]["is_error"], false);
-    assert!(
-        results[0]["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("# Demo")),
-        "{results:#?}"
-    );
-    assert_eq!(results[1]["tool_use_id"], "toolu_02bash");
-    assert_eq!(results[1]["is_error"], true);
-    assert!(
-        results[1]["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("not granted")),
-        "{results:#?}"
-    );
+    assert_eq!(results[0].tool_use_id, "toolu_01read");
+    assert_eq!(results[0].is_error, Some(false));
+    assert!(results[0].content.contains("# Demo"), "{results:#?}");
+    assert_eq!(results[1].tool_use_id, "toolu_02bash");
+    assert_eq!(results[1].is_error, Some(true));
+    assert!(results[1].content.contains("not granted"), "{results:#?}");
 }
 
 #[test]
@@ -164,12 +139,16 @@ fn http_401_429_500_and_529_fail_once_with_the_status_and_the_error_message() {
             ],
             n,
         );
-        assert_eq!(settled["status"], "failed", "{status}: {settled}");
-        assert_eq!(settled["error"]["code"], "model_request_failed");
-        assert_eq!(settled["error"]["details"]["status"], status);
         assert_eq!(
-            settled["error"]["details"]["excerpt"],
-            format!("{kind}: {message}"),
+            settled.status,
+            RunSettledStatus::Failed,
+            "{status}: {settled}"
+        );
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+        assert_eq!(settled.details().status, Some(status));
+        assert_eq!(
+            settled.details().excerpt,
+            Some(format!("{kind}: {message}")),
             "{settled}"
         );
         assert_eq!(requests.len(), 1, "{status}: no retry");
@@ -186,7 +165,7 @@ fn the_key_in_an_error_message_is_redacted() {
         )],
         14,
     );
-    assert_eq!(settled["error"]["details"]["status"], 401);
+    assert_eq!(settled.details().status, Some(401));
     let shown = settled.to_string();
     assert!(
         !shown.contains(KEY) && shown.contains("[REDACTED]"),
@@ -210,15 +189,15 @@ fn an_overloaded_error_event_mid_stream_fails_the_run_with_its_message() {
         ],
         20,
     );
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    assert_eq!(settled["error"]["details"]["status"], Value::Null);
-    let message = settled["error"]["message"].as_str().expect("message");
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    assert_eq!(settled.details().status, None);
+    let message = settled.message();
     assert!(
         message.contains("overloaded_error: Overloaded [REDACTED]"),
         "{message}"
     );
-    assert_eq!(settled["result"], "partial ");
+    assert_eq!(settled.result(), "partial ");
     assert_eq!(requests.len(), 1, "no retry");
 }
 
@@ -237,8 +216,8 @@ fn a_stream_cut_or_ended_before_the_stop_reason_fails_and_never_completes() {
     ended.push(mm::block_stop(0));
     for (n, steps) in [(21, cut), (22, ended)] {
         let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], n);
-        assert_eq!(settled["status"], "failed", "{settled}");
-        assert_eq!(settled["error"]["code"], "model_request_failed");
+        assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
         assert_eq!(requests.len(), 1);
     }
 }
@@ -255,8 +234,8 @@ fn a_stream_that_ends_after_the_stop_reason_without_message_stop_completes() {
         ])],
         23,
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "whole");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "whole");
 }
 
 #[test]
@@ -269,14 +248,9 @@ fn non_json_data_fails_the_run() {
         ])],
         24,
     );
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    assert!(
-        settled["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("not JSON")),
-        "{settled}"
-    );
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    assert!(settled.message().contains("not JSON"), "{settled}");
 }
 
 #[test]
@@ -291,13 +265,10 @@ fn max_tokens_keeps_the_text_and_marks_the_cut() {
         ])],
         25,
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "a long");
-    assert_eq!(
-        settled["cut"],
-        json!({"limit": "maxOutputTokens", "value": 8192})
-    );
-    assert_eq!(settled["error"], Value::Null);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "a long");
+    assert_eq!(settled.cut, Some(max_output_cut(8192)));
+    assert_eq!(settled.error, None);
 }
 
 /// The handoff request after a budget keeps the tool declarations (Anthropic refuses tool
@@ -310,30 +281,35 @@ fn the_handoff_after_max_turns_keeps_the_tools_and_forbids_calls() {
         mm::text("Summary: listed the workspace."),
     ])
     .expect("server");
-    let mut snapshot = researcher();
-    snapshot["limits"]["maxTurns"] = json!(1);
+    let snapshot = with_limits(researcher(), &json!({"maxTurns": 1}));
     let id = run_id(26);
     let transcript = state.path().join("t.jsonl");
-    let mut message =
-        RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript).message();
-    message["model"]["api"] = json!("anthropic-messages");
+    let mut spec = RunSpec::new(&id, server.base_url(), snapshot, ws.path(), &transcript);
+    spec.api = "anthropic-messages";
     let mut worker = WorkerProc::spawn();
-    worker.send(&message);
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "budget_exhausted", "{settled:#}");
-    assert_eq!(settled["result"], "Summary: listed the workspace.");
+    worker.send(&spec.message());
+    let settled = worker.run_settled(&id);
+    assert_eq!(
+        settled.status,
+        RunSettledStatus::BudgetExhausted,
+        "{settled:#}"
+    );
+    assert_eq!(settled.result(), "Summary: listed the workspace.");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let handoff = body(&requests[1]);
-    assert_eq!(check_request(&handoff), Ok(()), "{handoff:#}");
-    assert_eq!(handoff["tool_choice"], json!({"type": "none"}));
-    assert!(
-        handoff["tools"].as_array().is_some_and(|t| !t.is_empty()),
-        "{handoff:#}"
+    let handoff = Request::of(&requests[1]);
+    assert_eq!(handoff.tool_choice, Some(json!({"type": "none"})));
+    assert!(!handoff.tools.is_empty(), "{handoff:#?}");
+    let blocks = handoff.last_blocks();
+    assert_eq!(
+        blocks[0].tool_result().tool_use_id,
+        "toolu_ls",
+        "{blocks:#?}"
     );
-    let blocks = last_blocks(&requests[1]);
-    assert_eq!(blocks[0]["tool_use_id"], "toolu_ls", "{blocks:#?}");
-    assert_eq!(blocks.last().map(|b| &b["type"]), Some(&json!("text")));
+    assert!(
+        matches!(blocks.last(), Some(Block::Text { .. })),
+        "{blocks:#?}"
+    );
 }
 
 #[test]
@@ -356,22 +332,17 @@ fn a_steer_joins_the_tool_results_in_the_next_user_message() {
         &json!({"type": "steer", "runId": id, "steerId": "st_0000000000000000000000AM30",
                         "message": "focus on the README please"}),
     );
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "steered answer");
+    let settled = worker.run_settled(&id);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "steered answer");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0].body.contains("focus on the README"));
-    let second = body(&requests[1]);
-    assert_eq!(check_request(&second), Ok(()), "{second:#}");
-    let blocks = last_blocks(&requests[1]);
+    let second = Request::of(&requests[1]);
+    let blocks = second.last_blocks();
     assert_eq!(blocks.len(), 2, "{blocks:#?}");
-    assert_eq!(blocks[0]["type"], "tool_result");
-    assert_eq!(blocks[0]["tool_use_id"], "toolu_ls");
-    assert_eq!(
-        blocks[1],
-        json!({"type": "text", "text": "focus on the README please"})
-    );
+    assert_eq!(blocks[0].tool_result().tool_use_id, "toolu_ls");
+    assert_eq!(blocks[1], Block::text("focus on the README please"));
 }
 
 #[test]
@@ -382,22 +353,25 @@ fn cancel_mid_stream_closes_the_connection_the_server_sees_it() {
         mm::text_delta(0, "working"),
     ];
     let settled = ON.cancel_mid_stream(steps, 40, "POST /v1/messages ");
-    assert_eq!(settled["result"], "working", "the stream was being read");
+    assert_eq!(settled.result(), "working", "the stream was being read");
 }
 
 mod broker {
     //! Through the real broker over MCP.
 
-    use super::mm::{self, check_request};
+    use super::mm;
     use crate::support::mcp::*;
+    use crate::support::worker::{Shown, on_api, snapshot_of};
     use serde_json::{Value, json};
     use std::time::Duration;
+    use subzero_protocol::{
+        Info, ModelApi, ResumeOutput, ResumeOutputState, SpawnOutput, TerminalRunStatus,
+    };
     use subzero_testkit::Reply;
+    use subzero_testkit::model_requests::messages::{Block, Request};
 
     fn on_messages(env: &Env) -> Value {
-        let mut model = env.model();
-        model["api"] = json!("anthropic-messages");
-        model
+        on_api(&env.model(), ModelApi::AnthropicMessages)
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -407,46 +381,40 @@ mod broker {
             mm::text("The README describes a small demo project."),
         ]);
         let s = env.broker("broker").await;
-        let info = ok(&s, "subzero_info", json!({})).await;
+        let info: Shown<Info> = Shown::new(&ok(&s, "subzero_info", json!({})).await);
         assert!(
-            info["worker"]["protocols"]
-                .as_array()
-                .is_some_and(|p| p.contains(&json!("anthropic-messages"))),
+            info.worker.protocols.contains(&ModelApi::AnthropicMessages),
             "{info:#}"
         );
-        let out = ok(
-            &s,
-            "subzero_spawn",
-            json!({"prompt": "Summarize README.md", "templateId": "researcher",
-                   "model": on_messages(&env)}),
-        )
-        .await;
-        let child = out["childId"].as_str().expect("childId").to_owned();
-        let snap = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+        let out: Shown<SpawnOutput> = Shown::new(
+            &ok(
+                &s,
+                "subzero_spawn",
+                json!({"prompt": "Summarize README.md", "templateId": "researcher",
+                       "model": on_messages(&env)}),
+            )
+            .await,
+        );
+        let child = out.child_id.to_string();
+        let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
         assert_eq!(
-            snap["lastRun"]["preview"],
+            *snap.last().preview,
             "The README describes a small demo project."
         );
-        assert_eq!(snap["model"]["api"], "anthropic-messages");
+        assert_eq!(snap.model.api, ModelApi::AnthropicMessages);
         let requests = env.server.requests();
         assert_eq!(requests.len(), 2);
         for request in &requests {
             assert_eq!(request.path, "/v1/messages");
             assert_eq!(request.header("x-api-key"), Some(KEY));
             assert_eq!(request.header("authorization"), None);
-            let body = request.json().expect("json");
-            assert_eq!(check_request(&body), Ok(()), "{body:#}");
+            Request::of(request);
         }
-        let second = requests[1].json().expect("json");
-        let result = &second["messages"][2]["content"][0];
-        assert_eq!(result["tool_use_id"], "toolu_01");
-        assert!(
-            result["content"]
-                .as_str()
-                .is_some_and(|c| c.contains("Demo project")),
-            "{second:#}"
-        );
+        let second = Request::of(&requests[1]);
+        let result = second.messages[2].content[0].tool_result();
+        assert_eq!(result.tool_use_id, "toolu_01");
+        assert!(result.content.contains("Demo project"), "{second:#?}");
         s.close().await.expect("close");
         assert!(
             env.files_containing(KEY).is_empty(),
@@ -468,64 +436,63 @@ mod broker {
         ]);
         let s = env.broker("broker").await;
         let (child, _) = spawn(&s, &env, "researcher", "What is in the workspace?").await;
-        let first = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(first["lastRun"]["status"], "completed", "{first:#}");
-        assert_eq!(first["model"]["api"], "openai-completions");
-
-        let resumed = ok(
-            &s,
-            "subzero_resume",
-            json!({"childId": child, "model": on_messages(&env),
-                   "message": "Now read the README."}),
-        )
-        .await;
-        assert_eq!(resumed["state"], "running", "{resumed:#}");
-        let after = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(after["lastRun"]["status"], "completed", "{after:#}");
+        let first = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
         assert_eq!(
-            after["lastRun"]["preview"],
+            first.last().status,
+            TerminalRunStatus::Completed,
+            "{first:#}"
+        );
+        assert_eq!(first.model.api, ModelApi::OpenaiCompletions);
+
+        let resumed: Shown<ResumeOutput> = Shown::new(
+            &ok(
+                &s,
+                "subzero_resume",
+                json!({"childId": child, "model": on_messages(&env),
+                       "message": "Now read the README."}),
+            )
+            .await,
+        );
+        assert_eq!(resumed.state, ResumeOutputState::Running, "{resumed:#}");
+        let after = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(
+            after.last().status,
+            TerminalRunStatus::Completed,
+            "{after:#}"
+        );
+        assert_eq!(
+            *after.last().preview,
             "Second run: the README names a demo project."
         );
-        assert_eq!(after["model"]["api"], "anthropic-messages");
+        assert_eq!(after.model.api, ModelApi::AnthropicMessages);
 
         let requests = env.server.requests();
         assert_eq!(requests.len(), 4);
         assert_eq!(requests[1].path, "/v1/chat/completions");
         assert_eq!(requests[2].path, "/v1/messages");
         assert_eq!(requests[2].header("authorization"), None);
-        let resumed_body = requests[2].json().expect("json");
-        assert_eq!(check_request(&resumed_body), Ok(()), "{resumed_body:#}");
-        let messages = resumed_body["messages"].as_array().expect("messages");
-        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
-        assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
-        let call = &messages[1]["content"][0];
-        assert_eq!(call["type"], "tool_use");
-        assert_eq!(call["name"], "ls");
-        let id = call["id"].as_str().expect("id");
+        let resumed_body = Request::of(&requests[2]);
+        assert_eq!(
+            resumed_body.roles(),
+            ["user", "assistant", "user", "assistant", "user"]
+        );
+        let messages = &resumed_body.messages;
+        let Block::ToolUse { id, name, .. } = &messages[1].content[0] else {
+            panic!("not a tool_use: {:?}", messages[1].content[0]);
+        };
+        assert_eq!(name, "ls");
         assert_ne!(id, "call:0.ls", "the Chat Completions id was mapped");
-        assert_eq!(messages[2]["content"][0]["tool_use_id"], id);
-        assert!(
-            messages[2]["content"][0]["content"]
-                .as_str()
-                .is_some_and(|c| c.contains("README.md")),
-            "{resumed_body:#}"
-        );
+        let result = messages[2].content[0].tool_result();
+        assert_eq!(result.tool_use_id, id);
+        assert!(result.content.contains("README.md"), "{resumed_body:#?}");
         assert_eq!(
-            messages[3]["content"],
-            json!([{"type": "text", "text": "First run: the workspace holds a README."}])
+            messages[3].content,
+            [Block::text("First run: the workspace holds a README.")]
         );
-        assert_eq!(
-            messages[4]["content"],
-            json!([{"type": "text", "text": "Now read the README."}])
-        );
+        assert_eq!(messages[4].content, [Block::text("Now read the README.")]);
         // The next Messages request answers its own call by the id the stream gave.
-        let last = requests[3].json().expect("json");
-        assert_eq!(check_request(&last), Ok(()), "{last:#}");
-        let closing = last["messages"]
-            .as_array()
-            .and_then(|m| m.last())
-            .expect("last");
-        assert_eq!(closing["content"][0]["tool_use_id"], "toolu_02");
+        let last = Request::of(&requests[3]);
+        assert_eq!(last.last_blocks()[0].tool_result().tool_use_id, "toolu_02");
         s.close().await.expect("close");
     }
 }
@@ -546,27 +513,24 @@ fn a_tool_use_cut_mid_input_is_not_run_and_the_model_is_asked_for_a_smaller_one(
         50,
         json!({"maxOutputTokens": 64}),
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "Smaller now.");
-    assert!(settled.get("cut").is_none(), "{settled}");
-    let sent = body(&requests[1]);
-    assert_eq!(check_request(&sent), Ok(()), "{sent:#}");
-    let result = &last_blocks(&requests[1])[0];
-    assert_eq!(result["type"], "tool_result");
-    assert_eq!(result["tool_use_id"], "toolu_1");
-    assert_eq!(result["is_error"], true);
-    let content = result["content"].as_str().unwrap_or_default();
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "Smaller now.");
+    assert!(settled.cut.is_none(), "{settled}");
+    let sent = Request::of(&requests[1]);
+    let result = sent.last_blocks()[0].tool_result();
+    assert_eq!(result.tool_use_id, "toolu_1");
+    assert_eq!(result.is_error, Some(true));
+    let content = result.content;
     assert!(
         content.contains("cut at the output-token cap of 64 tokens before its arguments were complete; make a smaller call"),
         "{content}"
     );
-    let states: Vec<Value> = worker
-        .events(&run_id(50))
+    let states: Vec<ToolState> = worker
+        .tool_activity(&run_id(50))
         .into_iter()
-        .filter(|e| e["kind"] == "tool")
-        .map(|e| e["state"].clone())
+        .map(|(_, state)| state)
         .collect();
-    assert_eq!(states, [json!("started"), json!("failed")]);
+    assert_eq!(states, [ToolState::Started, ToolState::Failed]);
 }
 
 #[test]
@@ -584,15 +548,11 @@ fn a_tool_use_cut_before_its_input_began_is_not_run_as_an_empty_call() {
         53,
         json!({"maxOutputTokens": 64}),
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    let result = &last_blocks(&requests[1])[0];
-    assert_eq!(result["is_error"], true, "{result}");
-    assert!(
-        result["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("make a smaller call")),
-        "{result}"
-    );
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    let sent = Request::of(&requests[1]);
+    let result = sent.last_blocks()[0].tool_result();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(result.content.contains("make a smaller call"), "{result:?}");
 }
 
 #[test]
@@ -629,16 +589,10 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
         })
         .sum();
     let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 52);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(
-        settled["usage"],
-        json!({"inputTokens": (requests[0].body.len() as u64).div_ceil(4),
-               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated",
-               // The context use is the one request's prompt, estimated the same way.
-               "contextTokens": (requests[0].body.len() as u64).div_ceil(4)})
-    );
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.usage, estimated_usage(&requests[0], streamed));
     // With usage it is reported.
     let (settled, _, _worker) = ON.settle(vec![mm::text("With usage.")], 54);
-    assert_eq!(settled["usage"]["source"], "reported", "{settled}");
-    assert_eq!(settled["usage"]["inputTokens"], 10);
+    assert_eq!(settled.usage.source, UsageSource::Reported, "{settled}");
+    assert_eq!(settled.usage.input_tokens, 10);
 }

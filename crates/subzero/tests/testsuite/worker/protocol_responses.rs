@@ -4,10 +4,14 @@
 //! children resumed across protocols (Chat Completions → Responses → Chat Completions) with
 //! their earlier tool turns carried over.
 
-use crate::support::worker::{OnProtocol, WAIT, WorkerProc, dirs};
-use serde_json::{Value, json};
-use subzero_testkit::model_responses::{self as rs, check_request};
-use subzero_testkit::{RecordedRequest, Reply, ScriptedServer, Step};
+use crate::support::worker::{
+    ControlLines, OnProtocol, WAIT, dirs, estimated_usage, max_output_cut,
+};
+use serde_json::json;
+use subzero_protocol::{ErrorCode, RunSettledStatus, ToolState, UsageSource};
+use subzero_testkit::model_requests::responses::{Call, Item, Request};
+use subzero_testkit::model_responses as rs;
+use subzero_testkit::{Reply, ScriptedServer, Step};
 
 const KEY: &str = "sk-test-key-0000";
 
@@ -21,21 +25,12 @@ fn run_id(n: u8) -> String {
     ON.run_id(n)
 }
 
-/// A request body, after checking that the Responses API would accept it.
-fn body(request: &RecordedRequest) -> Value {
-    let body = request.json().expect("a JSON request body");
-    if let Err(refused) = check_request(&body) {
-        panic!("the Responses API would refuse this request ({refused}): {body:#}");
-    }
-    body
-}
-
-fn texts(worker: &WorkerProc, run: &str) -> String {
+/// The `started`/`finished`/`failed` states of the tool events of `run`, in order.
+fn tool_states(worker: &impl ControlLines, run: &str) -> Vec<ToolState> {
     worker
-        .events(run)
-        .iter()
-        .filter(|e| e["kind"] == "text")
-        .filter_map(|e| e["text"].as_str())
+        .tool_activity(run)
+        .into_iter()
+        .map(|(_, state)| state)
         .collect()
 }
 
@@ -51,11 +46,14 @@ fn text_streams_with_usage_from_v1_responses_and_sends_no_server_state() {
     events.push(json!({"type": "response.some_future_event", "item_id": "msg_1"}));
     events.push(rs::completed(vec![], 42, 7));
     let (settled, requests, worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 1);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "The README describes a demo.");
-    assert_eq!(settled["usage"]["inputTokens"], 42);
-    assert_eq!(settled["usage"]["outputTokens"], 7);
-    assert_eq!(texts(&worker, &run_id(1)), "The README describes a demo.");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "The README describes a demo.");
+    assert_eq!(settled.usage.input_tokens, 42);
+    assert_eq!(settled.usage.output_tokens, 7);
+    assert_eq!(
+        worker.streamed_text(&run_id(1)),
+        "The README describes a demo."
+    );
     assert!(!worker.stdout_text().contains("private chain of thought"));
 
     assert_eq!(requests.len(), 1);
@@ -66,37 +64,28 @@ fn text_streams_with_usage_from_v1_responses_and_sends_no_server_state() {
         request.header("authorization"),
         Some(format!("Bearer {KEY}").as_str())
     );
-    let body = body(request);
-    assert_eq!(body["model"], "test-model");
-    assert_eq!(body["stream"], true);
+    let body = Request::of(request);
+    assert_eq!(body.model, "test-model");
+    assert_eq!(body.stream, Some(true));
     assert_eq!(
-        body["store"], false,
+        body.store,
+        Some(false),
         "the transcript is ours, not the provider's"
     );
-    assert_eq!(body["max_output_tokens"], 8192);
-    assert!(body.get("previous_response_id").is_none());
+    assert_eq!(body.max_output_tokens, Some(8192));
+    assert!(body.previous_response_id.is_none());
     assert!(
-        body["instructions"]
-            .as_str()
+        body.instructions
+            .as_deref()
             .is_some_and(|i| i.contains("You are a test child.")),
-        "{body:#}"
+        "{body:#?}"
     );
-    assert_eq!(
-        body["input"],
-        json!([{"type": "message", "role": "user",
-                "content": [{"type": "input_text", "text": "do the task"}]}])
-    );
-    let tools: Vec<&str> = body["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(tools, ["read", "grep", "find", "ls"]);
-    assert_eq!(body["tools"][0]["type"], "function");
-    assert_eq!(body["tools"][0]["strict"], false);
-    assert!(body["tools"][0]["parameters"].is_object());
-    assert!(body.get("tool_choice").is_none());
+    assert_eq!(body.input, [Item::user("do the task")]);
+    assert_eq!(body.tool_names(), ["read", "grep", "find", "ls"]);
+    assert_eq!(body.tools[0].kind, "function");
+    assert_eq!(body.tools[0].strict, Some(false));
+    assert!(body.tools[0].parameters.is_object());
+    assert!(body.tool_choice.is_none());
 }
 
 #[test]
@@ -108,38 +97,34 @@ fn a_call_split_across_argument_deltas_runs_and_its_output_goes_back_by_call_id(
         ],
         2,
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "It is a demo.");
-    assert_eq!(settled["usage"]["turns"], 2);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "It is a demo.");
+    assert_eq!(settled.usage.turns, 2);
     assert_eq!(
-        settled["usage"]["inputTokens"],
+        settled.usage.input_tokens,
         2 * rs::INPUT_TOKENS,
         "usage adds up over the turns"
     );
-    let tool_states: Vec<Value> = worker
-        .events(&run_id(2))
-        .into_iter()
-        .filter(|e| e["kind"] == "tool")
-        .map(|e| e["state"].clone())
-        .collect();
-    assert_eq!(tool_states, [json!("started"), json!("finished")]);
-    let second = body(&requests[1]);
-    let input = second["input"].as_array().expect("input");
-    assert_eq!(input.len(), 3, "{second:#}");
+    assert_eq!(
+        tool_states(&worker, &run_id(2)),
+        [ToolState::Started, ToolState::Finished]
+    );
+    let second = Request::of(&requests[1]);
+    let input = &second.input;
+    assert_eq!(input.len(), 3, "{second:#?}");
     assert_eq!(
         input[1],
-        json!({"type": "function_call", "call_id": "call_read_1", "name": "read",
-               "arguments": "{\"path\":\"README.md\"}"})
+        Item::FunctionCall(Call {
+            call_id: "call_read_1".into(),
+            name: "read".into(),
+            arguments: r#"{"path":"README.md"}"#.into(),
+        })
     );
-    assert_eq!(input[2]["type"], "function_call_output");
-    assert_eq!(input[2]["call_id"], "call_read_1");
-    assert!(
-        input[2]["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("A small project.")),
-        "{:#}",
-        input[2]
-    );
+    let Item::FunctionCallOutput(output) = &input[2] else {
+        panic!("not a function_call_output: {:?}", input[2]);
+    };
+    assert_eq!(output.call_id, "call_read_1");
+    assert!(output.output.contains("A small project."), "{output:?}");
 }
 
 #[test]
@@ -164,30 +149,18 @@ fn two_parallel_calls_with_interleaved_deltas_are_both_answered_in_order() {
         vec![Reply::Sse(rs::steps(events)), rs::text("Both done.")],
         3,
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    let second = body(&requests[1]);
-    let calls = rs::input_items(&second, "function_call");
-    let outputs = rs::input_items(&second, "function_call_output");
-    let ids = |items: &[&Value]| -> Vec<String> {
-        items
-            .iter()
-            .filter_map(|i| i["call_id"].as_str().map(str::to_owned))
-            .collect()
-    };
-    assert_eq!(ids(&calls), ["call_a", "call_b"]);
-    assert_eq!(ids(&outputs), ["call_a", "call_b"]);
-    assert_eq!(calls[0]["arguments"], r#"{"path":"README.md"}"#);
-    assert_eq!(calls[1]["arguments"], r#"{"path":"."}"#);
-    assert!(
-        outputs[0]["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("A small project."))
-    );
-    assert!(
-        outputs[1]["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("README.md"))
-    );
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    let second = Request::of(&requests[1]);
+    let calls = second.calls();
+    let outputs = second.outputs();
+    let call_ids: Vec<&str> = calls.iter().map(|c| c.call_id.as_str()).collect();
+    let output_ids: Vec<&str> = outputs.iter().map(|o| o.call_id.as_str()).collect();
+    assert_eq!(call_ids, ["call_a", "call_b"]);
+    assert_eq!(output_ids, ["call_a", "call_b"]);
+    assert_eq!(calls[0].arguments, r#"{"path":"README.md"}"#);
+    assert_eq!(calls[1].arguments, r#"{"path":"."}"#);
+    assert!(outputs[0].output.contains("A small project."));
+    assert!(outputs[1].output.contains("README.md"));
 }
 
 #[test]
@@ -199,11 +172,11 @@ fn a_call_of_an_ungranted_tool_is_answered_with_a_tool_error() {
         ],
         4,
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    let second = body(&requests[1]);
-    let outputs = rs::input_items(&second, "function_call_output");
-    assert_eq!(outputs[0]["call_id"], "call_bash");
-    let output = outputs[0]["output"].as_str().unwrap_or_default();
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    let second = Request::of(&requests[1]);
+    let outputs = second.outputs();
+    assert_eq!(outputs[0].call_id, "call_bash");
+    let output = &outputs[0].output;
     assert!(output.contains("not granted"), "{output}");
 }
 
@@ -213,12 +186,13 @@ fn http_401_429_and_500_fail_once_with_the_status_and_the_error_excerpt() {
         let error = format!(r#"{{"error":{{"message":"status {status} from the provider"}}}}"#);
         let (settled, requests, _worker) =
             ON.settle(vec![Reply::status(status, &error), rs::text("never")], n);
-        assert_eq!(settled["status"], "failed", "{settled}");
-        assert_eq!(settled["error"]["code"], "model_request_failed");
-        assert_eq!(settled["error"]["details"]["status"], status);
+        assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+        assert_eq!(settled.details().status, Some(status));
         assert!(
-            settled["error"]["details"]["excerpt"]
-                .as_str()
+            settled
+                .details()
+                .excerpt
                 .is_some_and(|e| e.contains(&format!("status {status} from the provider"))),
             "{settled}"
         );
@@ -235,9 +209,9 @@ fn an_error_event_mid_stream_fails_with_the_provider_message_and_the_key_redacte
         &format!("Rate limit reached for key {KEY}; slow down"),
     ));
     let (settled, requests, worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 20);
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    let message = settled["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    let message = settled.message();
     assert!(
         message.contains("rate_limit_exceeded: Rate limit reached for key [REDACTED]"),
         "{message}"
@@ -260,9 +234,9 @@ fn response_failed_fails_with_its_error_message() {
         rs::failed("server_error", "The model had an internal error"),
     ];
     let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 21);
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    let message = settled["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    let message = settled.message();
     assert!(
         message.contains("server_error: The model had an internal error"),
         "{message}"
@@ -283,8 +257,8 @@ fn a_stream_cut_or_ended_before_response_completed_fails_and_never_completes() {
     ended.push(Step::Data("[DONE]".into()));
     for (n, steps) in [(30u8, cut), (31, ended), (32, half())] {
         let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps), rs::text("never")], n);
-        assert_eq!(settled["status"], "failed", "{settled}");
-        assert_eq!(settled["error"]["code"], "model_request_failed");
+        assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+        assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
         assert_eq!(requests.len(), 1, "no retry");
     }
 }
@@ -297,9 +271,9 @@ fn non_json_data_fails_the_run() {
     ));
     steps.extend(rs::steps(vec![rs::completed(vec![], 1, 1)]));
     let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 33);
-    assert_eq!(settled["status"], "failed", "{settled}");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    let message = settled["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(settled.status, RunSettledStatus::Failed, "{settled}");
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    let message = settled.message();
     assert!(message.contains("not JSON"), "{message}");
     assert_eq!(requests.len(), 1);
 }
@@ -310,15 +284,12 @@ fn incomplete_at_max_output_tokens_keeps_the_text_and_marks_the_cut() {
     events.extend(rs::message_events(0, "msg_1", "A long answer that"));
     events.push(rs::incomplete("max_output_tokens", 9, 8192));
     let (settled, _requests, _worker) = ON.settle(vec![Reply::Sse(rs::steps(events))], 34);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "A long answer that");
-    assert_eq!(
-        settled["cut"],
-        json!({"limit": "maxOutputTokens", "value": 8192})
-    );
-    assert_eq!(settled["error"], Value::Null);
-    assert_eq!(settled["usage"]["outputTokens"], 8192);
-    assert_eq!(settled["usage"]["source"], "reported");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "A long answer that");
+    assert_eq!(settled.cut, Some(max_output_cut(8192)));
+    assert_eq!(settled.error, None);
+    assert_eq!(settled.usage.output_tokens, 8192);
+    assert_eq!(settled.usage.source, UsageSource::Reported);
 }
 
 #[test]
@@ -347,27 +318,25 @@ fn a_steer_reaches_the_next_request_as_a_user_input_item() {
         &json!({"type": "steer", "runId": id, "steerId": "st_00000000000000000000000R51",
                         "message": "focus on the README please"}),
     );
-    let settled = worker.settled(&id);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "steered answer");
+    let settled = worker.run_settled(&id);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "steered answer");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0].body.contains("focus on the README"));
-    let second = body(&requests[1]);
-    let input = second["input"].as_array().expect("input");
-    let last = input.last().expect("items");
+    let second = Request::of(&requests[1]);
+    let input = &second.input;
     assert_eq!(
-        *last,
-        json!({"type": "message", "role": "user",
-               "content": [{"type": "input_text", "text": "focus on the README please"}]}),
-        "{second:#}"
+        input.last(),
+        Some(&Item::user("focus on the README please")),
+        "{second:#?}"
     );
-    assert_eq!(input[input.len() - 2]["type"], "function_call_output");
+    assert_eq!(input[input.len() - 2].kind(), "function_call_output");
     assert_eq!(
-        rs::user_texts(&second),
+        second.user_texts(),
         ["do the task", "focus on the README please"]
     );
-    worker.expect("steer_applied", |v| v["event"]["kind"] == "steer_applied");
+    worker.steer("steer_applied", &id, |s| s.reason.is_none());
 }
 
 #[test]
@@ -381,25 +350,38 @@ mod over_mcp {
     use std::time::Duration;
 
     use serde_json::{Value, json};
+    use subzero_protocol::{
+        ChildEvent, Info, ModelApi, ResumeOutput, ResumeOutputState, SpawnOutput, TerminalRunStatus,
+    };
     use subzero_testkit::Reply;
-    use subzero_testkit::model_responses::{self as rs, check_request};
+    use subzero_testkit::model_requests::{chat, responses};
+    use subzero_testkit::model_responses as rs;
 
     use crate::support::mcp::*;
+    use crate::support::worker::{Shown, on_api, snapshot_of};
+    use subzero_testkit::mcp_client::McpSession;
 
-    fn on(api: &str, env: &Env) -> Value {
-        let mut model = env.model();
-        model["api"] = json!(api);
-        model
+    fn on(api: ModelApi, env: &Env) -> Value {
+        on_api(&env.model(), api)
     }
 
-    fn checked(env: &Env, n: usize) -> Value {
+    fn checked(env: &Env, n: usize) -> responses::Request {
         let request = &env.server.requests()[n];
         assert_eq!(request.path, "/v1/responses");
-        let body = request.json().expect("json body");
-        if let Err(refused) = check_request(&body) {
-            panic!("the Responses API would refuse this request ({refused}): {body:#}");
-        }
-        body
+        responses::Request::of(request)
+    }
+
+    /// Spawns a researcher on `api` with `prompt`; its child id.
+    async fn spawn_on(s: &McpSession, env: &Env, api: ModelApi, prompt: &str) -> String {
+        let spawned: Shown<SpawnOutput> = Shown::new(
+            &ok(
+                s,
+                "subzero_spawn",
+                json!({"prompt": prompt, "templateId": "researcher", "model": on(api, env)}),
+            )
+            .await,
+        );
+        spawned.child_id.to_string()
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -409,44 +391,29 @@ mod over_mcp {
             rs::text("The README describes a small demo project."),
         ]);
         let s = env.broker("broker").await;
-        let info = ok(&s, "subzero_info", json!({})).await;
+        let info: Shown<Info> = Shown::new(&ok(&s, "subzero_info", json!({})).await);
         assert!(
-            info["worker"]["protocols"]
-                .as_array()
-                .is_some_and(|p| p.contains(&json!("openai-responses"))),
+            info.worker.protocols.contains(&ModelApi::OpenaiResponses),
             "{info:#}"
         );
-        let spawned = ok(
-            &s,
-            "subzero_spawn",
-            json!({"prompt": "Summarize README.md", "templateId": "researcher",
-                   "model": on("openai-responses", &env)}),
-        )
-        .await;
-        let child = spawned["childId"].as_str().expect("childId").to_owned();
-        let snap = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+        let child = spawn_on(&s, &env, ModelApi::OpenaiResponses, "Summarize README.md").await;
+        let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
         assert_eq!(
-            snap["lastRun"]["preview"],
+            *snap.last().preview,
             "The README describes a small demo project."
         );
-        assert_eq!(snap["model"]["api"], "openai-responses");
-        let kinds: Vec<&str> = snap["events"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .filter_map(|e| e["type"].as_str())
-            .collect();
-        assert!(kinds.contains(&"tool"), "{kinds:?}");
-        let second = checked(&env, 1);
-        let output = &rs::input_items(&second, "function_call_output")[0];
-        assert_eq!(output["call_id"], "call_r1");
+        assert_eq!(snap.model.api, ModelApi::OpenaiResponses);
         assert!(
-            output["output"]
-                .as_str()
-                .is_some_and(|o| o.contains("Demo project")),
-            "{output}"
+            snap.events
+                .iter()
+                .any(|e| matches!(e, ChildEvent::Tool { .. })),
+            "{snap:#}"
         );
+        let second = checked(&env, 1);
+        let output = second.outputs()[0];
+        assert_eq!(output.call_id, "call_r1");
+        assert!(output.output.contains("Demo project"), "{output:?}");
         s.close().await.expect("close");
         assert!(
             env.files_containing(KEY).is_empty(),
@@ -465,46 +432,40 @@ mod over_mcp {
             Reply::text("First: a demo project."),
         ]);
         let s = env.broker("broker").await;
-        let spawned = ok(
-            &s,
-            "subzero_spawn",
-            json!({"prompt": "Summarize README.md", "templateId": "researcher",
-                   "model": on("openai-completions", &env)}),
-        )
-        .await;
-        let child = spawned["childId"].as_str().expect("childId").to_owned();
-        let snap = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
+        let child = spawn_on(&s, &env, ModelApi::OpenaiCompletions, "Summarize README.md").await;
+        let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
         assert_eq!(env.server.requests()[0].path, "/v1/chat/completions");
 
         env.server
             .push(rs::tool_call("call_resp_2", "ls", r#"{"path":"."}"#));
         env.server.push(rs::text("Second: it holds a README."));
-        let resumed = ok(
-            &s,
-            "subzero_resume",
-            json!({"childId": child, "model": on("openai-responses", &env),
-                   "message": "Now list the files."}),
-        )
-        .await;
-        assert_eq!(resumed["state"], "running");
-        let snap = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(snap["lastRun"]["status"], "completed", "{snap:#}");
-        assert_eq!(snap["lastRun"]["preview"], "Second: it holds a README.");
-        assert_eq!(snap["model"]["api"], "openai-responses");
+        let resumed: Shown<ResumeOutput> = Shown::new(
+            &ok(
+                &s,
+                "subzero_resume",
+                json!({"childId": child, "model": on(ModelApi::OpenaiResponses, &env),
+                       "message": "Now list the files."}),
+            )
+            .await,
+        );
+        assert_eq!(resumed.state, ResumeOutputState::Running, "{resumed:#}");
+        let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(snap.last().status, TerminalRunStatus::Completed, "{snap:#}");
+        assert_eq!(*snap.last().preview, "Second: it holds a README.");
+        assert_eq!(snap.model.api, ModelApi::OpenaiResponses);
 
         let first_on_responses = checked(&env, 2);
-        let input = first_on_responses["input"].as_array().expect("input");
+        let input = &first_on_responses.input;
         let shape: Vec<(&str, &str)> = input
             .iter()
             .map(|i| {
-                (
-                    i["type"].as_str().unwrap_or_default(),
-                    i["call_id"]
-                        .as_str()
-                        .or(i["role"].as_str())
-                        .unwrap_or_default(),
-                )
+                let who = match i {
+                    responses::Item::Message(m) => m.role.as_str(),
+                    responses::Item::FunctionCall(c) => c.call_id.as_str(),
+                    responses::Item::FunctionCallOutput(o) => o.call_id.as_str(),
+                };
+                (i.kind(), who)
             })
             .collect();
         assert_eq!(
@@ -516,57 +477,39 @@ mod over_mcp {
                 ("message", "assistant"),
                 ("message", "user"),
             ],
-            "{first_on_responses:#}"
+            "{first_on_responses:#?}"
         );
-        assert_eq!(input[1]["name"], "read");
-        assert_eq!(input[1]["arguments"], r#"{"path":"README.md"}"#);
-        assert!(
-            input[2]["output"]
-                .as_str()
-                .is_some_and(|o| o.contains("Demo project")),
-            "{:#}",
-            input[2]
-        );
-        assert_eq!(input[3]["content"][0]["text"], "First: a demo project.");
+        let call = first_on_responses.calls()[0];
+        assert_eq!(call.name, "read");
+        assert_eq!(call.arguments, r#"{"path":"README.md"}"#);
+        let output = first_on_responses.outputs()[0];
+        assert!(output.output.contains("Demo project"), "{output:?}");
+        let responses::Item::Message(answer) = &input[3] else {
+            panic!("not a message: {:?}", input[3]);
+        };
+        assert_eq!(answer.text(), "First: a demo project.");
         assert_eq!(
-            rs::user_texts(&first_on_responses),
+            first_on_responses.user_texts(),
             ["Summarize README.md", "Now list the files."]
         );
         let second_on_responses = checked(&env, 3);
-        assert_eq!(
-            rs::input_items(&second_on_responses, "function_call_output")[1]["call_id"],
-            "call_resp_2"
-        );
+        assert_eq!(second_on_responses.outputs()[1].call_id, "call_resp_2");
 
         // And back: the Responses call is a Chat Completions tool call with the same id.
         env.server.push(Reply::text("Third: back on chat."));
         ok(
             &s,
             "subzero_resume",
-            json!({"childId": child, "model": on("openai-completions", &env),
+            json!({"childId": child, "model": on(ModelApi::OpenaiCompletions, &env),
                    "message": "Wrap up."}),
         )
         .await;
-        let snap = settle(&s, &child, Duration::from_secs(30)).await;
-        assert_eq!(
-            snap["lastRun"]["preview"], "Third: back on chat.",
-            "{snap:#}"
-        );
-        let chat = env.server.requests()[4].json().expect("json");
+        let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+        assert_eq!(*snap.last().preview, "Third: back on chat.", "{snap:#}");
         assert_eq!(env.server.requests()[4].path, "/v1/chat/completions");
-        let messages = chat["messages"].as_array().expect("messages");
-        let called: Vec<&str> = messages
-            .iter()
-            .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
-            .filter_map(|c| c["id"].as_str())
-            .collect();
-        let answered: Vec<&str> = messages
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .filter_map(|m| m["tool_call_id"].as_str())
-            .collect();
-        assert_eq!(called, ["call_chat_1", "call_resp_2"]);
-        assert_eq!(answered, ["call_chat_1", "call_resp_2"]);
+        let chat = chat::Request::of(&env.server.requests()[4]);
+        assert_eq!(chat.call_ids(), ["call_chat_1", "call_resp_2"]);
+        assert_eq!(chat.answered_ids(), ["call_chat_1", "call_resp_2"]);
         s.close().await.expect("close");
     }
 }
@@ -584,28 +527,25 @@ fn a_call_cut_mid_arguments_is_not_run_and_the_model_is_asked_for_a_smaller_one(
         50,
         json!({"maxOutputTokens": 64}),
     );
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "Smaller now.");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "Smaller now.");
     assert!(
-        settled.get("cut").is_none(),
+        settled.cut.is_none(),
         "the final answer was whole: {settled}"
     );
-    let second = body(&requests[1]);
-    let outputs = rs::input_items(&second, "function_call_output");
-    assert_eq!(outputs.len(), 1, "{second:#}");
-    assert_eq!(outputs[0]["call_id"], "call_1");
-    let output = outputs[0]["output"].as_str().unwrap_or_default();
+    let second = Request::of(&requests[1]);
+    let outputs = second.outputs();
+    assert_eq!(outputs.len(), 1, "{second:#?}");
+    assert_eq!(outputs[0].call_id, "call_1");
+    let output = &outputs[0].output;
     assert!(
         output.contains("cut at the output-token cap of 64 tokens before its arguments were complete; make a smaller call"),
         "{output}"
     );
-    let states: Vec<Value> = worker
-        .events(&run_id(50))
-        .into_iter()
-        .filter(|e| e["kind"] == "tool")
-        .map(|e| e["state"].clone())
-        .collect();
-    assert_eq!(states, [json!("started"), json!("failed")]);
+    assert_eq!(
+        tool_states(&worker, &run_id(50)),
+        [ToolState::Started, ToolState::Failed]
+    );
 }
 
 #[test]
@@ -621,7 +561,7 @@ fn a_handoff_summary_is_cut_at_16_kib_and_its_stream_not_read_further() {
     ]);
     let tool_round = rs::tool_call("call_1", "ls", r#"{"path":"."}"#);
     let settled = ON.flooded_handoff(tool_round, opening, flood, 51);
-    assert_eq!(settled["usage"]["source"], "estimated", "{settled}");
+    assert_eq!(settled.usage.source, UsageSource::Estimated, "{settled}");
 }
 
 #[test]
@@ -640,12 +580,6 @@ fn usage_is_estimated_from_the_bytes_when_the_stream_reports_none() {
         })
         .sum();
     let (settled, requests, _worker) = ON.settle(vec![Reply::Sse(steps)], 52);
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(
-        settled["usage"],
-        json!({"inputTokens": (requests[0].body.len() as u64).div_ceil(4),
-               "outputTokens": streamed.div_ceil(4), "turns": 1, "source": "estimated",
-               // The context use is the one request's prompt, estimated the same way.
-               "contextTokens": (requests[0].body.len() as u64).div_ceil(4)})
-    );
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.usage, estimated_usage(&requests[0], streamed));
 }

@@ -1,7 +1,9 @@
 //! The key and configured secrets never reach events, transcript or logs — also split across
 //! stream deltas, inside tool arguments, and as a JSON property name.
 
+use crate::support::worker::ControlLines;
 use crate::support::worker::{RunSpec, WorkerProc, researcher};
+use subzero_protocol::{ErrorCode, RunSettledStatus};
 use subzero_testkit::{Reply, ScriptedServer, Step};
 
 const KEY: &str = "sk-live-SPLITME-9f8e7d6c5b4a";
@@ -46,9 +48,9 @@ fn key_split_across_deltas_in_arguments_and_as_property_name_is_redacted() {
     spec.key = KEY;
     spec.secrets = vec![SECRET];
     worker.send(&spec.message());
-    let settled = worker.settled("run_0000000000000000000000006B");
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "final: [REDACTED] and [REDACTED]");
+    let settled = worker.run_settled("run_0000000000000000000000006B");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "final: [REDACTED] and [REDACTED]");
 
     let requests = server.requests();
     assert_eq!(
@@ -95,13 +97,11 @@ fn an_http_error_body_echoing_the_key_is_redacted_and_401_is_never_completed() {
     );
     spec.key = KEY;
     worker.send(&spec.message());
-    let settled = worker.settled("run_00000000000000000000343031");
-    assert_eq!(settled["status"], "failed");
-    assert_eq!(settled["error"]["code"], "model_request_failed");
-    assert_eq!(settled["error"]["details"]["status"], 401);
-    let excerpt = settled["error"]["details"]["excerpt"]
-        .as_str()
-        .expect("excerpt");
+    let settled = worker.run_settled("run_00000000000000000000343031");
+    assert_eq!(settled.status, RunSettledStatus::Failed);
+    assert_eq!(settled.code(), ErrorCode::ModelRequestFailed);
+    assert_eq!(settled.details().status, Some(401));
+    let excerpt = settled.details().excerpt.expect("excerpt");
     assert!(
         excerpt.contains("Incorrect API key provided: [REDACTED]"),
         "{excerpt}"

@@ -24,9 +24,10 @@ use crate::support::faults::{
     Reaper, eventually, marked, sigkill, unique_mark, wait_for, workers_of,
 };
 use crate::support::mcp::{Env, settle, spawn, until};
-use crate::support::worker::{RunSpec, coder, tool_messages};
+use crate::support::worker::{ControlLines, RunSpec, coder, snapshot_of, tool_results};
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
+use subzero_protocol::{ChildState, RunSettledStatus};
 use subzero_testkit::{Reply, ScriptedServer};
 
 /// The attacker's uid and gid.
@@ -244,16 +245,6 @@ impl DirectWorker {
         }
     }
 
-    fn hello(&mut self) {
-        self.expect("hello", |v| v["type"] == "hello");
-    }
-
-    fn settled(&mut self, run_id: &str) -> Value {
-        self.expect("run_settled", |v| {
-            v["type"] == "run_settled" && v["runId"] == run_id
-        })
-    }
-
     /// Closes stdin and waits for the exit status.
     fn close(mut self) -> std::process::ExitStatus {
         self.stdin.take();
@@ -266,6 +257,16 @@ impl DirectWorker {
         }
         let _ = self.child.kill();
         panic!("the worker did not exit within 10 s of stdin EOF");
+    }
+}
+
+impl ControlLines for DirectWorker {
+    fn next_line(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+        self.expect(what, pred)
+    }
+
+    fn lines(&self) -> &[Value] {
+        &self.seen
     }
 }
 
@@ -289,11 +290,11 @@ fn run_bash(worker: &mut DirectWorker, workspace: &Path, command: &str) -> Strin
     let transcript = workspace.with_extension("jsonl");
     let spec = RunSpec::new(run_id, server.base_url(), coder(), workspace, &transcript);
     worker.send(&spec.message());
-    let settled = worker.settled(run_id);
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled(run_id);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "one tool round");
-    let results = tool_messages(&requests[1].json().expect("json body"));
+    let results = tool_results(&requests[1]);
     assert_eq!(results.len(), 1, "{results:#?}");
     results[0].clone()
 }
@@ -316,7 +317,7 @@ fn bash_output_is_captured_in_a_private_file_of_a_fresh_directory() {
     let workspace = workspace_in(base.path());
     // No TMPDIR: the worker's fallback under the system temp directory, as doctor runs it.
     let mut worker = DirectWorker::start(None, &[]);
-    worker.hello();
+    worker.hello_line();
     let result = run_bash(&mut worker, &workspace, STAT_OUTPUT);
     let path = assert_private_capture(&result);
     let dir = path.parent().expect("the output file has a directory");
@@ -354,7 +355,7 @@ fn planted_temp_entries_are_never_used_by_a_direct_worker() {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).expect("chmod");
 
     let mut worker = DirectWorker::start(Some(&tmp), &[]);
-    worker.hello();
+    worker.hello_line();
     // The attacker learns the pid and plants the names a worker used to pick, plus lookalikes.
     let pid = worker.pid();
     let mut planted_names = vec![format!("subzero-worker-{pid}")];
@@ -440,7 +441,7 @@ fn the_scratch_directory_is_removed_on_a_normal_teardown() {
         Some(&tmp),
         &["--scratch-parent".as_ref(), parent.as_os_str()],
     );
-    worker.hello();
+    worker.hello_line();
     let result = run_bash(&mut worker, &workspace, STAT_OUTPUT);
     let path = assert_private_capture(&result);
     let dir = path.parent().expect("the output file has a directory");
@@ -465,7 +466,7 @@ fn the_scratch_directory_is_removed_on_a_normal_teardown() {
 fn broker_bash_result(env: &Env) -> String {
     let requests = env.server.requests();
     assert!(requests.len() >= 2, "the model saw no tool result");
-    let results = tool_messages(&requests[1].json().expect("json body"));
+    let results = tool_results(&requests[1]);
     assert_eq!(results.len(), 1, "{results:#?}");
     results[0].clone()
 }
@@ -492,8 +493,8 @@ async fn a_planted_scratch_link_in_the_state_directory_is_replaced_not_followed(
     env.server.push(Reply::text("done"));
     let s = env.broker("broker").await;
     let (child, _run) = spawn(&s, &env, "coder", "Run the command").await;
-    let snap = settle(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(snap["state"], "ready", "{snap:#}");
+    let snap = snapshot_of(&settle(&s, &child, Duration::from_secs(30)).await);
+    assert_eq!(snap.state, ChildState::Ready, "{snap:#}");
 
     let result = broker_bash_result(&env);
     assert!(result.contains("from-broker-bash"), "{result}");
@@ -601,11 +602,13 @@ async fn a_killed_workers_scratch_is_reclaimed_by_the_next_broker_and_a_live_one
         "one worker under the first broker: {worker:?}"
     );
     sigkill(worker[0]);
-    let snap = until(&first, &child, Duration::from_secs(15), |v| {
-        v["state"] != "running"
-    })
-    .await;
-    assert_eq!(snap["state"], "interrupted", "{snap:#}");
+    let snap = snapshot_of(
+        &until(&first, &child, Duration::from_secs(15), |v| {
+            snapshot_of(v).state != ChildState::Running
+        })
+        .await,
+    );
+    assert_eq!(snap.state, ChildState::Interrupted, "{snap:#}");
     assert!(
         eventually(Duration::from_secs(5), || marked(&mark).is_empty()),
         "the bash tool outlived its worker"

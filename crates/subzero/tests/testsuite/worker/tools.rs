@@ -1,7 +1,9 @@
 //! Each tool on a temp workspace, and bad inputs giving tool errors rather than crashes.
 
-use crate::support::worker::{RunSpec, WorkerProc, coder, tool_messages};
+use crate::support::worker::ControlLines;
+use crate::support::worker::{RunSpec, WorkerProc, coder, tool_results};
 use serde_json::json;
+use subzero_protocol::RunSettledStatus;
 use subzero_testkit::{Reply, ScriptedServer};
 
 #[test]
@@ -80,13 +82,13 @@ fn every_tool_works_and_bad_inputs_are_tool_errors() {
         &transcript,
     );
     worker.send(&spec.message());
-    let settled = worker.settled("run_0000000000000000746F6F6C73");
-    assert_eq!(settled["status"], "completed", "{settled}");
-    assert_eq!(settled["result"], "all tools ran");
+    let settled = worker.run_settled("run_0000000000000000746F6F6C73");
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
+    assert_eq!(settled.result(), "all tools ran");
 
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let results = tool_messages(&requests[1].json().expect("json body"));
+    let results = tool_results(&requests[1]);
     assert_eq!(results.len(), calls.len(), "{results:#?}");
     assert!(results[0].contains("wrote 11 bytes"), "{}", results[0]);
     assert_eq!(results[1], "hello world");
@@ -145,11 +147,7 @@ fn every_tool_works_and_bad_inputs_are_tool_errors() {
         "alpha\nbeta\ngamma\nbeta\n",
         "a non-unique edit changes nothing"
     );
-    let tool_events: Vec<_> = worker
-        .events("run_0000000000000000746F6F6C73")
-        .into_iter()
-        .filter(|e| e["kind"] == "tool")
-        .collect();
+    let tool_events = worker.tool_activity("run_0000000000000000746F6F6C73");
     assert_eq!(tool_events.len(), calls.len() * 2);
 }
 
@@ -174,10 +172,10 @@ fn a_command_that_writes_past_the_cap_and_exits_at_once_is_an_overflow() {
     let run = "run_00000000000000000000CAPPED";
     let spec = RunSpec::new(run, server.base_url(), coder(), ws.path(), &transcript);
     worker.send(&spec.message());
-    let settled = worker.settled(run);
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled(run);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let requests = server.requests();
-    let results = tool_messages(&requests[1].json().expect("json body"));
+    let results = tool_results(&requests[1]);
     assert!(
         results[0].contains("wrote more than 16777216 bytes"),
         "{}",

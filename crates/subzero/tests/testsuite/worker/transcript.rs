@@ -1,17 +1,11 @@
 //! Branch/resume: the interrupted branch is preserved, the recovery notice is present, a wrong
 //! digest or an unknown version is refused with the file untouched.
 
-use crate::support::worker::{RunSpec, WAIT, WorkerProc, researcher};
-use serde_json::{Value, json};
+use crate::support::worker::{ControlLines, RunSpec, WAIT, WorkerProc, researcher};
+use serde_json::json;
+use subzero_protocol::{ErrorCode, RunSettledStatus};
+use subzero_testkit::worker_transcript::{entries, first};
 use subzero_testkit::{Reply, ScriptedServer};
-
-fn entries(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("transcript")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
-}
 
 #[test]
 fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wrong_digest() {
@@ -31,13 +25,13 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     );
     spec.prompt = "first prompt";
     worker.send(&spec.message());
-    let leaf = worker.expect_type("leaf_committed", "run_00000000000000000000000031");
+    let leaf = worker.leaf_committed("run_00000000000000000000000031");
     assert_eq!(
-        worker.settled("run_00000000000000000000000031")["status"],
-        "completed"
+        worker.run_settled("run_00000000000000000000000031").status,
+        RunSettledStatus::Completed
     );
-    let leaf_id = leaf["leafId"].as_str().expect("leaf").to_owned();
-    let digest = leaf["digest"].as_str().expect("digest").to_owned();
+    let leaf_id = leaf.leaf_id.as_str().to_owned();
+    let digest = leaf.digest.as_str().to_owned();
     assert!(digest.starts_with("sha256:"));
 
     // Run 2 is interrupted while the model hangs.
@@ -56,8 +50,8 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     assert!(server.wait_for_requests(2, WAIT));
     worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000032" }));
     assert_eq!(
-        worker.settled("run_00000000000000000000000032")["status"],
-        "stopped"
+        worker.run_settled("run_00000000000000000000000032").status,
+        RunSettledStatus::Stopped
     );
 
     // A wrong digest is refused and the file is untouched.
@@ -73,8 +67,8 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     spec.expected_digest =
         Some("sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff");
     worker.send(&spec.message());
-    let settled = worker.settled("run_00000000000000000000626164");
-    assert_eq!(settled["error"]["code"], "checkpoint_incompatible");
+    let settled = worker.run_settled("run_00000000000000000000626164");
+    assert_eq!(settled.code(), ErrorCode::CheckpointIncompatible);
     let mut spec = RunSpec::new(
         "run_0000000000006D697373696E67",
         server.base_url(),
@@ -85,8 +79,8 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     spec.from_leaf = Some("e_NOSUCHLEAF");
     worker.send(&spec.message());
     assert_eq!(
-        worker.settled("run_0000000000006D697373696E67")["error"]["code"],
-        "checkpoint_incompatible"
+        worker.run_settled("run_0000000000006D697373696E67").code(),
+        ErrorCode::CheckpointIncompatible
     );
     assert_eq!(
         before,
@@ -116,30 +110,26 @@ fn resume_branches_from_the_leaf_keeps_the_interrupted_branch_and_refuses_a_wron
     );
     worker.send(&spec.message());
     assert_eq!(
-        worker.settled("run_00000000000000000000000033")["status"],
-        "completed"
+        worker.run_settled("run_00000000000000000000000033").status,
+        RunSettledStatus::Completed
     );
 
     let all = entries(&transcript);
-    assert_eq!(all[0]["type"], "header");
-    assert_eq!(all[0]["version"], 1);
-    let text = |e: &Value| e["content"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(all[0].kind, "header");
+    assert_eq!(all[0].version, Some(1));
     let interrupted = all
         .iter()
-        .find(|e| text(e) == "interrupted prompt")
+        .find(|e| e.text() == "interrupted prompt")
         .expect("interrupted branch kept");
-    assert_eq!(interrupted["parentId"], leaf_id.as_str());
-    let notice = all
-        .iter()
-        .find(|e| e["type"] == "recovery_notice")
-        .expect("notice");
-    assert_eq!(notice["parentId"], leaf_id.as_str());
-    assert!(text(notice).contains("interrupted changes"));
+    assert_eq!(interrupted.parent_id.as_deref(), Some(leaf_id.as_str()));
+    let notice = first(&all, "recovery_notice");
+    assert_eq!(notice.parent_id.as_deref(), Some(leaf_id.as_str()));
+    assert!(notice.text().contains("interrupted changes"));
     let resumed = all
         .iter()
-        .find(|e| text(e) == "resumed prompt")
+        .find(|e| e.text() == "resumed prompt")
         .expect("resumed");
-    assert_eq!(resumed["parentId"], notice["id"]);
+    assert_eq!(resumed.parent_id.as_ref(), Some(&notice.id));
 
     let body = server.requests()[2].body.clone();
     assert!(body.contains("first prompt") && body.contains("first done"));
@@ -171,14 +161,11 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
     assert!(server.wait_for_requests(1, WAIT));
     worker.send(&json!({ "type": "cancel", "runId": "run_00000000000000000000000061" }));
     assert_eq!(
-        worker.settled("run_00000000000000000000000061")["status"],
-        "stopped"
+        worker.run_settled("run_00000000000000000000000061").status,
+        RunSettledStatus::Stopped
     );
 
-    let root = entries(&transcript)[0]["id"]
-        .as_str()
-        .expect("root id")
-        .to_owned();
+    let root = entries(&transcript)[0].id.clone();
     let mut spec = RunSpec::new(
         "run_00000000000000000000000062",
         server.base_url(),
@@ -190,8 +177,8 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
     spec.recovery_notice = Some("interrupted during the first run");
     worker.send(&spec.message());
     assert_eq!(
-        worker.settled("run_00000000000000000000000062")["status"],
-        "completed"
+        worker.run_settled("run_00000000000000000000000062").status,
+        RunSettledStatus::Completed
     );
 
     let other = state.path().join("future.jsonl");
@@ -212,8 +199,8 @@ fn the_root_counts_as_a_leaf_and_an_unknown_version_is_refused() {
         .message(),
     );
     assert_eq!(
-        worker.settled("run_00000000000000000000000076")["error"]["code"],
-        "checkpoint_incompatible"
+        worker.run_settled("run_00000000000000000000000076").code(),
+        ErrorCode::CheckpointIncompatible
     );
     assert_eq!(before, std::fs::read(&other).expect("read"));
 }

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use crate::support::worker::{RunSpec, WorkerProc, snapshot, tool_messages};
+use crate::support::worker::ControlLines;
+use crate::support::worker::{RunSpec, WorkerProc, snapshot, tool_results};
 use serde_json::{Value, json};
+use subzero_protocol::RunSettledStatus;
 use subzero_testkit::{Reply, ScriptedServer};
 
 /// A workspace next to a directory that must stay as it was.
@@ -84,11 +86,11 @@ fn run_tools(ws: &Path, run_id: &str, calls: &[(&str, Value)]) -> Vec<String> {
     let mut worker = WorkerProc::spawn();
     let spec = RunSpec::new(run_id, server.base_url(), writer(), ws, &transcript);
     worker.send(&spec.message());
-    let settled = worker.settled(run_id);
-    assert_eq!(settled["status"], "completed", "{settled}");
+    let settled = worker.run_settled(run_id);
+    assert_eq!(settled.status, RunSettledStatus::Completed, "{settled}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let results = tool_messages(&requests[1].json().expect("json body"));
+    let results = tool_results(&requests[1]);
     assert_eq!(results.len(), calls.len(), "{results:#?}");
     results
 }

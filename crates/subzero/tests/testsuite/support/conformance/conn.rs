@@ -25,7 +25,7 @@ use subzero_runtime::supervisor::{
 use tokio::sync::mpsc;
 
 use super::logs;
-use crate::support::worker::WAIT;
+use crate::support::worker::{ControlLines, WAIT};
 
 /// The runtime every spawner and connection of this test process runs on.
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
@@ -141,6 +141,7 @@ impl Broker {
 
 /// A worker started by [`Broker::start`], driven like a child process over pipes.
 pub struct Conn {
+    hello: Hello,
     orders: mpsc::UnboundedSender<Order>,
     lines: Receiver<Value>,
     seen: Vec<Value>,
@@ -197,6 +198,7 @@ impl Conn {
             }
             let _ = finished.send(());
         });
+        let hello_typed = hello.clone();
         let hello = json!({
             "type": "hello",
             "name": hello.name,
@@ -213,6 +215,7 @@ impl Conn {
             "resources": hello.resources,
         });
         Conn {
+            hello: hello_typed,
             orders,
             lines,
             seen: vec![hello],
@@ -221,6 +224,11 @@ impl Conn {
             pid,
             done: Some(done),
         }
+    }
+
+    /// The worker's `hello`, as the connection read it.
+    pub fn hello(&self) -> &Hello {
+        &self.hello
     }
 
     /// The worker's pid (the namespace's init, seen from here).
@@ -265,23 +273,6 @@ impl Conn {
         }
     }
 
-    pub fn expect_type(&mut self, kind: &str, run_id: &str) -> Value {
-        self.expect(kind, |v| v["type"] == kind && v["runId"] == run_id)
-    }
-
-    pub fn settled(&mut self, run_id: &str) -> Value {
-        self.expect_type("run_settled", run_id)
-    }
-
-    /// Events of a run seen so far.
-    pub fn events(&self, run_id: &str) -> Vec<Value> {
-        self.seen
-            .iter()
-            .filter(|v| v["type"] == "event" && v["runId"] == run_id)
-            .map(|v| v["event"].clone())
-            .collect()
-    }
-
     /// Every control line read from the worker, one JSON object a line.
     pub fn stdout_text(&self) -> String {
         self.stdout.lock().expect("stdout").clone()
@@ -302,6 +293,16 @@ impl Conn {
         if let Some(done) = self.done.take() {
             let _ = done.recv_timeout(Duration::from_secs(10));
         }
+    }
+}
+
+impl ControlLines for Conn {
+    fn next_line(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+        self.expect(what, pred)
+    }
+
+    fn lines(&self) -> &[Value] {
+        &self.seen
     }
 }
 

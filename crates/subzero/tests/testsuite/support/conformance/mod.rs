@@ -24,7 +24,7 @@ mod logs;
 pub mod unprivileged;
 
 pub use conn::Conn;
-pub use worker::{WAIT, coder, researcher};
+pub use worker::{ControlLines, RETRY, WAIT, coder, researcher};
 
 /// The two worker implementations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,13 +197,24 @@ impl Place {
 
     /// The `start_run` message of run `id` on `url` with `grant`.
     pub fn start(&self, id: &str, url: String, grant: Value, prompt: &str) -> Value {
+        self.start_with(id, url, grant, prompt, |_| {})
+    }
+
+    /// [`Self::start`], with `edit` setting more of the message.
+    pub fn start_with<'a>(
+        &self,
+        id: &'a str,
+        url: String,
+        grant: Value,
+        prompt: &'a str,
+        edit: impl FnOnce(&mut worker::RunSpec<'a>),
+    ) -> Value {
         let transcript = self.transcript();
-        let mut spec = worker::RunSpec::new(id, url, grant, self.ws.path(), &transcript);
+        let workspace = self.workspace();
+        let mut spec = worker::RunSpec::new(id, url, grant, &workspace, &transcript);
         spec.prompt = prompt;
-        let mut message = spec.message();
-        message["workspaceRoot"] = json!(self.workspace());
-        message["transcriptPath"] = json!(self.transcript());
-        message
+        edit(&mut spec);
+        spec.message()
     }
 
     pub fn transcript_text(&self) -> String {
