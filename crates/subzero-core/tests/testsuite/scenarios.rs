@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 use subzero_core::events::{EventBody, EventLog, Retention};
 use subzero_core::lifecycle::any::{
@@ -30,6 +31,10 @@ use subzero_core::{
 
 #[path = "scenarios/log_and_contract.rs"]
 mod log_and_contract;
+#[path = "scenarios/trace.rs"]
+mod trace;
+
+use trace::{ChildRecordSpec, Expect, LeafSpec, Op, Trace};
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/scenarios")
@@ -82,15 +87,9 @@ struct Replay {
 
 type StepResult = Result<Value, ErrorCode>;
 
-fn str_field<'a>(input: &'a Value, key: &str) -> &'a str {
-    input[key]
-        .as_str()
-        .unwrap_or_else(|| panic!("input needs string `{key}`: {input}"))
-}
-
-fn leaf(input: &Value) -> LeafRef {
-    let digest = Sha256Digest::of(str_field(input, "digestOf").as_bytes());
-    LeafRef::new(str_field(input, "leafId"), digest).unwrap()
+fn leaf(spec: &LeafSpec) -> LeafRef {
+    let digest = Sha256Digest::of(spec.digest_of.as_bytes());
+    LeafRef::new(&spec.leaf_id, digest).unwrap()
 }
 
 fn leaf_name(leaf: Option<&LeafRef>) -> Value {
@@ -102,15 +101,15 @@ fn code(e: &dyn Coded) -> ErrorCode {
 }
 
 impl Replay {
-    fn new(trace: &Value) -> Self {
+    fn new(trace: &Trace) -> Self {
         let mut limits = Limits::default();
-        if let Some(cap) = trace["queueCapacity"].as_u64() {
-            limits.queued_followups = u32::try_from(cap).unwrap();
+        if let Some(cap) = trace.queue_capacity {
+            limits.queued_followups = cap;
         }
-        let retention = match trace.get("eventRetention") {
+        let retention = match &trace.event_retention {
             Some(r) => Retention {
-                max_events: u32::try_from(r["maxEvents"].as_u64().unwrap()).unwrap(),
-                max_bytes: r["maxBytes"].as_u64().unwrap_or(u64::MAX),
+                max_events: r.max_events,
+                max_bytes: r.max_bytes.unwrap_or(u64::MAX),
             },
             None => Retention::from_limits(&limits),
         };
@@ -127,9 +126,9 @@ impl Replay {
         }
     }
 
-    fn child_id(&mut self, input: &Value) -> ChildId {
-        let name = input["child"].as_str().unwrap_or("c");
-        self.names.child(name)
+    /// The child a step names (default `c`).
+    fn child_id(&mut self, name: Option<&str>) -> ChildId {
+        self.names.child(name.unwrap_or("c"))
     }
 
     fn view(&self) -> Value {
@@ -170,39 +169,42 @@ impl Replay {
             .expect("the trace must spawn or load a child first")
     }
 
-    fn step(&mut self, op: &str, input: &Value) -> StepResult {
+    fn step(&mut self, op: &Op) -> StepResult {
         match op {
-            "spawn" | "load" | "followup" | "steer" | "stop" => self.request(op, input),
-            "confirm_stop" | "complete" | "fail" | "lose_worker" | "compacted" => {
-                self.report(op, input)
+            Op::Spawn(_) | Op::Load { .. } | Op::Followup(_) | Op::Steer { .. } | Op::Stop(_) => {
+                self.request(op)
             }
-            "checkpoint" | "resume" => self.resumption(op, input),
-            "event_append" | "event_read" => self.event(op, input),
-            "freeze_template" | "check_limit" => self.contract(op, input),
-            other => panic!("unknown op `{other}`"),
+            Op::ConfirmStop(_)
+            | Op::Complete(_)
+            | Op::Fail(_)
+            | Op::LoseWorker { .. }
+            | Op::Compacted(_) => self.report(op),
+            Op::Checkpoint(_) | Op::Resume(_) => self.resumption(op),
+            Op::EventAppend(_) | Op::EventRead(_) => self.event(op),
+            Op::FreezeTemplate(_) | Op::CheckLimit(_) => self.contract(op),
         }
     }
 
     /// A step of the requests a caller makes.
-    fn request(&mut self, op: &str, input: &Value) -> StepResult {
+    fn request(&mut self, op: &Op) -> StepResult {
         match op {
-            "spawn" => {
-                let id = self.child_id(input);
-                let run = self.names.run(str_field(input, "run"));
-                let prompt = str_field(input, "prompt").to_owned();
+            Op::Spawn(input) => {
+                let id = self.child_id(input.child.as_deref());
+                let run = self.names.run(&input.run);
+                let prompt = input.prompt.clone();
                 self.limits.check_prompt(&prompt).map_err(|e| code(&e))?;
                 let capacity = self.limits.queued_followups;
                 self.child = Some(AnyChild::spawn(id, run, prompt, capacity));
                 Ok(json!({}))
             }
-            "load" => {
-                let record = self.record_from(&input["record"]);
+            Op::Load { record } => {
+                let record = self.record_from(record);
                 self.child = Some(AnyChild::load(record, storage_key()).map_err(|e| code(&e))?);
                 Ok(json!({}))
             }
-            "followup" => {
-                let run = self.names.run(str_field(input, "run"));
-                let prompt = str_field(input, "prompt").to_owned();
+            Op::Followup(input) => {
+                let run = self.names.run(&input.run);
+                let prompt = input.prompt.clone();
                 self.limits.check_prompt(&prompt).map_err(|e| code(&e))?;
                 let delivery = self
                     .child_mut()
@@ -210,15 +212,13 @@ impl Replay {
                     .map_err(|e| code(&e))?;
                 Ok(serde_json::to_value(delivery).unwrap())
             }
-            "steer" => {
-                let caps = self
-                    .supervisor
-                    .capabilities(input["steering"].as_bool().unwrap());
+            Op::Steer { steering } => {
+                let caps = self.supervisor.capabilities(*steering);
                 let run = self.child_mut().steer(&caps).map_err(|e| code(&e))?;
                 Ok(json!({ "delivery": "steered", "run": self.names.run_name(run) }))
             }
-            "stop" => {
-                let name = str_field(input, "expectedRun");
+            Op::Stop(input) => {
+                let name = input.expected_run.as_str();
                 let known = self.names.runs.contains_key(name);
                 let expected = self.names.run(name);
                 let receipt = match self.child_mut().stop(expected) {
@@ -236,38 +236,35 @@ impl Replay {
                     "withdrawn": receipt.withdrawn.iter().map(|r| self.names.run_name(*r)).collect::<Vec<_>>(),
                 }))
             }
-            other => unreachable!("{other} is not a step of this group"),
+            other => unreachable!("{} is not a step of this group", other.name()),
         }
     }
 
     /// A step of the reports a worker or the supervisor makes.
-    fn report(&mut self, op: &str, input: &Value) -> StepResult {
+    fn report(&mut self, op: &Op) -> StepResult {
         match op {
-            "confirm_stop" => {
-                let child = self.child_id(input);
-                let run = self.names.run(str_field(input, "run"));
-                let reaped = u32::try_from(input["reaped"].as_u64().unwrap_or(0)).unwrap();
-                let proof = self.supervisor.confirm_stop(child, run, reaped);
+            Op::ConfirmStop(input) => {
+                let child = self.child_id(input.child.as_deref());
+                let run = self.names.run(&input.run);
+                let proof = self.supervisor.confirm_stop(child, run, input.reaped);
                 let s = self.child_mut().confirm_stop(proof).map_err(|e| code(&e))?;
                 Ok(self.settlement(&s))
             }
-            "complete" => {
-                let child = self.child_id(input);
-                let run = self.names.run(str_field(input, "run"));
-                let proof = self
-                    .supervisor
-                    .leaf_recorded(child, run, leaf(&input["leaf"]));
+            Op::Complete(input) => {
+                let child = self.child_id(input.child.as_deref());
+                let run = self.names.run(&input.run);
+                let proof = self.supervisor.leaf_recorded(child, run, leaf(&input.leaf));
                 let s = self
                     .child_mut()
                     .settle(RunReport::Completed(proof))
                     .map_err(|e| code(&e))?;
                 Ok(self.settlement(&s))
             }
-            "fail" => {
-                let run = self.names.run(str_field(input, "run"));
+            Op::Fail(input) => {
+                let run = self.names.run(&input.run);
                 let failure = Failure {
-                    code: ErrorCode::parse(str_field(input, "code")).unwrap(),
-                    message: str_field(input, "message").to_owned(),
+                    code: ErrorCode::parse(&input.code).unwrap(),
+                    message: input.message.clone(),
                 };
                 let s = self
                     .child_mut()
@@ -275,14 +272,11 @@ impl Replay {
                     .map_err(|e| code(&e))?;
                 Ok(self.settlement(&s))
             }
-            "compacted" => {
-                let child = self.child_id(input);
-                let run = self.names.run(str_field(input, "run"));
-                let tokens = (
-                    input["tokensBefore"].as_u64().unwrap(),
-                    input["tokensAfter"].as_u64().unwrap(),
-                );
-                let branch = str_field(input, "branchFrom").to_owned();
+            Op::Compacted(input) => {
+                let child = self.child_id(input.child.as_deref());
+                let run = self.names.run(&input.run);
+                let tokens = (input.tokens_before, input.tokens_after);
+                let branch = input.branch_from.clone();
                 let report = self
                     .supervisor
                     .compaction_reported(child, run, tokens, branch);
@@ -304,32 +298,28 @@ impl Replay {
                     "branchFrom": branch_from,
                 }}))
             }
-            "lose_worker" => {
-                let reason = str_field(input, "reason").to_owned();
-                let l = self
-                    .child_mut()
-                    .lose_worker(&reason)
-                    .map_err(|e| code(&e))?;
+            Op::LoseWorker { reason } => {
+                let l = self.child_mut().lose_worker(reason).map_err(|e| code(&e))?;
                 Ok(self.lost(&l))
             }
-            other => unreachable!("{other} is not a step of this group"),
+            other => unreachable!("{} is not a step of this group", other.name()),
         }
     }
 
     /// A step of checkpoint and resume.
-    fn resumption(&mut self, op: &str, input: &Value) -> StepResult {
+    fn resumption(&mut self, op: &Op) -> StepResult {
         match op {
-            "checkpoint" => {
-                let checkpoint = if input.get("child").is_some() {
+            Op::Checkpoint(input) => {
+                let checkpoint = if let Some(other) = &input.child {
                     // A checkpoint verified for another child (nothing recorded there).
-                    let other = self.child_id(input);
+                    let other = self.names.child(other);
                     Checkpoint::verify(other, None, None).map_err(|e| code(&e))?
                 } else {
                     let child = self.child_mut().id();
-                    let observed = match &input["observed"] {
-                        Value::Null => None,
-                        v => Some(self.supervisor.observed_leaf(child, leaf(v))),
-                    };
+                    let observed = input
+                        .observed
+                        .as_ref()
+                        .map(|v| self.supervisor.observed_leaf(child, leaf(v)));
                     self.child_mut()
                         .checkpoint(observed.as_ref())
                         .map_err(|e| code(&e))?
@@ -338,18 +328,15 @@ impl Replay {
                 self.checkpoint = Some(checkpoint);
                 Ok(out)
             }
-            "resume" => {
+            Op::Resume(input) => {
                 let checkpoint = self
                     .checkpoint
                     .take()
                     .expect("resume needs a prior checkpoint step");
-                let message = match &input["message"] {
-                    Value::Null => None,
-                    m => Some((
-                        self.names.run(str_field(m, "run")),
-                        str_field(m, "prompt").to_owned(),
-                    )),
-                };
+                let message = input
+                    .message
+                    .as_ref()
+                    .map(|m| (self.names.run(&m.run), m.prompt.clone()));
                 let resumed = self
                     .child_mut()
                     .resume(checkpoint, message)
@@ -359,44 +346,33 @@ impl Replay {
                     "run": resumed.run.map(|r| self.names.run_name(r)),
                 }))
             }
-            other => unreachable!("{other} is not a step of this group"),
+            other => unreachable!("{} is not a step of this group", other.name()),
         }
     }
 
-    fn record_from(&mut self, r: &Value) -> ChildRecord {
-        let id = self.names.child(r["child"].as_str().unwrap_or("c"));
-        let active_run = match &r["activeRun"] {
-            Value::Null => None,
-            a => Some(ActiveRunRecord {
-                id: self.names.run(str_field(a, "run")),
-                status: RunStatus::parse(str_field(a, "status")).unwrap(),
-            }),
-        };
-        let queued = r["queued"]
-            .as_array()
-            .map(|q| {
-                q.iter()
-                    .map(|item| QueuedRunRecord {
-                        id: self.names.run(str_field(item, "run")),
-                        prompt: str_field(item, "prompt").to_owned(),
-                    })
-                    .collect()
+    fn record_from(&mut self, r: &ChildRecordSpec) -> ChildRecord {
+        let id = self.child_id(r.child.as_deref());
+        let active_run = r.active_run.as_ref().map(|a| ActiveRunRecord {
+            id: self.names.run(&a.run),
+            status: RunStatus::parse(&a.status).unwrap(),
+        });
+        let queued = r
+            .queued
+            .iter()
+            .map(|item| QueuedRunRecord {
+                id: self.names.run(&item.run),
+                prompt: item.prompt.clone(),
             })
-            .unwrap_or_default();
-        let default_capacity = u64::from(self.limits.queued_followups);
+            .collect();
         ChildRecord {
             id,
-            state: ChildState::parse(str_field(r, "state")).unwrap(),
+            state: ChildState::parse(&r.state).unwrap(),
             active_run,
             queued,
-            last_leaf: match &r["lastLeaf"] {
-                Value::Null => None,
-                l => Some(leaf(l)),
-            },
-            interrupted_run: r["interruptedRun"].as_str().map(|n| self.names.run(n)),
-            interruption_reason: r["interruptionReason"].as_str().map(str::to_owned),
-            queue_capacity: u32::try_from(r["queueCapacity"].as_u64().unwrap_or(default_capacity))
-                .unwrap(),
+            last_leaf: r.last_leaf.as_ref().map(leaf),
+            interrupted_run: r.interrupted_run.as_deref().map(|n| self.names.run(n)),
+            interruption_reason: r.interruption_reason.clone(),
+            queue_capacity: r.queue_capacity.unwrap_or(self.limits.queued_followups),
         }
     }
 }
@@ -415,8 +391,9 @@ fn matches(expected: &Value, actual: &Value) -> bool {
     }
 }
 
-fn load_traces() -> Vec<(String, Value)> {
-    let mut traces: Vec<(String, Value)> = std::fs::read_dir(scenario_dir())
+/// Every trace file, by name: its JSON (for the schema) and the trace it reads as.
+fn load_traces() -> Vec<(String, Value, Trace)> {
+    let mut traces: Vec<(String, Value, Trace)> = std::fs::read_dir(scenario_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
@@ -428,9 +405,11 @@ fn load_traces() -> Vec<(String, Value)> {
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let trace =
+            let json: Value =
                 serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (name, trace)
+            let trace = Trace::deserialize(&json)
+                .unwrap_or_else(|e| panic!("{}: not a trace: {e}", p.display()));
+            (name, json, trace)
         })
         .collect();
     traces.sort_by(|a, b| a.0.cmp(&b.0));
@@ -460,42 +439,38 @@ fn every_scenario_replays_as_recorded() {
     let mut steps = 0usize;
     let mut codes_seen = BTreeMap::<String, usize>::new();
     let mut ops_seen = BTreeMap::<String, usize>::new();
-    for (name, trace) in &traces {
-        let errors: Vec<String> = validator
-            .iter_errors(trace)
-            .map(|e| e.to_string())
-            .collect();
+    for (name, json, trace) in &traces {
+        let errors: Vec<String> = validator.iter_errors(json).map(|e| e.to_string()).collect();
         assert!(
             errors.is_empty(),
             "{name} does not match scenario.schema.json: {errors:?}"
         );
         let mut replay = Replay::new(trace);
-        for (i, step) in trace["steps"].as_array().unwrap().iter().enumerate() {
-            let op = step["op"].as_str().unwrap();
+        for (i, step) in trace.steps.iter().enumerate() {
+            let op = step.op.name();
             *ops_seen.entry(op.to_owned()).or_default() += 1;
             let before = replay.child.as_ref().map(AnyChild::record);
-            let outcome = replay.step(op, &step["input"]);
+            let outcome = replay.step(&step.op);
             let at = format!("{name} step {} ({op})", i + 1);
-            match (&step["expect"], outcome) {
-                (expect, Ok(mut value)) if expect.get("ok").is_some() => {
+            match (&step.expect, outcome) {
+                (Expect::Ok(expect), Ok(mut value)) => {
                     if let Value::Object(map) = &mut value {
                         map.insert("child".to_owned(), replay.view());
                     }
                     assert!(
-                        matches(&expect["ok"], &value),
-                        "{at}: expected {}, got {value}",
-                        expect["ok"]
+                        matches(expect, &value),
+                        "{at}: expected {expect}, got {value}"
                     );
                 }
-                (expect, Err(code)) if expect.get("error").is_some() => {
-                    assert_eq!(expect["error"], code.as_str(), "{at}: wrong error code");
+                (Expect::Error(expect), Err(code)) => {
+                    assert_eq!(expect, code.as_str(), "{at}: wrong error code");
                     *codes_seen.entry(code.as_str().to_owned()).or_default() += 1;
                     let after = replay.child.as_ref().map(AnyChild::record);
                     if op != "load" {
                         assert_eq!(before, after, "{at}: a refused request changed the child");
                     }
                 }
-                (expect, got) => panic!("{at}: expected {expect}, got {got:?}"),
+                (expect, got) => panic!("{at}: expected {expect:?}, got {got:?}"),
             }
             assert_round_trips(replay.child.as_ref(), &at);
             steps += 1;

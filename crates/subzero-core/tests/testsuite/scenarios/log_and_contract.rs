@@ -5,16 +5,15 @@ use super::*;
 
 impl Replay {
     /// A step of the event log.
-    pub(super) fn event(&mut self, op: &str, input: &Value) -> StepResult {
+    pub(super) fn event(&mut self, op: &Op) -> StepResult {
         match op {
-            "event_append" => {
-                let run = self.names.run(str_field(input, "run"));
-                let body = match str_field(input, "kind") {
+            Op::EventAppend(input) => {
+                let run = self.names.run(&input.run);
+                let body = match input.kind.as_str() {
                     "run_started" => EventBody::RunStarted { run_id: run },
                     "text" => EventBody::Text {
                         run_id: run,
-                        text: "x"
-                            .repeat(usize::try_from(input["textBytes"].as_u64().unwrap()).unwrap()),
+                        text: "x".repeat(input.text_bytes.expect("a text event needs textBytes")),
                         truncated: false,
                     },
                     other => panic!("unknown event kind {other}"),
@@ -25,10 +24,12 @@ impl Replay {
                     .map_err(|e| code(&e))?;
                 Ok(json!({ "seq": seq.get() }))
             }
-            "event_read" => {
-                let cursor = EventSeq::new(input["cursor"].as_u64().unwrap());
-                let limit = usize::try_from(input["limit"].as_u64().unwrap_or(50)).unwrap();
-                let page = self.events.read(cursor, limit).map_err(|e| code(&e))?;
+            Op::EventRead(input) => {
+                let cursor = EventSeq::new(input.cursor);
+                let page = self
+                    .events
+                    .read(cursor, input.limit)
+                    .map_err(|e| code(&e))?;
                 Ok(json!({
                     "seqs": page.events.iter().map(|e| e.seq.get()).collect::<Vec<_>>(),
                     "nextCursor": page.next_cursor.get(),
@@ -36,15 +37,15 @@ impl Replay {
                     "gap": page.gap.map(|g| json!({"requested": g.requested.get(), "oldest": g.oldest.get()})),
                 }))
             }
-            other => unreachable!("{other} is not a step of this group"),
+            other => unreachable!("{} is not a step of this group", other.name()),
         }
     }
 
     /// A step of templates and policy limits.
-    pub(super) fn contract(&mut self, op: &str, input: &Value) -> StepResult {
+    pub(super) fn contract(&mut self, op: &Op) -> StepResult {
         match op {
-            "freeze_template" => {
-                let user: BTreeMap<TemplateId, Template> = match input.get("userTemplates") {
+            Op::FreezeTemplate(input) => {
+                let user: BTreeMap<TemplateId, Template> = match &input.user_templates {
                     Some(v) => {
                         // Loading the configuration file checks it against its contract.
                         let file = json!({ "templates": v });
@@ -57,7 +58,7 @@ impl Replay {
                 };
                 let templates = Templates::new(user).map_err(|e| code(&e))?;
                 let (id, template) = templates
-                    .resolve(str_field(input, "templateId"))
+                    .resolve(&input.template_id)
                     .map_err(|e| code(&e))?;
                 let snapshot = GrantSnapshot::freeze(
                     id,
@@ -70,10 +71,9 @@ impl Replay {
                 .map_err(|e| code(&e))?;
                 Ok(json!({ "tools": snapshot.tools(), "writeCapable": snapshot.write_capable() }))
             }
-            "check_limit" => {
-                let limit: LimitName = serde_json::from_value(input["limit"].clone()).unwrap();
-                let value = input["value"].as_u64().unwrap();
-                let size = usize::try_from(value).unwrap();
+            Op::CheckLimit(input) => {
+                let limit = input.limit;
+                let size = usize::try_from(input.value).unwrap();
                 let l = &self.limits;
                 let result = match limit {
                     LimitName::PromptBytes => l.check_prompt(&"x".repeat(size)),
@@ -108,7 +108,7 @@ impl Replay {
                 result.map_err(|e| code(&e))?;
                 Ok(json!({}))
             }
-            other => unreachable!("{other} is not a step of this group"),
+            other => unreachable!("{} is not a step of this group", other.name()),
         }
     }
 }
