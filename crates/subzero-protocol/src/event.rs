@@ -1,7 +1,7 @@
 //! What every [`ChildEvent`] carries, read without matching on its type: its sequence
-//! number, its time, its `type` tag and its run.
+//! number, its time, its `type` tag, its child and its run.
 
-use crate::{ChildEvent, RunId, Timestamp};
+use crate::{ChildEvent, ChildId, RunId, Timestamp};
 
 impl ChildEvent {
     /// The `type` tag, as the wire spells it.
@@ -64,6 +64,26 @@ impl ChildEvent {
         }
     }
 
+    /// The child it belongs to.
+    pub fn child_id(&self) -> &ChildId {
+        match self {
+            ChildEvent::RunQueued { child_id, .. }
+            | ChildEvent::RunStarted { child_id, .. }
+            | ChildEvent::Text { child_id, .. }
+            | ChildEvent::Tool { child_id, .. }
+            | ChildEvent::SteerApplied { child_id, .. }
+            | ChildEvent::SteerDiscarded { child_id, .. }
+            | ChildEvent::Compacted { child_id, .. }
+            | ChildEvent::StopRequested { child_id, .. }
+            | ChildEvent::StopConfirmed { child_id, .. }
+            | ChildEvent::Completed { child_id, .. }
+            | ChildEvent::BudgetExhausted { child_id, .. }
+            | ChildEvent::Failed { child_id, .. }
+            | ChildEvent::Interrupted { child_id, .. }
+            | ChildEvent::Gap { child_id, .. } => child_id,
+        }
+    }
+
     /// The run it belongs to (none for a gap, or an interruption outside a run).
     pub fn run_id(&self) -> Option<&RunId> {
         match self {
@@ -100,6 +120,7 @@ mod tests {
         assert_eq!(event.seq(), 9);
         assert_eq!(event.at().as_str(), "2026-11-29T20:05:36.123Z");
         assert_eq!(event.run_id(), None);
+        assert_eq!(event.child_id().as_str(), "ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D");
         let json = serde_json::to_value(&event).expect("encodes");
         assert_eq!(json["type"], event.kind());
     }

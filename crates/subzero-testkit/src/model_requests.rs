@@ -30,6 +30,22 @@ pub fn view<T: DeserializeOwned>(request: &RecordedRequest) -> T {
     from_json(&body)
 }
 
+/// The body of `request` read as `T`, after `check` (the API's own acceptance check,
+/// named `api` in the panic) accepted it; panics with the body otherwise.
+pub fn checked<T: DeserializeOwned>(
+    request: &RecordedRequest,
+    api: &str,
+    check: fn(&Value) -> Result<(), String>,
+) -> T {
+    let body = request.json().unwrap_or_else(|| {
+        panic!("the request body is not JSON: {}", request.body);
+    });
+    if let Err(refused) = check(&body) {
+        panic!("the {api} API would refuse this request ({refused}): {body:#}");
+    }
+    from_json(&body)
+}
+
 /// `value` read as `T`; panics with the JSON when it does not fit.
 pub fn from_json<T: DeserializeOwned>(value: &Value) -> T {
     T::deserialize(value)

@@ -25,13 +25,7 @@ impl Request {
     /// The body of `request`, after checking that the Messages API would accept it
     /// ([`check_request`]); panics with the body otherwise.
     pub fn of(request: &RecordedRequest) -> Self {
-        let body = request.json().unwrap_or_else(|| {
-            panic!("the request body is not JSON: {}", request.body);
-        });
-        if let Err(refused) = check_request(&body) {
-            panic!("the Messages API would refuse this request ({refused}): {body:#}");
-        }
-        super::from_json(&body)
+        super::checked(request, "Messages", check_request)
     }
 
     /// The blocks of the last message.

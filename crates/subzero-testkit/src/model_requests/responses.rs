@@ -27,13 +27,7 @@ impl Request {
     /// The body of `request`, after checking that the Responses API would accept it
     /// ([`check_request`]); panics with the body otherwise.
     pub fn of(request: &RecordedRequest) -> Self {
-        let body = request.json().unwrap_or_else(|| {
-            panic!("the request body is not JSON: {}", request.body);
-        });
-        if let Err(refused) = check_request(&body) {
-            panic!("the Responses API would refuse this request ({refused}): {body:#}");
-        }
-        super::from_json(&body)
+        super::checked(request, "Responses", check_request)
     }
 
     /// The `function_call` items, in order.

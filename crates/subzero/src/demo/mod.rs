@@ -203,7 +203,7 @@ async fn drive(s: &McpSession, server: &DemoModel) -> DemoResult<()> {
 /// Waits for the child to settle and shows the followup's result.
 async fn settled_followup(s: &McpSession, child: &str, run: &str) -> DemoResult<()> {
     let (snapshot, calls, bytes) = wait_settled(s, child).await?;
-    let kinds: Vec<&str> = snapshot.events.iter().map(event_type).collect();
+    let kinds: Vec<&str> = snapshot.events.iter().map(ChildEvent::kind).collect();
     say(&format!(
         "6. subzero_get waitMs=30000 → state {} after {calls} call(s), {bytes} bytes read; events {kinds:?}",
         snapshot.state
@@ -244,26 +244,6 @@ async fn stop_a_long_run(s: &McpSession, server: &DemoModel, child: &str) -> Dem
         Ok(())
     } else {
         Err("the stop was not confirmed".into())
-    }
-}
-
-/// The wire name of an event's type.
-fn event_type(event: &ChildEvent) -> &'static str {
-    match event {
-        ChildEvent::RunQueued { .. } => "run_queued",
-        ChildEvent::RunStarted { .. } => "run_started",
-        ChildEvent::Text { .. } => "text",
-        ChildEvent::Tool { .. } => "tool",
-        ChildEvent::SteerApplied { .. } => "steer_applied",
-        ChildEvent::SteerDiscarded { .. } => "steer_discarded",
-        ChildEvent::Compacted { .. } => "compacted",
-        ChildEvent::StopRequested { .. } => "stop_requested",
-        ChildEvent::StopConfirmed { .. } => "stop_confirmed",
-        ChildEvent::Completed { .. } => "completed",
-        ChildEvent::BudgetExhausted { .. } => "budget_exhausted",
-        ChildEvent::Failed { .. } => "failed",
-        ChildEvent::Interrupted { .. } => "interrupted",
-        ChildEvent::Gap { .. } => "gap",
     }
 }
 

@@ -250,23 +250,7 @@ pub fn last_status(snap: &p::ChildSnapshot) -> Option<p::TerminalRunStatus> {
 
 /// The wire name of an event's type (its `type` tag).
 pub fn kind(event: &p::ChildEvent) -> &'static str {
-    use p::ChildEvent as E;
-    match event {
-        E::RunQueued { .. } => "run_queued",
-        E::RunStarted { .. } => "run_started",
-        E::Text { .. } => "text",
-        E::Tool { .. } => "tool",
-        E::SteerApplied { .. } => "steer_applied",
-        E::SteerDiscarded { .. } => "steer_discarded",
-        E::Compacted { .. } => "compacted",
-        E::StopRequested { .. } => "stop_requested",
-        E::StopConfirmed { .. } => "stop_confirmed",
-        E::Completed { .. } => "completed",
-        E::BudgetExhausted { .. } => "budget_exhausted",
-        E::Failed { .. } => "failed",
-        E::Interrupted { .. } => "interrupted",
-        E::Gap { .. } => "gap",
-    }
+    event.kind()
 }
 
 /// The types of a snapshot's events, in order.
@@ -276,65 +260,17 @@ pub fn kinds(snap: &p::ChildSnapshot) -> Vec<&'static str> {
 
 /// An event's per-child sequence number.
 pub fn seq(event: &p::ChildEvent) -> u64 {
-    use p::ChildEvent as E;
-    match event {
-        E::RunQueued { seq, .. }
-        | E::RunStarted { seq, .. }
-        | E::Text { seq, .. }
-        | E::Tool { seq, .. }
-        | E::SteerApplied { seq, .. }
-        | E::SteerDiscarded { seq, .. }
-        | E::Compacted { seq, .. }
-        | E::StopRequested { seq, .. }
-        | E::StopConfirmed { seq, .. }
-        | E::Completed { seq, .. }
-        | E::BudgetExhausted { seq, .. }
-        | E::Failed { seq, .. }
-        | E::Interrupted { seq, .. }
-        | E::Gap { seq, .. } => seq.get(),
-    }
+    event.seq()
 }
 
 /// The child an event belongs to.
 pub fn event_child(event: &p::ChildEvent) -> &str {
-    use p::ChildEvent as E;
-    match event {
-        E::RunQueued { child_id, .. }
-        | E::RunStarted { child_id, .. }
-        | E::Text { child_id, .. }
-        | E::Tool { child_id, .. }
-        | E::SteerApplied { child_id, .. }
-        | E::SteerDiscarded { child_id, .. }
-        | E::Compacted { child_id, .. }
-        | E::StopRequested { child_id, .. }
-        | E::StopConfirmed { child_id, .. }
-        | E::Completed { child_id, .. }
-        | E::BudgetExhausted { child_id, .. }
-        | E::Failed { child_id, .. }
-        | E::Interrupted { child_id, .. }
-        | E::Gap { child_id, .. } => child_id.as_str(),
-    }
+    event.child_id().as_str()
 }
 
 /// The run an event belongs to (none for a gap or a run-less interruption).
 pub fn event_run(event: &p::ChildEvent) -> Option<&str> {
-    use p::ChildEvent as E;
-    match event {
-        E::RunQueued { run_id, .. }
-        | E::RunStarted { run_id, .. }
-        | E::Text { run_id, .. }
-        | E::Tool { run_id, .. }
-        | E::SteerApplied { run_id, .. }
-        | E::SteerDiscarded { run_id, .. }
-        | E::Compacted { run_id, .. }
-        | E::StopRequested { run_id, .. }
-        | E::StopConfirmed { run_id, .. }
-        | E::Completed { run_id, .. }
-        | E::BudgetExhausted { run_id, .. }
-        | E::Failed { run_id, .. } => Some(run_id.as_str()),
-        E::Interrupted { run_id, .. } => run_id.as_deref().map(String::as_str),
-        E::Gap { .. } => None,
-    }
+    event.run_id().map(|run| run.as_str())
 }
 
 /// get with a long wait until the child is not running (bounded by `limit`).
