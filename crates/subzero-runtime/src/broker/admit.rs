@@ -1,4 +1,5 @@
-//! Admitting work: spawn, send and resume.
+//! Admitting work: the steps `subzero_spawn`, `subzero_send` and `subzero_resume` share (their
+//! commands are in `commands/`).
 //!
 //! Each validates everything it can before touching state (arguments, template,
 //! credentials, checkpoint), then takes the kernel-held locks it needs, then commits

@@ -13,7 +13,6 @@ use subzero_core::template::ToolLimits;
 use subzero_protocol as p;
 
 use super::Broker;
-use super::engines::worker_of;
 use crate::supervisor::Hello;
 
 /// The tool limits a snapshot froze (the shipped ones for a snapshot frozen before they
@@ -70,11 +69,6 @@ impl Broker {
         support.ownership = hello.ownership.clone();
         support.view = hello.view.clone();
         support.resources = hello.resources.clone();
-    }
-
-    /// The hello of the worker a snapshot runs on.
-    pub(super) async fn hello_of(&self, snapshot: &p::GrantSnapshot) -> Option<Hello> {
-        self.hello_for(worker_of(snapshot)).await.ok()
     }
 
     /// Adds `ownership`, `view`, `resources` and, for a worker whose tools run in the

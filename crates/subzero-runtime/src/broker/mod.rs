@@ -1,4 +1,5 @@
-//! The Broker service: the eight operations on core + store + supervisor.
+//! The Broker: the services the eight commands (`commands/`) run on — the store, the worker
+//! registry, the policy, the scopes, the gate and the receipts.
 //!
 //! One broker is one `subzero mcp` process owned by one host. It owns the workers it
 //! started (one per busy child), keeps each child's model key in memory only, and

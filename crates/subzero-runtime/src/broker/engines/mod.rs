@@ -155,6 +155,11 @@ impl Broker {
         Ok(base.clone())
     }
 
+    /// The hello of the worker a snapshot runs on (none when it cannot be had).
+    pub(super) async fn hello_of(&self, snapshot: &p::GrantSnapshot) -> Option<Hello> {
+        self.hello_for(worker_of(snapshot)).await.ok()
+    }
+
     /// The hello of `kind`, learned once by starting a worker of it that runs nothing.
     pub(super) async fn hello_for(&self, kind: WorkerKind) -> Result<Hello, BrokerError> {
         let entry = self.workers.engines.entry(kind)?;
