@@ -73,16 +73,7 @@ async fn second_broker_recovers(env: &Env, reaper: &mut Reaper, child: &str) -> 
     assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
     let snap = settled(&s, child, Duration::from_secs(30)).await;
     assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
-    assert_eq!(
-        Some(&last(&snap).run_id),
-        resumed.run_id.as_ref(),
-        "{snap:#?}"
-    );
-    assert_eq!(
-        last(&snap).status,
-        p::TerminalRunStatus::Completed,
-        "{snap:#?}"
-    );
+    assert_resumed_run_completed(&snap, &resumed);
     s.close().await.expect("close");
     first
 }

@@ -250,16 +250,7 @@ async fn a_stranger_holding_a_ready_childs_lock_makes_send_stop_and_resume_chang
     let resumed = resume(&s, carry_on).await;
     assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
     let snap = settled(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(
-        Some(&last(&snap).run_id),
-        resumed.run_id.as_ref(),
-        "{snap:#?}"
-    );
-    assert_eq!(
-        last(&snap).status,
-        p::TerminalRunStatus::Completed,
-        "{snap:#?}"
-    );
+    assert_resumed_run_completed(&snap, &resumed);
     assert_eq!(last(&snap).preview.as_str(), "Resumed answer.", "{snap:#?}");
     s.close().await.expect("close");
 }
@@ -294,16 +285,7 @@ async fn resume_works(s: &McpSession, env: &Env, child: &str) {
     .await;
     assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
     let snap = settled(s, child, Duration::from_secs(30)).await;
-    assert_eq!(
-        Some(&last(&snap).run_id),
-        resumed.run_id.as_ref(),
-        "{snap:#?}"
-    );
-    assert_eq!(
-        last(&snap).status,
-        p::TerminalRunStatus::Completed,
-        "{snap:#?}"
-    );
+    assert_resumed_run_completed(&snap, &resumed);
 }
 
 /// Both resumes of a child held by the stranger are refused naming it, with nothing

@@ -89,16 +89,7 @@ async fn a_killed_worker_interrupts_the_run_leaves_no_orphan_and_resume_complete
     assert_eq!(resumed.state, p::ResumeOutputState::Running, "{resumed:#?}");
     let snap = settled(&s, &child, Duration::from_secs(30)).await;
     assert_eq!(snap.state, p::ChildState::Ready, "{snap:#?}");
-    assert_eq!(
-        Some(&last(&snap).run_id),
-        resumed.run_id.as_ref(),
-        "{snap:#?}"
-    );
-    assert_eq!(
-        last_status(&snap),
-        Some(p::TerminalRunStatus::Completed),
-        "{snap:#?}"
-    );
+    assert_resumed_run_completed(&snap, &resumed);
     assert_eq!(
         last(&snap).preview.as_str(),
         "Resumed and done.",
@@ -201,15 +192,6 @@ async fn a_killed_worker_with_a_queued_followup_leaves_nothing_queued_or_running
     )
     .await;
     let snap = settled(&s, &child, Duration::from_secs(30)).await;
-    assert_eq!(
-        Some(&last(&snap).run_id),
-        resumed.run_id.as_ref(),
-        "{snap:#?}"
-    );
-    assert_eq!(
-        last_status(&snap),
-        Some(p::TerminalRunStatus::Completed),
-        "{snap:#?}"
-    );
+    assert_resumed_run_completed(&snap, &resumed);
     s.close().await.expect("close");
 }

@@ -253,6 +253,21 @@ pub fn kind(event: &p::ChildEvent) -> &'static str {
     event.kind()
 }
 
+/// Asserts that `snap`'s last run is the run `resumed` started, and that it completed.
+#[track_caller]
+pub fn assert_resumed_run_completed(snap: &p::ChildSnapshot, resumed: &p::ResumeOutput) {
+    assert_eq!(
+        Some(&last(snap).run_id),
+        resumed.run_id.as_ref(),
+        "{snap:#?}"
+    );
+    assert_eq!(
+        last_status(snap),
+        Some(p::TerminalRunStatus::Completed),
+        "{snap:#?}"
+    );
+}
+
 /// The types of a snapshot's events, in order.
 pub fn kinds(snap: &p::ChildSnapshot) -> Vec<&'static str> {
     snap.events.iter().map(kind).collect()
