@@ -1,7 +1,7 @@
 //! The checks behind the `transcript_lines`, `sse_stream` and `stream_redactor` fuzz targets.
 //!
 //! Shared by the fuzz targets (`fuzz/fuzz_targets/`) and the seed replay in
-//! `crates/subzero-worker/tests/fuzz_smoke.rs`, which includes this file by path, so CI runs
+//! `crates/subzero-worker/tests/testsuite/fuzz_smoke.rs`, which includes this file by path, so CI runs
 //! the same assertions on stable without libFuzzer. Each check takes raw bytes, must never
 //! panic except on a broken invariant, and is deterministic.
 //!

@@ -1,6 +1,6 @@
 //! `cargo xtask soak [--release] [SOAK ARGS…]`: builds the three binaries and the soak,
 //! then runs `subzero-soak` against them. With no arguments it runs the fixed seeds the test
-//! suite runs (`crates/subzero-soak/tests/fixed_seeds.rs`); `--seed S [--steps N]` replays a
+//! suite runs (`crates/subzero-soak/tests/testsuite/fixed_seeds.rs`); `--seed S [--steps N]` replays a
 //! seed (a failing run prints that line), `--minutes N` runs fresh seeds for longer.
 
 use std::path::{Path, PathBuf};

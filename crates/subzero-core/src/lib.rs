@@ -38,3 +38,12 @@ pub use state::{ChildState, Ownership, Phase, RunStatus};
 
 /// This crate's version (reported by `subzero_info` as `coreVersion`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The crate's test suite (`tests/testsuite/`, a module per area) is compiled into its
+/// unit-test binary, so the crate links one test binary, not two; the suite names the crate
+/// by its name, as an outside user would.
+#[cfg(test)]
+extern crate self as subzero_core;
+#[cfg(test)]
+#[path = "../tests/testsuite/mod.rs"]
+mod testsuite;

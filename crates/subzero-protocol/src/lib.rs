@@ -49,3 +49,12 @@ pub mod validate;
 pub use secret::{ApiKey, SecretText};
 pub use v1::*;
 pub use validate::{InvalidRequest, Validate};
+
+/// The crate's test suite (`tests/testsuite/`, a module per area) is compiled into its
+/// unit-test binary, so the crate links one test binary, not two; the suite names the crate
+/// by its name, as an outside user would.
+#[cfg(test)]
+extern crate self as subzero_protocol;
+#[cfg(test)]
+#[path = "../tests/testsuite/mod.rs"]
+mod testsuite;

@@ -22,3 +22,12 @@ pub mod supervisor;
 pub mod workers;
 
 pub use error::{RuntimeError, RuntimeResult};
+
+/// The crate's test suite (`tests/testsuite/`, a module per area) is compiled into its
+/// unit-test binary, so the crate links one test binary, not two; the suite names the crate
+/// by its name, as an outside user would.
+#[cfg(test)]
+extern crate self as subzero_runtime;
+#[cfg(test)]
+#[path = "../tests/testsuite/mod.rs"]
+mod testsuite;

@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod checks;
+pub mod cli;
 pub mod exec;
 pub mod faults;
 pub mod kernel;
@@ -24,3 +25,11 @@ pub mod schedule;
 pub mod stats;
 pub mod verdict;
 pub mod world;
+
+/// The crate's test suite (`tests/testsuite/`) is compiled into its unit-test binary, so the
+/// crate links one test binary, not two; the suite names the crate by its name.
+#[cfg(test)]
+extern crate self as subzero_soak;
+#[cfg(test)]
+#[path = "../tests/testsuite/mod.rs"]
+mod testsuite;

@@ -490,3 +490,11 @@ async fn run_task(
         () = cancel.notified() => Outcome::Stopped,
     }
 }
+
+/// The crate's test suite (`tests/testsuite/`) is compiled into its unit-test binary, so the
+/// crate links one test binary, not two; the suite names the crate by its name.
+#[cfg(test)]
+extern crate self as subzero_worker;
+#[cfg(test)]
+#[path = "../tests/testsuite/mod.rs"]
+mod testsuite;

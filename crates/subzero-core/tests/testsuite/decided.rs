@@ -3,8 +3,8 @@
 //! describe one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::support::storage_key as key;
-use crate::support::supervisor;
+use crate::testsuite::support::storage_key as key;
+use crate::testsuite::support::supervisor;
 use subzero_core::lifecycle::{
     ActiveRunRecord, ChildRecord, CustodyRecord, Decided, Failure, LeafRef, Loaded,
     LockObservation, NamedRun, QueuedRunRecord, Recovered, RunEnding, StoredChild,

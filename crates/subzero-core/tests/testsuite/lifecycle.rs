@@ -1,7 +1,7 @@
 //! The lifecycle rules, read like the spec, on the typed API and its value-level twin.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::support::{storage_key, supervisor};
+use crate::testsuite::support::{storage_key, supervisor};
 use subzero_core::lifecycle::any::{RunRecord, WrongState};
 use subzero_core::lifecycle::child::{Next, Ready};
 use subzero_core::lifecycle::run::Completed;

@@ -8,7 +8,7 @@
 //! `record` → `load` round trip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::support::{storage_key, supervisor};
+use crate::testsuite::support::{storage_key, supervisor};
 use std::collections::HashSet;
 
 use proptest::prelude::*;

@@ -9,7 +9,7 @@
 //! changed. Every trace is validated against `scenario.schema.json` first.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::support::{storage_key, supervisor};
+use crate::testsuite::support::{storage_key, supervisor};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

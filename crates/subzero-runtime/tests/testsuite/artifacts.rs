@@ -1,7 +1,7 @@
 //! Artifact files: bounded previews and chunked reads on character boundaries.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{Fixture, TOKEN};
+use crate::testsuite::common::{Fixture, TOKEN};
 use subzero_core::ErrorCode;
 use subzero_runtime::artifacts::{ArtifactFiles, preview};
 use subzero_runtime::scope::WorkspaceScope;
@@ -34,7 +34,7 @@ async fn chunked_reads_cover_the_whole_result_without_splitting_characters() {
                 preview: preview(&text, 8).text,
                 preview_truncated: true,
                 artifact,
-                leaf: crate::common::leaf(child, run, "leaf"),
+                leaf: crate::testsuite::common::leaf(child, run, "leaf"),
                 budget: None,
             },
         )
@@ -83,7 +83,7 @@ async fn artifacts_of_another_scope_are_not_found_and_a_missing_file_is_unavaila
                 preview: "result".to_owned(),
                 preview_truncated: false,
                 artifact,
-                leaf: crate::common::leaf(child, run, "leaf"),
+                leaf: crate::testsuite::common::leaf(child, run, "leaf"),
                 budget: None,
             },
         )

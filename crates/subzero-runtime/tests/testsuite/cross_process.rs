@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{TOKEN, spawn_input};
+use crate::testsuite::common::{TOKEN, spawn_input};
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId, RunStatus};
 use subzero_runtime::locks::{
     BrokerIdentity, ChildLock, SlotKind, holders, is_free, try_take_slot,
@@ -145,7 +145,7 @@ impl Helper {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "cross_process::helper_process",
+            "testsuite::cross_process::helper_process",
             "--nocapture",
             "--test-threads=1",
         ])

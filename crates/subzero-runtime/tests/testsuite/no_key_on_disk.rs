@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::common::{Fixture, TOKEN};
+use crate::testsuite::common::{Fixture, TOKEN};
 use secrecy::ExposeSecret;
 use subzero_core::ErrorCode;
 use subzero_core::events::{EventBody, ToolState};
@@ -74,7 +74,7 @@ async fn a_whole_run(fx: &Fixture) {
                 preview: p.text,
                 preview_truncated: p.truncated,
                 artifact,
-                leaf: crate::common::leaf(child, run, "leaf"),
+                leaf: crate::testsuite::common::leaf(child, run, "leaf"),
                 budget: None,
             },
         )

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Fixture, TOKEN};
+use crate::testsuite::common::{Fixture, TOKEN};
 use subzero_core::events::{EventBody, ToolState};
 use subzero_core::{ErrorCode, EventSeq, RunId};
 use subzero_runtime::store::StoreOptions;

@@ -7,7 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::common::Fixture;
+use crate::testsuite::common::Fixture;
 use subzero_core::ErrorCode;
 use subzero_runtime::store::{SCHEMA_VERSION, Store, StoreOptions};
 
@@ -88,7 +88,10 @@ async fn a_database_deleted_under_the_store_is_refused_naming_the_path_and_never
 
     let err = fx
         .store
-        .admit_spawn(crate::common::spawn_input(&fx.scope, crate::common::TOKEN))
+        .admit_spawn(crate::testsuite::common::spawn_input(
+            &fx.scope,
+            crate::testsuite::common::TOKEN,
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::StorageUnavailable, "{err}");
@@ -115,7 +118,10 @@ async fn a_database_replaced_under_the_store_is_refused_and_the_orphan_is_never_
 
     let err = fx
         .store
-        .admit_spawn(crate::common::spawn_input(&fx.scope, crate::common::TOKEN))
+        .admit_spawn(crate::testsuite::common::spawn_input(
+            &fx.scope,
+            crate::testsuite::common::TOKEN,
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::StorageUnavailable, "{err}");
@@ -128,7 +134,7 @@ async fn a_database_replaced_under_the_store_is_refused_and_the_orphan_is_never_
     // Any write gets the same answer.
     let err = fx
         .store
-        .release(child, crate::common::TOKEN)
+        .release(child, crate::testsuite::common::TOKEN)
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::StorageUnavailable, "{err}");
@@ -166,7 +172,10 @@ async fn a_read_only_store_reads_without_taking_the_write_lock_and_refuses_write
         "the read-only open waited {:?} for the writer",
         started.elapsed()
     );
-    let err = ro.release(child, crate::common::TOKEN).await.unwrap_err();
+    let err = ro
+        .release(child, crate::testsuite::common::TOKEN)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Internal, "{err}");
     assert!(err.to_string().contains("read-only"), "{err}");
     // query_only: even a raw statement through a read connection cannot write.

@@ -2,7 +2,7 @@
 //! the core's typed error (as the runtime's stable code) and changes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{Fixture, TOKEN, model, stopped};
+use crate::testsuite::common::{Fixture, TOKEN, model, stopped};
 use subzero_core::{ChildId, ChildState, ErrorCode, RunId, RunStatus};
 use subzero_runtime::store::{AdmitFollowup, LockObservation, Phase, Settlement, StoreOptions};
 
@@ -29,8 +29,8 @@ fn completed(child: ChildId, run: RunId) -> Settlement {
     Settlement::Completed {
         preview: "done".to_owned(),
         preview_truncated: false,
-        artifact: crate::common::result_artifact(),
-        leaf: crate::common::leaf(child, run, "leaf-1"),
+        artifact: crate::testsuite::common::result_artifact(),
+        leaf: crate::testsuite::common::leaf(child, run, "leaf-1"),
         budget: None,
     }
 }
@@ -336,9 +336,9 @@ async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_chang
     )
     .unwrap();
     // The recorded leaf, but read from another child's transcript.
-    let elsewhere = crate::common::observed(ChildId::generate(), recorded.clone());
+    let elsewhere = crate::testsuite::common::observed(ChildId::generate(), recorded.clone());
     for observed in [
-        Some(crate::common::observed(child, tampered)),
+        Some(crate::testsuite::common::observed(child, tampered)),
         Some(elsewhere),
         None,
     ] {
@@ -369,7 +369,7 @@ async fn resume_against_a_transcript_that_disagrees_with_the_recorded_leaf_chang
             TOKEN,
             subzero_runtime::store::ResumeCommit {
                 model: model(),
-                observed: Some(crate::common::observed(child, recorded)),
+                observed: Some(crate::testsuite::common::observed(child, recorded)),
                 first: None,
                 receipt: None,
             },

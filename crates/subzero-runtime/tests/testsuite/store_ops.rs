@@ -1,7 +1,7 @@
 //! The store's transactions, read like the spec.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{Fixture, TOKEN, model, spawn_input};
+use crate::testsuite::common::{Fixture, TOKEN, model, spawn_input};
 use serde_json::json;
 use subzero_core::events::EventKind;
 use subzero_core::{ChildId, ChildState, ErrorCode, EventSeq, RunId, RunStatus};
@@ -15,8 +15,8 @@ fn completed(child: ChildId, run: RunId, artifact: Option<NewArtifact>) -> Settl
     Settlement::Completed {
         preview: "done".to_owned(),
         preview_truncated: false,
-        artifact: artifact.unwrap_or_else(crate::common::result_artifact),
-        leaf: crate::common::leaf(child, run, "leaf-1"),
+        artifact: artifact.unwrap_or_else(crate::testsuite::common::result_artifact),
+        leaf: crate::testsuite::common::leaf(child, run, "leaf-1"),
         budget: None,
     }
 }
@@ -138,7 +138,12 @@ async fn stop_clears_the_queue_and_stopped_is_written_only_after_confirmation() 
     // `stopped` before a stop request is refused.
     let err = fx
         .store
-        .settle_run(child, run, TOKEN, crate::common::stopped(child, run, 0))
+        .settle_run(
+            child,
+            run,
+            TOKEN,
+            crate::testsuite::common::stopped(child, run, 0),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidRequest);
@@ -162,7 +167,12 @@ async fn stop_clears_the_queue_and_stopped_is_written_only_after_confirmation() 
 
     let settled = fx
         .store
-        .settle_run(child, run, TOKEN, crate::common::stopped(child, run, 3))
+        .settle_run(
+            child,
+            run,
+            TOKEN,
+            crate::testsuite::common::stopped(child, run, 3),
+        )
         .await
         .unwrap();
     assert_eq!(settled.child_state, ChildState::Ready);

@@ -148,12 +148,10 @@ pub fn spawn_input(scope: &WorkspaceScope, token: &str) -> AdmitSpawn {
 }
 
 /// The supervisor's proof that `run` of `child` committed transcript leaf `leaf_id`.
-/// The minting authority: these tests stand in for the supervisor (no broker runs in a
-/// store test's process, so the test takes the process's one authority).
+/// The minting authority: these tests stand in for the supervisor. The suite shares its
+/// process with the runtime's unit tests, so it borrows the authority the runtime takes.
 pub fn supervisor() -> &'static Supervisor {
-    static AUTHORITY: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
-    AUTHORITY
-        .get_or_init(|| Supervisor::take().expect("this test process takes the authority once"))
+    subzero_runtime::supervisor::proof::authority().expect("the runtime takes the authority")
 }
 
 pub fn leaf(child: ChildId, run: RunId, leaf_id: &str) -> LeafRecorded {

@@ -6,10 +6,9 @@
 //! there, and under CI (`CI` set), a missing prerequisite fails the test. Elsewhere (a plain
 //! `cargo test`) the test is skipped, and says so where a newcomer sees it:
 //! - one line straight to the terminal's stderr (libtest captures only `eprintln!`), and
-//! - a record in `target/tmp/skipped-groups/<group>`, which the workspace's last test binary
-//!   (`xtask/tests/skipped_groups.rs`) turns into one closing line naming every skipped group
-//!   and the command that runs it. A group that runs removes its record, so the line names
-//!   what was skipped the last time each group ran.
+//! - a record in `target/tmp/skipped-groups/<group>`, which `cargo xtask test` turns into
+//!   one closing line naming every skipped group and the command that runs it. A group that
+//!   runs removes its record, so the line names what was skipped the last time each group ran.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,7 +23,7 @@ pub fn strict() -> bool {
     on("SUBZERO_TEST_STRICT") || std::env::var_os("CI").is_some()
 }
 
-/// Where skipped groups are recorded (shared with `xtask/tests/skipped_groups.rs`).
+/// Where skipped groups are recorded (read by `xtask::test::skip_summary`).
 pub fn records_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-groups")
 }

@@ -1,4 +1,5 @@
-//! subzero-core's test suite: one binary, one module per area (cargo's `testsuite` layout).
+//! subzero-core's test suite: one module per area (cargo's `testsuite` layout), compiled
+//! into the crate's unit-test binary (see `src/lib.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod capabilities;

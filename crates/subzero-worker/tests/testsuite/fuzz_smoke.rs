@@ -2,7 +2,7 @@
 //! through the same check the cargo-fuzz target runs (`fuzz/checks/worker.rs`, included by
 //! path), on stable and without libFuzzer. See docs/fuzzing.md.
 
-#[path = "../../../fuzz/checks/worker.rs"]
+#[path = "../../../../fuzz/checks/worker.rs"]
 mod checks;
 
 use std::path::PathBuf;

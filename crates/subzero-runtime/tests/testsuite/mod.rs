@@ -1,5 +1,5 @@
-//! subzero-runtime's test suite: one binary, one module per area (cargo's `testsuite`
-//! layout), with the shared fixtures in `common`.
+//! subzero-runtime's test suite: one module per area (cargo's `testsuite` layout), compiled
+//! into the crate's unit-test binary (see `src/lib.rs`), with the shared fixtures in `common`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod artifacts;

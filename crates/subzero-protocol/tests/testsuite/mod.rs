@@ -1,0 +1,6 @@
+//! subzero-protocol's test suite: one module per area (cargo's `testsuite` layout), compiled
+//! into the crate's unit-test binary (see `src/lib.rs`): the contract (schemas, fixtures,
+//! round trips) and the fuzz seeds' smoke run.
+
+mod contract;
+mod fuzz_smoke;
