@@ -8,7 +8,7 @@ use subzero_core::lifecycle::{
 };
 use subzero_core::{ChildId, Coded, ErrorCode, Ownership, Phase, RunId, RunStatus};
 
-fn main() {
+pub fn main() {
     let first = RunId::generate();
     let mut child = AnyChild::spawn(ChildId::generate(), first, "go".to_owned(), 2);
     assert_eq!(child.followup(RunId::generate(), "next".to_owned()), Ok(Delivery::Queued { position: 1 }));

@@ -6,7 +6,7 @@ use subzero_core::lifecycle::child::Next;
 use subzero_core::lifecycle::{Child, LeafRef, Supervisor};
 use subzero_core::{ChildId, RunId, Sha256Digest};
 
-fn main() {
+pub fn main() {
     // The tokens stand for worker reports and a transcript read it scripts; the authority
     // is taken once per process.
     let supervisor = Supervisor::take().unwrap();

@@ -1,19 +1,21 @@
-//! The whole suite in two lanes at once, after one build.
+//! The whole suite in three lanes at once, after one build.
 //!
 //! Most of the broker's suite (`subzero`'s `tests/testsuite`) waits: on brokers and workers
 //! starting, scripted models streaming slowly, hosts and SDK clients in Node and Python.
 //! The rest of the workspace is mostly the compiler (the compile-fail cases build their own
 //! project) and the fault soak. Run one after the other, each leaves the machine half idle;
-//! side by side they finish in about the time of the longer one.
+//! side by side they finish in about the time of the longer one. The broker suite's two
+//! tests on a real model (llama.cpp, one at a time, minutes of the processor) start at once
+//! in a third lane: in the suite's name order they came last.
 //!
-//! One `cargo test --workspace --no-run` builds every test binary and names each; the lanes
-//! then run those binaries themselves, as cargo would (from the package's directory, with
-//! `CARGO_MANIFEST_DIR`). A second `cargo test` that selected fewer packages would resolve
+//! One `cargo test --workspace --no-run` builds every test binary and names each, while the
+//! outside clients and hosts install beside it; the lanes then run those binaries
+//! themselves, as cargo would (from the package's directory, with `CARGO_MANIFEST_DIR`). A second `cargo test` that selected fewer packages would resolve
 //! other features and build much of the workspace again. The doc tests run last in the
-//! second lane (`cargo test --workspace --doc`, the same selection, so nothing is rebuilt).
+//! lane of the rest (`cargo test --workspace --doc`, the same selection, so nothing is rebuilt).
 //!
-//! The broker's suite prints as it runs; the other lane's output is kept in a file and
-//! printed whole when it ends, so the two never interleave.
+//! The broker's suite prints as it runs; the other lanes' output is kept in files and
+//! printed whole when they end, so nothing interleaves.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -33,29 +35,64 @@ struct TestBinary {
     package_dir: PathBuf,
 }
 
-/// Build every test target, then run the two lanes side by side; fails when the build or
-/// any test binary does, naming each.
-pub fn run_all(root: &Path) -> Result<(), Vec<String>> {
-    let binaries = build(root)?;
+/// The broker suite's tests on a real model (`model::llama_cpp…`): one server at a time,
+/// most of the suite's processor time, so they start at once in a lane of their own.
+const REAL_MODEL: &str = "model::llama_cpp";
+
+/// One test binary with the arguments it runs with.
+#[derive(Debug, Clone)]
+struct Job {
+    binary: TestBinary,
+    args: Vec<&'static str>,
+}
+
+impl Job {
+    fn all(binary: TestBinary) -> Self {
+        Job {
+            binary,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// Build every test target, then run three lanes side by side (the broker's suite, printed
+/// as it runs; its real-model tier; everything else); fails when the build or any test
+/// binary does, naming each.
+pub fn run_all(
+    root: &Path,
+    install: impl FnOnce() -> Result<(), Vec<String>> + Send,
+) -> Result<(), Vec<String>> {
+    let binaries = build_beside(root, install)?;
     let (broker, rest): (Vec<TestBinary>, Vec<TestBinary>) = binaries
         .into_iter()
         .partition(|b| b.package_dir.ends_with("crates/subzero") && b.label == "test testsuite");
-    if broker.len() != 1 {
-        return Err(vec![format!(
+    let [broker] = <[TestBinary; 1]>::try_from(broker).map_err(|found| {
+        vec![format!(
             "expected one broker suite (crates/subzero, tests/testsuite) among the test binaries, found {}",
-            broker.len()
-        )]);
-    }
-    let log = log_path(root);
-    let rest = spawn_rest(root, rest, &log)?;
+            found.len()
+        )]
+    })?;
+    let real_model = vec![Job {
+        binary: broker.clone(),
+        args: vec![REAL_MODEL],
+    }];
+    let real_model = spawn_logged(None, real_model, &log_path(root, "real-model"))?;
+    let rest = rest.into_iter().map(Job::all).collect();
+    let rest = spawn_logged(Some(root), rest, &log_path(root, "rest"))?;
+    let main = Job {
+        binary: broker,
+        args: vec!["--skip", REAL_MODEL],
+    };
     eprintln!(
-        "     Running {} ({})",
-        broker[0].label,
-        broker[0].exe.display()
+        "     Running {} ({}) {}",
+        main.binary.label,
+        main.binary.exe.display(),
+        main.args.join(" ")
     );
-    let broker = run_binary(&broker[0], Stdio::inherit, Stdio::inherit);
-    let rest = finish_rest(rest, &log);
-    let failures: Vec<String> = [broker, rest]
+    let main = run_job(&main, Stdio::inherit, Stdio::inherit);
+    let real_model = finish_logged(real_model, "the broker suite's real-model tier");
+    let rest = finish_logged(rest, "the rest of the workspace");
+    let failures: Vec<String> = [main, real_model, rest]
         .into_iter()
         .filter_map(Result::err)
         .flatten()
@@ -64,6 +101,30 @@ pub fn run_all(root: &Path) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(failures)
+    }
+}
+
+/// The build with `install` running beside it (one waits on the processor, the other on
+/// the network and the disk); the test binaries, or every failure of either.
+fn build_beside(
+    root: &Path,
+    install: impl FnOnce() -> Result<(), Vec<String>> + Send,
+) -> Result<Vec<TestBinary>, Vec<String>> {
+    let (built, installed) = std::thread::scope(|s| {
+        let installing = s.spawn(install);
+        let built = build(root);
+        let installed = installing
+            .join()
+            .unwrap_or_else(|_| Err(vec!["the install panicked".to_owned()]));
+        (built, installed)
+    });
+    match (built, installed) {
+        (Ok(binaries), Ok(())) => Ok(binaries),
+        (built, installed) => Err([built.err(), installed.err()]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect()),
     }
 }
 
@@ -117,12 +178,10 @@ fn test_binary(line: &str) -> Option<TestBinary> {
 }
 
 /// Runs one test binary as cargo would; `Err` names it when it fails.
-fn run_binary(
-    binary: &TestBinary,
-    out: impl Fn() -> Stdio,
-    err: impl Fn() -> Stdio,
-) -> Result<(), Vec<String>> {
+fn run_job(job: &Job, out: impl Fn() -> Stdio, err: impl Fn() -> Stdio) -> Result<(), Vec<String>> {
+    let binary = &job.binary;
     let status = Command::new(&binary.exe)
+        .args(&job.args)
         .current_dir(&binary.package_dir)
         .env("CARGO_MANIFEST_DIR", &binary.package_dir)
         .env(STRICT_VAR, "1")
@@ -135,88 +194,98 @@ fn run_binary(
         Ok(())
     } else {
         Err(vec![format!(
-            "{} of {} failed ({status})",
+            "{} of {} {}failed ({status})",
             binary.label,
-            binary.package_dir.display()
+            binary.package_dir.display(),
+            if job.args.is_empty() {
+                String::new()
+            } else {
+                format!("({}) ", job.args.join(" "))
+            }
         )])
     }
 }
 
-/// `target/tmp/xtask-test-rest.log`, where the second lane writes.
-fn log_path(root: &Path) -> PathBuf {
+/// `target/tmp/xtask-test-<lane>.log`, where a logged lane writes.
+fn log_path(root: &Path, lane: &str) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
-        .join("tmp/xtask-test-rest.log")
+        .join(format!("tmp/xtask-test-{lane}.log"))
 }
 
-/// The second lane: every other test binary, then the doc tests, writing to `log`.
-fn spawn_rest(
-    root: &Path,
-    binaries: Vec<TestBinary>,
-    log: &Path,
-) -> Result<std::thread::JoinHandle<Result<(), Vec<String>>>, Vec<String>> {
+/// A lane whose output is kept in a file until it ends.
+struct Logged {
+    log: PathBuf,
+    thread: std::thread::JoinHandle<Result<(), Vec<String>>>,
+}
+
+/// A lane that runs `jobs` one after the other, then (given the workspace `root`) the doc
+/// tests, writing to `log`.
+fn spawn_logged(root: Option<&Path>, jobs: Vec<Job>, log: &Path) -> Result<Logged, Vec<String>> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir).map_err(|e| vec![format!("cannot create {dir:?}: {e}")])?;
     }
     let file =
         std::fs::File::create(log).map_err(|e| vec![format!("cannot create {log:?}: {e}")])?;
-    let root = root.to_path_buf();
-    Ok(std::thread::spawn(move || {
+    let root = root.map(Path::to_path_buf);
+    let thread = std::thread::spawn(move || {
         let to_log = || {
             file.try_clone()
                 .map(Stdio::from)
                 .unwrap_or_else(|_| Stdio::null())
         };
         let mut failures = Vec::new();
-        for binary in &binaries {
+        for job in &jobs {
             use std::io::Write;
-            let mut header = file.try_clone().ok();
-            if let Some(h) = header.as_mut() {
+            if let Ok(mut header) = file.try_clone() {
                 let _ = writeln!(
-                    h,
-                    "     Running {} ({})",
-                    binary.label,
-                    binary.exe.display()
+                    header,
+                    "     Running {} ({}) {}",
+                    job.binary.label,
+                    job.binary.exe.display(),
+                    job.args.join(" ")
                 );
             }
-            if let Err(e) = run_binary(binary, to_log, to_log) {
-                failures.extend(e);
-            }
+            failures.extend(run_job(job, to_log, to_log).err().into_iter().flatten());
         }
-        let mut doc = cargo_test(&root);
-        doc.args(["--workspace", "--doc"])
-            .stdin(Stdio::null())
-            .stdout(to_log())
-            .stderr(to_log());
-        if let Err(e) = run(&mut doc, "cargo test --workspace --doc") {
-            failures.extend(e);
+        if let Some(root) = root {
+            let mut doc = cargo_test(&root);
+            doc.args(["--workspace", "--doc"])
+                .stdin(Stdio::null())
+                .stdout(to_log())
+                .stderr(to_log());
+            failures.extend(
+                run(&mut doc, "cargo test --workspace --doc")
+                    .err()
+                    .into_iter()
+                    .flatten(),
+            );
         }
         if failures.is_empty() {
             Ok(())
         } else {
             Err(failures)
         }
-    }))
+    });
+    Ok(Logged {
+        log: log.to_path_buf(),
+        thread,
+    })
 }
 
-/// Waits for the second lane and prints what it wrote.
-fn finish_rest(
-    rest: std::thread::JoinHandle<Result<(), Vec<String>>>,
-    log: &Path,
-) -> Result<(), Vec<String>> {
-    let outcome = rest
+/// Waits for a logged lane and prints what it wrote.
+fn finish_logged(lane: Logged, what: &str) -> Result<(), Vec<String>> {
+    let outcome = lane
+        .thread
         .join()
-        .unwrap_or_else(|_| Err(vec!["the second test lane panicked".to_string()]));
-    match std::fs::read_to_string(log) {
+        .unwrap_or_else(|_| Err(vec![format!("the lane of {what} panicked")]));
+    match std::fs::read_to_string(&lane.log) {
         Ok(text) => {
-            eprintln!(
-                "cargo xtask test: the rest of the workspace ({})",
-                log.display()
-            );
+            eprintln!("cargo xtask test: {what} ({})", lane.log.display());
             eprint!("{text}");
         }
-        Err(e) => eprintln!("cargo xtask test: cannot read {}: {e}", log.display()),
+        Err(e) => eprintln!("cargo xtask test: cannot read {}: {e}", lane.log.display()),
     }
     outcome
 }

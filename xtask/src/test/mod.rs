@@ -3,9 +3,10 @@
 //! Installs the pinned outside clients and hosts into the checkout — a Python venv at
 //! `.venv/` with [`PYTHON_PACKAGES`], `npm ci` in each of [`NODE_PROJECTS`] (pip's and npm's
 //! own caches serve reruns; a project whose `node_modules` was installed from its current
-//! lockfile is left alone) — then runs the workspace's tests with [`STRICT_VAR`] set, so a
-//! test whose prerequisite is missing fails instead of skipping: all of them in two lanes
-//! ([`lanes`]), or one `cargo test` with the arguments given. `.ci/run` runs exactly this.
+//! lockfile is left alone; each in its own thread, beside the build) — then runs the
+//! workspace's tests with [`STRICT_VAR`] set, so a test whose prerequisite is missing fails
+//! instead of skipping: all of them in three lanes ([`lanes`]), or one `cargo test` with the
+//! arguments given. `.ci/run` runs exactly this.
 
 mod lanes;
 
@@ -39,8 +40,9 @@ pub const STRICT_VAR: &str = "SUBZERO_TEST_STRICT";
 /// The checkout's venv, relative to the workspace root (the tests look for it there).
 pub const VENV: &str = ".venv";
 
-/// Install what the tests need, then run every test in strict mode (two lanes), or
-/// `cargo test ARGS…` (`--workspace` unless a package is named) when arguments are given.
+/// Install what the tests need, then run every test in strict mode (three lanes, the install
+/// beside the build), or `cargo test ARGS…` (`--workspace` unless a package is named) when
+/// arguments are given.
 pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     let started = Instant::now();
     require(
@@ -51,29 +53,54 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         "python3",
         "Python 3.10 or later (python3 on PATH) makes the test venv",
     )?;
-    python_venv(root)?;
-    for project in NODE_PROJECTS {
-        npm_ci(&root.join(project), project)?;
-    }
-    let installed = started.elapsed();
     // Every group runs now: an earlier plain run's skip records no longer hold.
     let _ = std::fs::remove_dir_all(records_dir(root));
-    let outcome = if args.is_empty() {
-        lanes::run_all(root)
+    let (installed, outcome) = if args.is_empty() {
+        let mut took = Duration::ZERO;
+        let outcome = lanes::run_all(root, || install(root).map(|d| took = d));
+        (took, outcome)
     } else {
+        let took = install(root)?;
         let mut command = cargo_test(root);
         if !args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
             command.arg("--workspace");
         }
-        run(command.args(args), "cargo test")
+        (took, run(command.args(args), "cargo test"))
     };
     eprintln!(
-        "cargo xtask test: installing took {}, the tests {}; {}",
+        "cargo xtask test: installing took {}, everything {}; {}",
         minutes(installed),
-        minutes(started.elapsed() - installed),
+        minutes(started.elapsed()),
         skip_summary(&records_dir(root))
     );
     outcome
+}
+
+/// The venv and every npm project, each in its own thread (they wait on the network and
+/// the disk, not the processor); how long that took, or every failure.
+fn install(root: &Path) -> Result<Duration, Vec<String>> {
+    let started = Instant::now();
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let venv = s.spawn(|| python_venv(root).map(drop));
+        let projects: Vec<_> = NODE_PROJECTS
+            .iter()
+            .map(|project| s.spawn(move || npm_ci(&root.join(project), project)))
+            .collect();
+        std::iter::once(venv)
+            .chain(projects)
+            .filter_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(vec!["an install thread panicked".to_owned()]))
+                    .err()
+            })
+            .flatten()
+            .collect()
+    });
+    if failures.is_empty() {
+        Ok(started.elapsed())
+    } else {
+        Err(failures)
+    }
 }
 
 /// `cargo test` in `root`, in strict mode.

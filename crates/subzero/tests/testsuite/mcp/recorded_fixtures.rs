@@ -193,6 +193,16 @@ async fn every_tool_output_and_event_type_is_recorded_from_the_live_server() {
         PATIENCE
     ));
     assert!(env.gate.wait_bodies(2, PATIENCE), "no second model turn");
+    // The worker asks for the second turn right after the tool's result: wait until the
+    // broker has recorded the tool's end too, so the followup's `run_queued` comes after it
+    // however loaded the machine is.
+    until(&s, &child, PATIENCE, |snap| {
+        snap["events"].as_array().is_some_and(|e| {
+            e.iter()
+                .any(|e| e["type"] == "tool" && e["state"] == "finished")
+        })
+    })
+    .await;
     let steered = ok(
         &s,
         "subzero_send",
