@@ -19,7 +19,7 @@ pub fn codegen(root: &Path) -> Result<(), Vec<String>> {
     let set = SourceSet::load(root).map_err(|e| vec![e])?;
     let rust = generate_rust(&set).map_err(|e| vec![e])?;
     write_dir(root, "generated/rust", &rust)?;
-    let bundles = xtask::bundle::bundle_files(&set).map_err(|e| vec![e])?;
+    let bundles = crate::bundle::bundle_files(&set).map_err(|e| vec![e])?;
     write_dir(root, "generated/bundle", &bundles)?;
     let (core, docs) = error_code_files(root, &set).map_err(|e| vec![e])?;
     write_dir(root, "generated/core", std::slice::from_ref(&core))?;

@@ -58,7 +58,15 @@ fn generate(task: &str) -> Result<(), Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = std::process::Command::new(cargo)
         .current_dir(workspace_root())
-        .args(["run", "--quiet", "--package", "xtask", "--features", "codegen", "--"])
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "xtask",
+            "--features",
+            "codegen",
+            "--",
+        ])
         .args(std::env::args().skip(1))
         .status()
         .map_err(|e| vec![format!("cannot run cargo: {e}")])?;
