@@ -16,9 +16,19 @@
 
 use std::process::Command;
 
+/// Names what a bench build leaves out (`cargo xtask bench --only machinery` measures the
+/// broker's cold start without each piece of its start-up machinery): `startup-order`,
+/// `mcp-args` (the `subzero mcp` flags read without clap), comma-separated.
+const WITHOUT: &str = "SUBZERO_BENCH_WITHOUT";
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed={WITHOUT}");
+    println!("cargo::rustc-check-cfg=cfg(subzero_without_mcp_args)");
+    if without("mcp-args") {
+        println!("cargo:rustc-cfg=subzero_without_mcp_args");
+    }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
         || std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("gnu")
     {
@@ -45,7 +55,10 @@ fn startup_order() {
             std::path::Path::new(&map).display()
         );
     }
-    if std::env::var("OPT_LEVEL").as_deref() == Ok("0") || !linker_is_rust_lld() {
+    if std::env::var("OPT_LEVEL").as_deref() == Ok("0")
+        || !linker_is_rust_lld()
+        || without("startup-order")
+    {
         return;
     }
     let order = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
@@ -58,6 +71,11 @@ fn startup_order() {
         // Names of functions a later change renamed or removed are skipped, not errors.
         println!("cargo:rustc-link-arg-bin=subzero=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// Whether a bench build asked to leave `piece` out (see [`WITHOUT`]).
+fn without(piece: &str) -> bool {
+    std::env::var(WITHOUT).is_ok_and(|v| v.split(',').any(|p| p.trim() == piece))
 }
 
 /// Whether rustc links with its own LLD: its default for x86_64-unknown-linux-gnu since

@@ -429,6 +429,12 @@ impl Store {
     pub fn commits(&self) -> watch::Receiver<u64> {
         self.inner.commits.subscribe()
     }
+
+    /// How many receivers of [`Store::commits`] live now: a reader waiting for events holds
+    /// one (a test knows by it that a reader has started waiting).
+    pub fn commit_watchers(&self) -> usize {
+        self.inner.commits.receiver_count()
+    }
 }
 
 impl Writer {

@@ -59,6 +59,7 @@ fn helper_process() {
         "claim" => {
             let child: ChildId = std::env::var("CHILD").unwrap().parse().unwrap();
             let go = env_path("GO");
+            say("ready");
             let deadline = Instant::now() + Duration::from_secs(20);
             while !go.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
@@ -72,8 +73,8 @@ fn helper_process() {
                         Ok(claim) => say(&format!("owner {}", claim.owner_generation)),
                         Err(e) => say(e.code().as_str()),
                     }
-                    std::thread::sleep(Duration::from_secs(2));
-                    drop(lock);
+                    // The others try while it is held: it is held until the test ends us.
+                    hold_until_killed(lock);
                 }
             }
         }
@@ -84,7 +85,7 @@ fn helper_process() {
                 .map(|_| try_take_slot(&paths, &scope, slot_kind(), cap).unwrap())
                 .collect();
             say(&format!("held {}", held.len()));
-            std::thread::sleep(Duration::from_secs(120));
+            hold_until_killed(held);
         }
         "try_slot" => {
             let cap: u32 = std::env::var("CAP").unwrap().parse().unwrap();
@@ -128,11 +129,19 @@ fn helper_process() {
                 .unwrap();
             drop(fd);
             say(&format!("ready {} {}", worker.id(), identity.token()));
-            std::thread::sleep(Duration::from_secs(120));
+            hold_until_killed(());
         }
         other => panic!("unknown role {other}"),
     }
     std::process::exit(0);
+}
+
+/// Keeps `held` (a lock, slots) until the test kills this helper (dropping its `Helper`).
+fn hold_until_killed<T>(held: T) -> ! {
+    let _held = held;
+    loop {
+        std::thread::park();
+    }
 }
 
 struct Helper {
@@ -246,7 +255,10 @@ fn concurrent_claims_of_one_child_from_three_processes_yield_exactly_one_owner()
     let mut helpers: Vec<Helper> = (0..3)
         .map(|_| Helper::spawn("claim", &sh.state, &sh.workspace, &env))
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Each is waiting for the go file: they race for the lock together.
+    for helper in &mut helpers {
+        assert_eq!(helper.said(), "ready");
+    }
     std::fs::write(&go, b"go").unwrap();
     let mut results: Vec<String> = helpers.iter_mut().map(Helper::said).collect();
     results.sort();

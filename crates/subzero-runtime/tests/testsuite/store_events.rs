@@ -111,12 +111,20 @@ async fn a_gap_that_opens_while_a_reader_waits_is_reported() {
     let (child, run) = fx.spawn_child().await; // seq 1
     let store = fx.store.clone();
     let scope = fx.scope.clone();
+    let watchers = fx.store.commit_watchers();
     let reader = tokio::spawn(async move {
         store
             .wait_events(&scope, child, EventSeq::new(1), 10, Duration::from_secs(10))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fx.store.commit_watchers() == watchers {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never started waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     let burst = (0..6).map(|i| tool(run, &format!("grep{i}"))).collect();
     fx.store.append_events(child, TOKEN, burst).await.unwrap(); // seq 2..=7, keep 5..=7
     let page = reader.await.unwrap().unwrap();

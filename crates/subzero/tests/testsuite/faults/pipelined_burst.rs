@@ -3,7 +3,8 @@
 //!
 //! Each request is `tools/list`, whose answer carries every tool's schemas (tens of KiB),
 //! so 1,000 unread answers held in the broker would be tens of MiB. The host writes all
-//! requests at once from one thread and starts reading only after a pause; the broker's
+//! requests at once from one thread and starts reading only once the broker has stopped
+//! reading (the answers it wrote fill the pipe); the broker's
 //! resident memory is sampled from `/proc/<pid>/status` throughout.
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +25,33 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Bytes `pid` has read (`rchar` of `/proc/<pid>/io`): its stdin and everything else.
+fn read_bytes(pid: u32) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits (bounded) until `sample` gives the same value five times 20 ms apart, and returns
+/// it: the broker's memory has settled, or it has stopped reading.
+fn steady(what: &str, sample: impl Fn() -> Option<u64>) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = sample().unwrap_or_else(|| panic!("no {what}"));
+    let mut same = 0;
+    while same < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "{what} never settled (last {last})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let now = sample().unwrap_or_else(|| panic!("no {what}"));
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
 }
 
 #[test]
@@ -59,8 +87,7 @@ fn a_thousand_pipelined_requests_read_late_are_all_answered_in_bounded_memory() 
     line.clear();
     stdout.read_line(&mut line).expect("tools/list answered");
     let answer_bytes = line.len() as u64;
-    std::thread::sleep(Duration::from_millis(300));
-    let baseline = rss_kib(pid).expect("broker rss");
+    let baseline = steady("broker rss", || rss_kib(pid));
 
     // Sample the broker's memory for the whole burst.
     let peak = Arc::new(AtomicU64::new(baseline));
@@ -89,8 +116,8 @@ fn a_thousand_pipelined_requests_read_late_are_all_answered_in_bounded_memory() 
         stdin.flush().expect("flush");
         stdin
     });
-    // ...and reads only after a pause.
-    std::thread::sleep(Duration::from_secs(3));
+    // ...and reads only once the broker has stopped reading (its answers fill the pipe).
+    steady("broker reads", || read_bytes(pid));
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut answered = std::collections::BTreeSet::new();
     while (answered.len() as u64) < BURST && Instant::now() < deadline {
@@ -107,11 +134,10 @@ fn a_thousand_pipelined_requests_read_late_are_all_answered_in_bounded_memory() 
     assert_eq!(answered.first(), Some(&100));
     assert_eq!(answered.last(), Some(&(100 + BURST - 1)));
 
-    std::thread::sleep(Duration::from_millis(500));
+    let after = steady("broker rss after", || rss_kib(pid));
     sampling.store(false, Ordering::SeqCst);
     sampler.join().unwrap();
     let peak = peak.load(Ordering::SeqCst);
-    let after = rss_kib(pid).expect("broker rss after");
     let held_if_unbounded = BURST * answer_bytes / 1024;
     eprintln!(
         "burst: answer {answer_bytes} B; rss baseline {baseline} KiB, peak {peak} KiB, after {after} KiB (all answers held would be ~{held_if_unbounded} KiB)"

@@ -23,8 +23,10 @@ fn the_state_opens_once_the_host_has_the_initialize_reply() {
     let mut broker = RawBroker::initialize(&env.command("broker"));
     reaper.broker(Some(broker.pid()));
 
-    // Answered, and nothing opened while the host has not said it has the reply.
-    std::thread::sleep(Duration::from_millis(500));
+    // Answered, and nothing opened while the host has not said it has the reply: the broker
+    // answers a ping written after it, and a moment later has still not opened the state.
+    assert!(broker.ping().is_some(), "the broker does not answer a ping");
+    std::thread::sleep(Duration::from_millis(100));
     assert!(
         !database(&env.state_dir()).exists(),
         "the state was opened before the host said `initialized`"

@@ -303,6 +303,13 @@ impl RawBroker {
     }
 
     /// Send `tools/call` without waiting; returns the request id.
+    /// Sends `ping` and waits (bounded) for its answer: the broker has read and handled
+    /// everything written before it.
+    pub fn ping(&mut self) -> Option<Value> {
+        let id = self.send_request("ping", json!({}));
+        self.response(id, Duration::from_secs(10))
+    }
+
     pub fn call_async(&mut self, tool: &str, arguments: Value) -> u64 {
         self.send_request("tools/call", json!({"name": tool, "arguments": arguments}))
     }
