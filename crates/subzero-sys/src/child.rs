@@ -88,6 +88,7 @@ mod tests {
             // SAFETY: `_exit` ends the child without touching the memory it shares.
             unsafe { libc::_exit(7) }
         }
+        let _children = crate::reap::tests::children();
         let mut stack = vec![0u8; 16 * 1024];
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
         // SAFETY: the child only `_exit`s; with CLONE_VFORK this thread waits for that.

@@ -3,7 +3,7 @@
 //! are one).
 
 use rustix::io::Errno;
-use rustix::process::{Pid, WaitOptions, WaitStatus, waitpid};
+use rustix::process::{Pid, WaitOptions, WaitStatus, wait, waitpid};
 
 /// What one non-blocking wait found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,14 +22,16 @@ pub enum Reaped {
 
 /// Reaps `pid` if it has ended, without blocking; `None` reaps any child.
 pub fn reap(pid: Option<i32>) -> Reaped {
-    let target = match pid {
-        None => None,
+    // rustix's `waitpid(None)` is `waitpid(0)`, the caller's process group only; any child
+    // is `wait`.
+    let found = match pid {
+        None => wait(WaitOptions::NOHANG),
         Some(raw) => match positive(raw) {
-            Some(pid) => Some(pid),
+            Some(pid) => waitpid(Some(pid), WaitOptions::NOHANG),
             None => return Reaped::NoChild,
         },
     };
-    match waitpid(target, WaitOptions::NOHANG) {
+    match found {
         Ok(None) => Reaped::Running,
         Ok(Some((pid, status))) => Reaped::Exited {
             pid: pid.as_raw_nonzero().get(),
@@ -73,12 +75,23 @@ pub fn is_subreaper() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Held by every test of this crate that starts a child: `reap(None)` would take
+    /// another test's child.
+    pub(crate) static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    pub(crate) fn children() -> std::sync::MutexGuard<'static, ()> {
+        CHILDREN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     #[test]
     #[expect(clippy::zombie_processes, reason = "the call under test reaps it")]
     fn an_ended_child_is_reaped_with_its_code_and_then_is_no_child() {
+        let _children = children();
         let child = std::process::Command::new("sh")
             .args(["-c", "exit 3"])
             .spawn()
@@ -95,5 +108,29 @@ mod tests {
         assert_eq!(found, Reaped::Exited { pid, code: 3 });
         assert_eq!(reap(Some(pid)), Reaped::NoChild);
         assert_eq!(reap(Some(0)), Reaped::NoChild);
+    }
+
+    #[test]
+    #[expect(clippy::zombie_processes, reason = "the call under test reaps it")]
+    fn any_child_is_reaped_also_one_in_another_process_group() {
+        use std::os::unix::process::CommandExt;
+        let _children = children();
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 5"])
+            .process_group(0)
+            .spawn()
+            .expect("sh");
+        let pid = i32::try_from(child.id()).expect("pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            match reap(None) {
+                Reaped::Exited { pid: found, code } if found == pid => {
+                    assert_eq!(code, 5);
+                    return;
+                }
+                _ => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+        panic!("the child in its own process group was never reaped");
     }
 }

@@ -213,6 +213,7 @@ impl ToolView {
     /// Enters the view: runs between fork and exec, async-signal-safe (no allocation, no
     /// lock). `Err` carries the errno of the step that failed; the spawn then fails.
     pub fn enter(&self) -> io::Result<()> {
+        // Bare descriptor numbers, as the libc steps take them (see `step`).
         let mut slots: [libc::c_int; MAX_REBINDS] = [-1; MAX_REBINDS];
         // SAFETY: the forked child is single-threaded; every call below is a plain
         // system call on NUL-terminated strings owned by `self` or on this stack frame,
