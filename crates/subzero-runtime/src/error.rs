@@ -133,10 +133,11 @@ impl RuntimeError {
     /// else is [`RuntimeError::io`] with `what` and the path.
     pub fn io_at(what: &str, path: &std::path::Path, source: std::io::Error) -> Self {
         let shown = path.display();
-        let hint = match source.raw_os_error() {
-            Some(libc::ENOSPC | libc::EDQUOT) => "free space on that file system",
-            Some(libc::EROFS) => "the file system is read-only: remount it writable (or repair it)",
-            Some(libc::EIO) => "check the disk and the file system (dmesg, fsck)",
+        use rustix::io::Errno;
+        let hint = match Errno::from_io_error(&source) {
+            Some(Errno::NOSPC | Errno::DQUOT) => "free space on that file system",
+            Some(Errno::ROFS) => "the file system is read-only: remount it writable (or repair it)",
+            Some(Errno::IO) => "check the disk and the file system (dmesg, fsck)",
             _ => return RuntimeError::io(format!("{what} {shown}"), source),
         };
         RuntimeError::StorageUnavailable {

@@ -84,11 +84,11 @@ fn refuse(why: &str) -> i32 {
 /// Node (libuv) resets every signal disposition when it starts a process, so the one the
 /// init set for Node does not reach the command. Ignored dispositions survive exec.
 fn ignore_file_size_signal() {
-    // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    subzero_sys::signal::ignore(subzero_sys::signal::Signal::XFSZ);
 }
 
-/// Closes every descriptor above 2.
+/// Closes every descriptor above 2. (`close_range` and `close` of bare descriptor numbers
+/// are libc's: rustix has no `close_range`, and its `close` wants a descriptor it owns.)
 fn close_inherited() {
     // SAFETY: close_range takes three integers and touches no memory of ours.
     let closed = unsafe { libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 0_u32) };

@@ -105,7 +105,8 @@ impl McpArgs {
 pub fn run(args: McpArgs) -> u8 {
     // First of all: a same-user process may read a dumpable process's environment and
     // memory through /proc. Exec'd tool processes are dumpable again, which is fine.
-    let dumpable = nix::sys::prctl::set_dumpable(false);
+    let dumpable =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     if let Err(e) = logging::init(args.log_file.as_deref()) {
         eprintln!("subzero mcp: {e}");
         return 2;

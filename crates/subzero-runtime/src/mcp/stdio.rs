@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use nix::sys::stat::{SFlag, fstat};
+use rustix::fs::{FileType, fstat};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The host's input: a pipe or socket on the reactor, else Tokio's blocking stdin.
@@ -43,9 +43,9 @@ enum Kind {
 
 fn kind(fd: BorrowedFd<'_>) -> Kind {
     match fstat(fd) {
-        Ok(st) => match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-            SFlag::S_IFIFO => Kind::Pipe,
-            SFlag::S_IFSOCK => Kind::Socket,
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Fifo => Kind::Pipe,
+            FileType::Socket => Kind::Socket,
             _ => Kind::Other,
         },
         Err(_) => Kind::Other,

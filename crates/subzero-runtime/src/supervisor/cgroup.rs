@@ -21,12 +21,19 @@
 //! With `reap`, this is the only module of the broker that ends processes.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use subzero_sys::cgroup::{Cgroup, find};
+use subzero_sys::procfs::Stat;
+
 /// The prefix of every cgroup Subzero makes.
 pub(super) const PREFIX: &str = "subzero-";
+/// The child of a worker's cgroup that holds its tool processes (the worker moves each
+/// tool process into it).
+const TOOLS: &str = "tools";
 
 /// How to get the cgroup fallback where the probe found none (also in `subzero doctor`).
 pub const ENABLE_HINT: &str = "run the broker in a cgroup v2 subtree delegated to your user (for example start the MCP host under `systemd-run --user --scope -p Delegate=yes …`) on Linux 5.14 or later";
@@ -43,11 +50,7 @@ impl CgroupParent {
     /// Finds this process's cgroup v2 directory and proves a worker cgroup can be made
     /// and killed there; the error says why not, and [`ENABLE_HINT`] how to get one.
     pub fn probe() -> Result<CgroupParent, String> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-        let membership = std::fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let dir = own_cgroup_dir(&mountinfo, &membership)?;
+        let dir = find::own_v2()?;
         let owner = owner_of(std::process::id())
             .ok_or_else(|| "cannot read this process's start time".to_owned())?;
         let parent = CgroupParent {
@@ -61,15 +64,15 @@ impl CgroupParent {
 
     /// Makes and removes one child cgroup, checking `cgroup.kill` and `cgroup.procs`.
     fn try_make_one(&self) -> Result<(), String> {
-        let probe = self.dir.join(format!("{PREFIX}{}-probe", self.owner));
-        std::fs::create_dir(&probe).map_err(|e| {
+        let probe = Cgroup::at(&self.dir).child(&format!("{PREFIX}{}-probe", self.owner));
+        probe.create().map_err(|e| {
             format!(
                 "cannot make a cgroup under {} ({e}): this user may not write the broker's cgroup v2 subtree",
                 self.dir.display()
             )
         })?;
-        let kill = probe.join("cgroup.kill").exists();
-        let _ = std::fs::remove_dir(&probe);
+        let kill = probe.has("cgroup.kill");
+        let _ = std::fs::remove_dir(probe.dir());
         if !kill {
             return Err(format!(
                 "cgroups under {} have no cgroup.kill (Linux 5.14 or later has it)",
@@ -77,7 +80,7 @@ impl CgroupParent {
             ));
         }
         let procs = self.dir.join("cgroup.procs");
-        nix::unistd::access(&procs, nix::unistd::AccessFlags::W_OK).map_err(|e| {
+        rustix::fs::access(&procs, rustix::fs::Access::WRITE_OK).map_err(|e| {
             format!(
                 "{} is not writable by this user ({e}), so a worker cannot be moved below it",
                 procs.display()
@@ -129,15 +132,14 @@ impl CgroupParent {
 /// Makes the worker cgroup `dir` and its `tools` child and opens its `cgroup.procs`, which
 /// the worker's clone child writes to join it. An existing `dir` is refused: its
 /// processes would not be this worker's. Nothing is left behind on failure.
-pub fn create_worker(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
-    std::fs::create_dir(dir)?;
-    let made = if dir.join("cgroup.kill").exists() {
-        std::fs::create_dir(dir.join("tools")).and_then(|()| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))
-                .map(std::os::fd::OwnedFd::from)
-        })
+pub fn create_worker(dir: &Path) -> io::Result<OwnedFd> {
+    let cgroup = Cgroup::at(dir);
+    cgroup.create()?;
+    let made = if cgroup.has("cgroup.kill") {
+        cgroup
+            .child(TOOLS)
+            .create()
+            .and_then(|()| cgroup.procs_for_joining())
     } else {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -145,7 +147,7 @@ pub fn create_worker(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
         ))
     };
     if made.is_err() {
-        let _ = remove(dir);
+        let _ = cgroup.remove();
     }
     made
 }
@@ -157,171 +159,56 @@ pub fn create_worker(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
 /// Its processes whose worker died were re-parented to this broker (a subreaper): their
 /// exit statuses are collected, so none lingers as a zombie under it.
 pub async fn kill(dir: &Path, limit: Duration) -> io::Result<bool> {
+    let cgroup = Cgroup::at(dir);
     if !dir.exists() {
         return Ok(true);
     }
-    let members = [dir.join("tools"), dir.to_path_buf()]
-        .iter()
-        .flat_map(|d| {
-            std::fs::read_to_string(d.join("cgroup.procs"))
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| l.parse::<i32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .collect::<Vec<_>>();
-    write_kill(dir)?;
+    let mut members = cgroup.child(TOOLS).members();
+    members.extend(cgroup.members());
+    write_kill(&cgroup)?;
     let deadline = Instant::now() + limit;
-    while populated(dir) {
+    while cgroup.populated() {
         if Instant::now() >= deadline {
             return Ok(false);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     for pid in members {
-        super::reap::collect_exited(pid, Duration::from_millis(100)).await;
+        if let Ok(pid) = i32::try_from(pid) {
+            super::reap::collect_exited(pid, Duration::from_millis(100)).await;
+        }
     }
-    remove(dir)?;
+    cgroup.remove()?;
     Ok(true)
 }
 
 /// [`kill`] for a thread that may block (the start-up sweep).
 fn kill_blocking(dir: &Path, limit: Duration) -> io::Result<bool> {
-    write_kill(dir)?;
+    let cgroup = Cgroup::at(dir);
+    write_kill(&cgroup)?;
     let deadline = Instant::now() + limit;
-    while populated(dir) {
+    while cgroup.populated() {
         if Instant::now() >= deadline {
             return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    remove(dir)?;
+    cgroup.remove()?;
     Ok(true)
 }
 
-fn write_kill(dir: &Path) -> io::Result<()> {
-    match std::fs::write(dir.join("cgroup.kill"), b"1") {
+/// `cgroup.kill`; a cgroup that is gone is fine.
+fn write_kill(cgroup: &Cgroup) -> io::Result<()> {
+    match cgroup.kill() {
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
 }
 
-fn populated(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("cgroup.events"))
-        .is_ok_and(|events| events.lines().any(|line| line == "populated 1"))
-}
-
-/// Removes the child cgroups of `dir` (a worker's `tools`), then `dir`. Gone is fine.
-fn remove(dir: &Path) -> io::Result<()> {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove(&entry.path())?;
-            }
-        }
-    }
-    let deadline = Instant::now() + Duration::from_millis(200);
-    loop {
-        match std::fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
-            // The last process of it is still being released.
-            Err(err) if err.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(err) => return Err(err),
-        }
-    }
-}
-
-/// The cgroup v2 directory of the process whose `/proc/<pid>/mountinfo` and
-/// `/proc/<pid>/cgroup` these are: the `0::` path below the `cgroup2` mount whose root
-/// contains it.
-fn own_cgroup_dir(mountinfo: &str, membership: &str) -> Result<PathBuf, String> {
-    let path = membership
-        .lines()
-        .find_map(|line| line.strip_prefix("0::"))
-        .ok_or_else(|| {
-            "this process is in no cgroup v2 hierarchy (no `0::` line in /proc/self/cgroup)"
-                .to_owned()
-        })?;
-    if path.contains("(deleted)") || path.starts_with("/..") {
-        return Err(format!(
-            "this process's cgroup v2 path {path:?} is outside the visible hierarchy"
-        ));
-    }
-    let mut mounted = false;
-    for line in mountinfo.lines() {
-        let Some((fields, tail)) = line.split_once(" - ") else {
-            continue;
-        };
-        if tail.split_whitespace().next() != Some("cgroup2") {
-            continue;
-        }
-        mounted = true;
-        let fields: Vec<&str> = fields.split_whitespace().collect();
-        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else {
-            continue;
-        };
-        let below = if *root == "/" {
-            Some(path)
-        } else {
-            path.strip_prefix(root)
-                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-        };
-        if let Some(below) = below {
-            let mut dir = PathBuf::from(unescape(point));
-            for part in below.split('/').filter(|p| !p.is_empty()) {
-                dir.push(part);
-            }
-            return Ok(dir);
-        }
-    }
-    Err(if mounted {
-        format!("no cgroup2 mount shows this process's cgroup {path:?}")
-    } else {
-        "no cgroup v2 hierarchy is mounted (no cgroup2 line in /proc/self/mountinfo)".to_owned()
-    })
-}
-
-/// Mount points in mountinfo escape space, tab, newline and backslash as `\ooo`.
-pub(super) fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
-            std::str::from_utf8(d)
-                .ok()
-                .and_then(|d| u8::from_str_radix(d, 8).ok())
-        });
-        match (bytes[i], octal) {
-            (b'\\', Some(byte)) => {
-                out.push(byte);
-                i += 4;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// `<pid>-<start time>` of a live process.
 pub(super) fn owner_of(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (state, start) = state_and_start(&stat)?;
-    (state != "Z" && state != "X").then(|| format!("{pid}-{start}"))
-}
-
-/// Fields 3 (state) and 22 (start time) of a `/proc/<pid>/stat` line; the command name
-/// may hold spaces and parentheses, so fields are counted after the last `)`.
-fn state_and_start(stat: &str) -> Option<(&str, &str)> {
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?;
-    Some((state, fields.nth(18)?))
+    let stat = Stat::of(pid).filter(|s| !s.is_gone())?;
+    Some(format!("{pid}-{}", stat.start?))
 }
 
 /// The `<pid>-<start>` owner of a cgroup named `subzero-<pid>-<start>-<n|probe>`.
@@ -348,42 +235,6 @@ pub(super) fn owner_alive(owner: &str) -> bool {
 mod tests {
     use super::*;
 
-    const HYBRID: &str = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
-        35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
-        41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-
-    #[test]
-    fn the_own_cgroup_is_found_below_the_cgroup2_mount() {
-        let membership = "4:memory:/x\n0::/user.slice/app.scope\n";
-        assert_eq!(
-            own_cgroup_dir(HYBRID, membership),
-            Ok(PathBuf::from("/sys/fs/cgroup/unified/user.slice/app.scope"))
-        );
-        assert_eq!(
-            own_cgroup_dir(HYBRID, "0::/\n"),
-            Ok(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-    }
-
-    #[test]
-    fn a_bind_mounted_subtree_and_an_escaped_mount_point_resolve() {
-        let mountinfo = "50 1 0:38 /user.slice /mnt/my\\040cgroups rw - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            own_cgroup_dir(mountinfo, "0::/user.slice/a\n"),
-            Ok(PathBuf::from("/mnt/my cgroups/a"))
-        );
-        assert!(own_cgroup_dir(mountinfo, "0::/system.slice/a\n").is_err());
-    }
-
-    #[test]
-    fn without_cgroup2_or_a_0_line_there_is_no_cgroup_and_the_reason_says_which() {
-        let v1_only = "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-        let err = own_cgroup_dir(v1_only, "0::/\n").expect_err("no cgroup2");
-        assert!(err.contains("no cgroup v2 hierarchy is mounted"), "{err}");
-        let err = own_cgroup_dir(HYBRID, "4:memory:/x\n").expect_err("no 0:: line");
-        assert!(err.contains("`0::`"), "{err}");
-    }
-
     #[test]
     fn only_subzero_worker_and_probe_cgroups_name_an_owner() {
         assert_eq!(owner_in_name("subzero-123-456-7"), Some("123-456"));
@@ -406,11 +257,5 @@ mod tests {
         let later: u64 = start.parse::<u64>().expect("start time") + 1;
         assert!(!owner_alive(&format!("{pid}-{later}")));
         assert!(!owner_alive("4294967295-1"));
-    }
-
-    #[test]
-    fn the_start_time_is_field_22_even_with_parentheses_in_the_name() {
-        let stat = "77 (a) (b)) S 1 77 77 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 987654 1 2";
-        assert_eq!(state_and_start(stat), Some(("S", "987654")));
     }
 }

@@ -22,17 +22,22 @@
 //! table of the broker is copied. A child that maps its own ids must be dumpable to write
 //! them, which a child sharing the (non-dumpable) broker's memory cannot be, so it gets a
 //! copy instead.
+//!
+//! The child's steps are rustix's and `subzero_sys`'s where they take what the plan holds;
+//! the signal mask, `dup2` onto bare descriptor numbers, `poll` and `close` of raw
+//! descriptors, `execve` and `_exit` stay libc's (rustix has no safe form of them).
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// The termination signals a worker starts with blocked; it unblocks them once its
-/// handlers are installed, so a parent-death signal sent before that is pending, not lost.
-const TERMINATION: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+use rustix::mount::MountFlags;
+use subzero_sys::child::{errno, pipe, read_full};
+use subzero_sys::namespace::{Failed, IdMaps, make_mounts_private, map_ids};
+use subzero_sys::signal::Signal;
 
 /// `CLONE_PIDFD` (Linux 5.2): the parent gets a descriptor that polls readable when the
 /// child has exited.
@@ -67,8 +72,7 @@ pub(super) struct Program {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: CString,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
+    maps: IdMaps,
 }
 
 impl Program {
@@ -93,15 +97,12 @@ impl Program {
             .iter()
             .map(|(k, v)| c(format!("{k}={v}").as_bytes()))
             .collect::<io::Result<_>>()?;
-        // SAFETY: geteuid/getegid cannot fail and touch no memory.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Ok(Program {
             exe,
             argv,
             envp,
             cwd: c(cwd.as_os_str().as_bytes())?,
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            maps: IdMaps::current(),
         })
     }
 }
@@ -169,12 +170,12 @@ pub(super) fn start(
         *slot = fd.as_raw_fd();
     }
     let (namespaces, user, join) = match placement {
-        Placement::Namespaces { user } => (true, user, -1),
-        Placement::Cgroup(procs) => (false, false, procs.as_raw_fd()),
-        Placement::Plain => (false, false, -1),
+        Placement::Namespaces { user } => (true, user, None),
+        Placement::Cgroup(procs) => (false, false, Some(procs.as_fd())),
+        Placement::Plain => (false, false, None),
     };
     let plan = Plan {
-        mask: worker_mask(),
+        mask: subzero_sys::signal::mask_with_termination(),
         alive_read: alive.read.as_raw_fd(),
         alive_write: alive.write.as_raw_fd(),
         report: err_w.as_raw_fd(),
@@ -188,8 +189,7 @@ pub(super) fn start(
         namespaces,
         user,
         join,
-        uid_map: &program.uid_map,
-        gid_map: &program.gid_map,
+        maps: &program.maps,
         cwd: &program.cwd,
         exe: &program.exe,
         argv: &argv,
@@ -205,12 +205,14 @@ pub(super) fn start(
     })?;
     drop((stdin_r, stdout_w, stderr_w, err_w));
     if let Some(text) = exec_failure(&err_r) {
-        reap(pid);
-        return Err(if namespaces || join >= 0 && text.starts_with("join") {
-            StartError::Refused(format!("{} {text}", describe(namespaces, user)))
-        } else {
-            StartError::Failed(io::Error::other(format!("starting the worker: {text}")))
-        });
+        subzero_sys::reap::reap_blocking(pid);
+        return Err(
+            if namespaces || join.is_some() && text.starts_with("join") {
+                StartError::Refused(format!("{} {text}", describe(namespaces, user)))
+            } else {
+                StartError::Failed(io::Error::other(format!("starting the worker: {text}")))
+            },
+        );
     }
     Ok(Started {
         pid,
@@ -241,7 +243,7 @@ fn clone_flags(namespaces: bool, user: bool) -> libc::c_int {
 /// close-on-exec), a line means it failed and exited.
 fn exec_failure(report: &OwnedFd) -> Option<String> {
     let mut text = [0u8; 128];
-    let n = read_all(report, &mut text);
+    let n = read_full(report, &mut text);
     (n > 0).then(|| String::from_utf8_lossy(&text[..n]).into_owned())
 }
 
@@ -251,25 +253,15 @@ fn clone_child(plan: &Plan<'_>, flags: libc::c_int) -> Result<(i32, Option<Owned
     let mut stack = vec![0u8; STACK_BYTES];
     let mut attempt = |flags: libc::c_int| -> Result<(i32, RawFd), i32> {
         let mut pidfd: libc::c_int = -1;
-        // SAFETY: the child runs `child_main` on `stack` (its top, 16-byte aligned), with
-        // `plan` as its argument. With CLONE_VM the memory is shared and CLONE_VFORK keeps
-        // this thread (and so `stack` and `plan`) waiting until the child has exec'd or
-        // exited; without CLONE_VM the child has copies of both. `child_main` makes only
-        // async-signal-safe system calls and ends in `execve` or `_exit`.
+        let arg = std::ptr::from_ref(plan).cast_mut().cast::<libc::c_void>();
+        // SAFETY: the child runs `child_main` on `stack` with `plan` as its argument. With
+        // CLONE_VM the memory is shared and CLONE_VFORK keeps this thread (and so `stack`
+        // and `plan`) waiting until the child has exec'd or exited; without CLONE_VM the
+        // child has copies of both. `child_main` makes only async-signal-safe system calls
+        // and ends in `execve` or `_exit`. `pidfd` is a live c_int.
         let pid = unsafe {
-            let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
-            let top = top.map_addr(|a| a & !15);
-            libc::clone(
-                child_main,
-                top,
-                flags,
-                std::ptr::from_ref(plan).cast_mut().cast::<libc::c_void>(),
-                &raw mut pidfd,
-            )
-        };
-        if pid < 0 {
-            return Err(errno());
-        }
+            subzero_sys::child::clone_on(&mut stack, child_main, flags, arg, &raw mut pidfd)
+        }?;
         Ok((pid, pidfd))
     };
     let (pid, pidfd) = match attempt(flags | CLONE_PIDFD) {
@@ -293,10 +285,9 @@ struct Plan<'a> {
     lock_count: usize,
     namespaces: bool,
     user: bool,
-    /// `cgroup.procs` to join, or -1.
-    join: RawFd,
-    uid_map: &'a [u8],
-    gid_map: &'a [u8],
+    /// `cgroup.procs` to join.
+    join: Option<BorrowedFd<'a>>,
+    maps: &'a IdMaps,
     cwd: &'a CStr,
     exe: &'a CStr,
     argv: &'a [*const libc::c_char],
@@ -313,57 +304,67 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 impl Plan<'_> {
     /// The child between clone and exec. Async-signal-safe only: no allocation, no lock,
     /// no panic. Returns only on failure, naming the step and the errno.
-    fn run(&self) -> (&'static [u8], i32) {
-        // SAFETY (whole function): plain system calls on descriptors and NUL-terminated
-        // strings the parent prepared and keeps alive until the child has exec'd.
+    fn run(&self) -> Failed {
+        // SAFETY: the signal mask is a live sigset_t of the plan.
+        if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) } < 0 {
+            return (b"sigprocmask", errno());
+        }
+        // The broker ignores SIGPIPE; a program it starts must not inherit that.
+        subzero_sys::signal::restore_default(Signal::PIPE);
+        // SIGTERM, not SIGKILL: a worker that tears its tree down before it exits keeps
+        // its own lock copies until the tree is gone (see the module doc).
+        if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::TERM)) {
+            return (b"prctl(PR_SET_PDEATHSIG)", e.raw_os_error());
+        }
+        if self.broker_died() {
+            // SAFETY: `_exit` ends the child without touching memory it may share.
+            unsafe { libc::_exit(70) }
+        }
+        if let Err(failed) = self.place_descriptors() {
+            return failed;
+        }
+        if let Err(e) = rustix::process::setpgid(None, None) {
+            return (b"setpgid", e.raw_os_error());
+        }
+        if let Some(procs) = self.join
+            && let Err(e) = subzero_sys::cgroup::join(procs)
+        {
+            return (b"join the cgroup", e.raw_os_error().unwrap_or(libc::EIO));
+        }
+        if self.namespaces
+            && let Err(failed) = self.enter_namespaces()
+        {
+            return failed;
+        }
+        if let Err(e) = rustix::process::chdir(self.cwd) {
+            return (b"chdir to the workspace", e.raw_os_error());
+        }
+        // SAFETY: NUL-terminated strings and NULL-terminated pointer arrays the parent
+        // prepared and keeps alive until the child has exec'd.
+        unsafe { libc::execve(self.exe.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr()) };
+        (b"execve", errno())
+    }
+
+    /// Whether the broker died before the parent-death signal was set: then no process
+    /// holds the write end of the alive pipe once this copy is closed.
+    fn broker_died(&self) -> bool {
+        // SAFETY: closes this child's copy of a descriptor it owns and polls another one
+        // through a live pollfd.
         unsafe {
-            if libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) < 0 {
-                return (b"sigprocmask", errno());
-            }
-            // The broker ignores SIGPIPE; a program it starts must not inherit that.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            // SIGTERM, not SIGKILL: a worker that tears its tree down before it exits keeps
-            // its own lock copies until the tree is gone (see the module doc).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
-                return (b"prctl(PR_SET_PDEATHSIG)", errno());
-            }
-            // The broker may have died before the prctl: then no process holds the write
-            // end of the alive pipe once this copy is closed.
             libc::close(self.alive_write);
             let mut alive = libc::pollfd {
                 fd: self.alive_read,
                 events: libc::POLLIN,
                 revents: 0,
             };
-            if libc::poll(&mut alive, 1, 0) != 0 {
-                libc::_exit(70);
-            }
-            if let Err(failed) = self.place_descriptors() {
-                return failed;
-            }
-            if libc::setpgid(0, 0) < 0 {
-                return (b"setpgid", errno());
-            }
-            if self.join >= 0 && libc::write(self.join, b"0".as_ptr().cast(), 1) != 1 {
-                return (b"join the cgroup", errno());
-            }
-            if self.namespaces
-                && let Err(failed) = self.enter_namespaces()
-            {
-                return failed;
-            }
-            if libc::chdir(self.cwd.as_ptr()) < 0 {
-                return (b"chdir to the workspace", errno());
-            }
-            libc::execve(self.exe.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-            (b"execve", errno())
+            libc::poll(&mut alive, 1, 0) != 0
         }
     }
 
     /// Stdio at 0, 1, 2 and the locks at 3, 4, 5. Every source is first moved above the
     /// target range, so placing one cannot overwrite another still to be placed; `dup2`
     /// clears close-on-exec on each target.
-    fn place_descriptors(&self) -> Result<(), (&'static [u8], i32)> {
+    fn place_descriptors(&self) -> Result<(), Failed> {
         let mut sources = [-1; 3 + MAX_LOCKS];
         let count = 3 + self.lock_count;
         for (i, slot) in sources.iter_mut().enumerate().take(count) {
@@ -390,62 +391,25 @@ impl Plan<'_> {
 
     /// In the fresh namespaces: the id maps (a user namespace), then every mount made
     /// private (nothing propagates to the host) and a `/proc` of the new PID namespace.
-    fn enter_namespaces(&self) -> Result<(), (&'static [u8], i32)> {
-        // SAFETY: plain system calls on static NUL-terminated strings and live buffers.
-        unsafe {
-            if self.user {
-                // This child has its own copy of the broker's memory: making it dumpable
-                // (which writing its own maps needs) leaves the broker non-dumpable; the
-                // exec that follows decides again anyway.
-                if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 {
-                    return Err((b"prctl(PR_SET_DUMPABLE)", errno()));
-                }
-                if !write_file(c"/proc/self/setgroups", b"deny") {
-                    return Err((b"write /proc/self/setgroups", errno()));
-                }
-                if !write_file(c"/proc/self/uid_map", self.uid_map) {
-                    return Err((b"write /proc/self/uid_map", errno()));
-                }
-                if !write_file(c"/proc/self/gid_map", self.gid_map) {
-                    return Err((b"write /proc/self/gid_map", errno()));
-                }
-                // The worker keeps CAP_SYS_ADMIN of this namespace (and only that) across
-                // exec, to give each tool process a mount namespace of its own.
-                if let Err(e) = subzero_sys::caps::keep_sys_admin_across_exec() {
-                    return Err((b"keep CAP_SYS_ADMIN", e));
-                }
-            }
-            let none = std::ptr::null::<libc::c_char>();
-            let private = libc::MS_REC | libc::MS_PRIVATE;
-            if libc::mount(none, c"/".as_ptr(), none, private, std::ptr::null()) < 0 {
-                return Err((b"make / private", errno()));
-            }
-            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-            let proc = c"proc".as_ptr();
-            if libc::mount(proc, c"/proc".as_ptr(), proc, flags, std::ptr::null()) < 0 {
-                return Err((b"mount /proc", errno()));
-            }
+    fn enter_namespaces(&self) -> Result<(), Failed> {
+        if self.user {
+            // This child has its own copy of the broker's memory: making it dumpable (which
+            // writing its own maps needs) leaves the broker non-dumpable.
+            map_ids(self.maps)?;
+            // The worker keeps CAP_SYS_ADMIN of this namespace (and only that) across
+            // exec, to give each tool process a mount namespace of its own.
+            subzero_sys::caps::keep_sys_admin_across_exec()
+                .map_err(|e| (&b"keep CAP_SYS_ADMIN"[..], e))?;
         }
-        Ok(())
-    }
-}
-
-/// The broker's signal mask plus the termination signals.
-fn worker_mask() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset/pthread_sigmask/sigaddset fill it.
-    unsafe {
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut mask);
-        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
-        for signal in TERMINATION {
-            libc::sigaddset(&mut mask, signal);
-        }
-        mask
+        make_mounts_private().map_err(|e| (&b"make / private"[..], e))?;
+        let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        rustix::mount::mount(c"proc", c"/proc", c"proc", flags, None)
+            .map_err(|e| (&b"mount /proc"[..], e.raw_os_error()))
     }
 }
 
 /// Writes `step: errno N` to the parent and exits; async-signal-safe.
-fn report_and_exit(fd: RawFd, (step, errno): (&'static [u8], i32)) -> ! {
+fn report_and_exit(fd: RawFd, (step, errno): Failed) -> ! {
     let mut line = [0u8; 96];
     let mut len = 0;
     for &b in step.iter().chain(b": errno ").take(80) {
@@ -453,27 +417,11 @@ fn report_and_exit(fd: RawFd, (step, errno): (&'static [u8], i32)) -> ! {
         len += 1;
     }
     len += subzero_sys::digits::write_decimal(errno.unsigned_abs(), &mut line[len..]);
-    // SAFETY: write and _exit are async-signal-safe; `line` lives on this stack.
+    // SAFETY: write and _exit are async-signal-safe; `line` lives on this stack. (A raw
+    // descriptor number and `_exit`: libc's.)
     unsafe {
         libc::write(fd, line.as_ptr().cast(), len);
         libc::_exit(127)
-    }
-}
-
-/// Opens `path` for writing and writes `data` in one call; async-signal-safe.
-///
-/// # Safety
-/// Only system calls; `path` is NUL-terminated.
-unsafe fn write_file(path: &CStr, data: &[u8]) -> bool {
-    // SAFETY: see the function's contract.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return false;
-        }
-        let written = libc::write(fd, data.as_ptr().cast(), data.len());
-        libc::close(fd);
-        written == data.len() as isize
     }
 }
 
@@ -485,39 +433,10 @@ fn describe(namespaces: bool, user: bool) -> &'static str {
     }
 }
 
-fn errno() -> i32 {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
-}
-
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings
         .iter()
         .map(|s| s.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect()
-}
-
-/// Reads until end of file or `buf` is full; returns how many bytes came.
-fn read_all(fd: &OwnedFd, buf: &mut [u8]) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match nix::unistd::read(fd, &mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => break,
-        }
-    }
-    n
-}
-
-/// Collects the exit status of a child that failed before exec.
-fn reap(pid: i32) {
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
 }

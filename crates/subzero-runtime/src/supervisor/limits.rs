@@ -18,7 +18,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::cgroup::{PREFIX, owner_alive, owner_in_name, owner_of, unescape};
+use subzero_sys::cgroup::{Cgroup, find};
+
+use super::cgroup::{PREFIX, owner_alive, owner_in_name, owner_of};
 
 /// A controller that bounds a tool tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +79,7 @@ impl LimitParents {
         };
         let mut parents = Vec::new();
         for controller in Controller::ALL {
-            match own_v1_dir(&mountinfo, &membership, controller.name()) {
+            match find::own_v1_dir(&mountinfo, &membership, controller.name()) {
                 Some(dir) if usable(&dir, controller, &owner) => parents.push((controller, dir)),
                 Some(dir) => {
                     tracing::debug!(controller = controller.name(), dir = %dir.display(), "the cgroup v1 hierarchy is not writable here")
@@ -160,90 +162,18 @@ pub fn remove(dirs: &[PathBuf]) {
 /// The processes in a worker's limit cgroups (what `kill_leftovers` ends).
 pub fn members(dirs: &[PathBuf]) -> Vec<i32> {
     dirs.iter()
-        .filter_map(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
-        .flat_map(|procs| {
-            procs
-                .lines()
-                .filter_map(|l| l.parse().ok())
-                .collect::<Vec<i32>>()
-        })
+        .flat_map(|dir| Cgroup::at(dir).members())
+        .filter_map(|pid| i32::try_from(pid).ok())
         .collect()
 }
 
 /// Whether a cgroup with `controller`'s limit file can be made (and removed) in `dir`.
 fn usable(dir: &Path, controller: Controller, owner: &str) -> bool {
-    let probe = dir.join(format!("{PREFIX}{owner}-probe"));
-    if std::fs::create_dir(&probe).is_err() {
+    let probe = Cgroup::at(dir).child(&format!("{PREFIX}{owner}-probe"));
+    if probe.create().is_err() {
         return false;
     }
-    let has_limit = probe.join(controller.limit_file()).exists();
-    let _ = std::fs::remove_dir(&probe);
+    let has_limit = probe.has(controller.limit_file());
+    let _ = std::fs::remove_dir(probe.dir());
     has_limit
-}
-
-/// This process's cgroup directory in the v1 hierarchy of `controller`, when one is
-/// mounted and shows it.
-fn own_v1_dir(mountinfo: &str, membership: &str, controller: &str) -> Option<PathBuf> {
-    let path = membership.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then_some(path)
-    })?;
-    mountinfo.lines().find_map(|line| {
-        let (fields, tail) = line.split_once(" - ")?;
-        let mut tail = tail.split_whitespace();
-        if tail.next() != Some("cgroup") {
-            return None;
-        }
-        let options = tail.nth(1)?;
-        if !options.split(',').any(|o| o == controller) {
-            return None;
-        }
-        let fields: Vec<&str> = fields.split_whitespace().collect();
-        let (root, point) = (*fields.get(3)?, *fields.get(4)?);
-        let below = if root == "/" {
-            path
-        } else {
-            path.strip_prefix(root)
-                .filter(|rest| rest.is_empty() || rest.starts_with('/'))?
-        };
-        let mut dir = PathBuf::from(unescape(point));
-        for part in below.split('/').filter(|p| !p.is_empty()) {
-            dir.push(part);
-        }
-        Some(dir)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HYBRID: &str = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
-        35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
-        39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n\
-        41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-
-    #[test]
-    fn the_own_v1_cgroup_of_each_controller_is_found() {
-        let membership = "8:pids:/\n4:memory:/process_api/abc\n0::/\n";
-        assert_eq!(
-            own_v1_dir(HYBRID, membership, "pids"),
-            Some(PathBuf::from("/sys/fs/cgroup/pids"))
-        );
-        assert_eq!(
-            own_v1_dir(HYBRID, membership, "memory"),
-            Some(PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"))
-        );
-    }
-
-    #[test]
-    fn a_pure_v2_machine_has_no_v1_limit_hierarchy() {
-        let v2 = "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
-        assert_eq!(own_v1_dir(v2, "0::/user.slice\n", "pids"), None);
-        assert_eq!(own_v1_dir(HYBRID, "0::/\n", "pids"), None);
-    }
 }

@@ -21,8 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::Pid;
+use subzero_sys::reap::{Reaped, reap, reap_blocking};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -55,7 +54,7 @@ fn unregister(pid: i32) {
 /// left their cgroup (the cgroup fallback without Landlock), re-parented here. Empty for
 /// a process that is not a subreaper, whose other children are not the broker's.
 pub fn strays() -> BTreeSet<i32> {
-    if !nix::sys::prctl::get_child_subreaper().unwrap_or(false) {
+    if !subzero_sys::reap::is_subreaper() {
         return BTreeSet::new();
     }
     let me = std::process::id() as i32;
@@ -145,10 +144,7 @@ impl WorkerProcess {
 
     /// Reaps the worker if it exited; true when it did (or is not our child any more).
     fn reap(&self) -> bool {
-        let gone = !matches!(
-            waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)),
-            Ok(WaitStatus::StillAlive)
-        );
+        let gone = !matches!(reap(Some(self.pid)), Reaped::Running);
         if gone {
             unregister(self.pid);
         }
@@ -236,7 +232,7 @@ impl Drop for WorkerProcess {
                 // left for the next broker's sweep.
                 std::thread::spawn(move || {
                     if !rest.exited {
-                        let _ = waitpid(Pid::from_raw(rest.pid), None);
+                        reap_blocking(rest.pid);
                         unregister(rest.pid);
                     }
                     if rest.cgroup.is_none() {

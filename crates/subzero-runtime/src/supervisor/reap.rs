@@ -7,13 +7,11 @@
 //! re-parented to the broker, where this module finds them in `/proc` and ends them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fs;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitPidFlag, waitpid};
-use nix::unistd::Pid;
+use subzero_sys::procfs::{Stat, pids};
+use subzero_sys::reap::{Reaped, reap};
+use subzero_sys::signal::{Signal, send, send_group};
 
 /// One row of the process table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,33 +25,22 @@ pub struct ProcEntry {
 }
 
 /// Make this process a child subreaper, so orphaned descendants come back to it.
-pub fn become_subreaper() -> nix::Result<()> {
-    nix::sys::prctl::set_child_subreaper(true)
+pub fn become_subreaper() -> std::io::Result<()> {
+    subzero_sys::reap::become_subreaper()
 }
 
 /// A snapshot of every process visible in `/proc`.
 pub fn process_table() -> Vec<ProcEntry> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|entry| {
-        let name = entry.ok()?.file_name();
-        let pid: i32 = name.to_str()?.parse().ok()?;
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        parse_stat(pid, &stat)
-    })
-    .collect()
-}
-
-/// Parse `/proc/PID/stat`: the command name is in parentheses and may contain spaces
-/// or parentheses itself, so the fields are read after the *last* `)`.
-fn parse_stat(pid: i32, stat: &str) -> Option<ProcEntry> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let _state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some(ProcEntry { pid, ppid, pgid })
+    pids()
+        .filter_map(|(pid, _)| {
+            let stat = Stat::of(pid)?;
+            Some(ProcEntry {
+                pid: i32::try_from(pid).ok()?,
+                ppid: stat.ppid,
+                pgid: stat.pgid,
+            })
+        })
+        .collect()
 }
 
 /// Every descendant of `root` (not `root` itself) in `table`.
@@ -76,13 +63,10 @@ pub fn descendants(table: &[ProcEntry], root: i32) -> BTreeSet<i32> {
 
 /// Whether a process exists (zombies count as gone: they hold no descriptors).
 pub fn is_alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_ascii_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    u32::try_from(pid)
+        .ok()
+        .and_then(Stat::of)
+        .is_some_and(|stat| !stat.is_gone())
 }
 
 /// End a set of processes: SIGTERM to each one's process group and to itself, a grace
@@ -99,7 +83,7 @@ pub async fn terminate(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>, grace: Du
         .filter(|p| pids.contains(&p.pid) && p.pgid != me && p.pgid > 1)
         .map(|p| p.pgid)
         .collect();
-    signal_all(pids, &groups, Signal::SIGTERM);
+    signal_all(pids, &groups, Signal::TERM);
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
         reap_orphans(pids, not_mine);
@@ -108,7 +92,7 @@ pub async fn terminate(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>, grace: Du
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    signal_all(pids, &groups, Signal::SIGKILL);
+    signal_all(pids, &groups, Signal::KILL);
     for _ in 0..200 {
         reap_orphans(pids, not_mine);
         if !pids.iter().any(|&p| is_alive(p)) {
@@ -121,11 +105,11 @@ pub async fn terminate(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>, grace: Du
 
 fn signal_all(pids: &BTreeSet<i32>, groups: &BTreeSet<i32>, signal: Signal) {
     for &group in groups {
-        // ESRCH: the group is already gone, which is what we want.
-        let _ = killpg(Pid::from_raw(group), signal);
+        // A group already gone is what we want.
+        send_group(group, signal);
     }
     for &pid in pids {
-        let _ = kill(Pid::from_raw(pid), signal);
+        send(pid, signal);
     }
 }
 
@@ -133,10 +117,7 @@ fn signal_all(pids: &BTreeSet<i32>, groups: &BTreeSet<i32>, signal: Signal) {
 /// not linger as zombies under the broker.
 fn reap_orphans(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>) {
     for &pid in pids.difference(not_mine) {
-        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(_) | Err(Errno::ECHILD) => {}
-            Err(_) => {}
-        }
+        let _ = reap(Some(pid));
     }
 }
 
@@ -146,9 +127,9 @@ fn reap_orphans(pids: &BTreeSet<i32>, not_mine: &BTreeSet<i32>) {
 pub async fn collect_exited(pid: i32, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(nix::sys::wait::WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
-            Ok(_) | Err(_) => return,
+        match reap(Some(pid)) {
+            Reaped::Running | Reaped::Interrupted => {}
+            Reaped::Exited { .. } | Reaped::NoChild | Reaped::Failed => return,
         }
         if tokio::time::Instant::now() >= deadline {
             return;
@@ -160,19 +141,6 @@ pub async fn collect_exited(pid: i32, limit: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_lines_with_odd_command_names_parse() {
-        let line = "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 0";
-        assert_eq!(
-            parse_stat(4242, line),
-            Some(ProcEntry {
-                pid: 4242,
-                ppid: 17,
-                pgid: 4242
-            })
-        );
-    }
 
     #[test]
     fn descendants_follow_the_parent_chain() {

@@ -441,7 +441,7 @@ fn start_as(
 /// the owners of other uids' files); a root without `CAP_SYS_ADMIN` (a container) may still
 /// get one inside a user namespace.
 fn namespace_attempts() -> &'static [bool] {
-    if nix::unistd::geteuid().is_root() {
+    if rustix::process::geteuid().is_root() {
         &[false, true]
     } else {
         &[true]

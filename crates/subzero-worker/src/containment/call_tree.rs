@@ -16,8 +16,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use subzero_sys::procfs::pids;
+use subzero_sys::signal::{Signal, send_group, send_u32};
 
 use super::Containment;
 
@@ -81,9 +81,7 @@ impl CallTree {
         let members = self.members();
         containment.kill_group(self.leader);
         for pid in &members {
-            if let Ok(raw) = i32::try_from(*pid) {
-                let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
-            }
+            send_u32(*pid, Signal::KILL);
         }
         members
     }
@@ -136,12 +134,10 @@ impl Drop for CallTree {
                 break;
             }
             for pid in members {
-                if let Ok(raw) = i32::try_from(pid) {
-                    let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
-                }
+                send_u32(pid, Signal::KILL);
             }
             if let Ok(raw) = i32::try_from(self.leader) {
-                let _ = nix::sys::signal::killpg(Pid::from_raw(raw), Signal::SIGKILL);
+                send_group(raw, Signal::KILL);
             }
         }
     }
@@ -158,52 +154,26 @@ struct Stat {
 
 /// Every process `/proc` shows, by pid.
 fn table() -> HashMap<u32, Stat> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return HashMap::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| Some((pid, stat(pid)?)))
+    pids()
+        .filter_map(|(pid, _)| Some((pid, stat(pid)?)))
         .collect()
 }
 
+/// What the walk needs of `/proc/<pid>/stat`; `None` when it is gone or shows no start
+/// time.
 fn stat(pid: u32) -> Option<Stat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// `state ppid pgrp … starttime` from `/proc/<pid>/stat`, read after the last `)` (the
-/// command name may hold spaces and parentheses); `starttime` is the 22nd field.
-fn parse_stat(stat: &str) -> Option<Stat> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
+    let stat = subzero_sys::procfs::Stat::of(pid)?;
     Some(Stat {
-        parent: fields.get(1)?.parse().ok()?,
-        group: fields.get(2)?.parse().ok()?,
-        started: fields.get(19)?.parse().ok()?,
-        zombie: state == 'Z' || state == 'X',
+        parent: u32::try_from(stat.ppid).ok()?,
+        group: u32::try_from(stat.pgid).ok()?,
+        started: stat.start?,
+        zombie: stat.is_gone(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_are_read_after_the_command_name() {
-        let line = "4242 (a (b) c) S 17 4242 4242 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        assert_eq!(
-            parse_stat(line),
-            Some(Stat {
-                parent: 17,
-                group: 4242,
-                started: 987654,
-                zombie: false
-            })
-        );
-        assert!(parse_stat("1 (x) Z 0 1 1 0").is_none(), "too short");
-    }
 
     #[test]
     fn this_process_shows_its_own_start_time() {

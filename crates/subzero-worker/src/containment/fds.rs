@@ -69,6 +69,8 @@ pub fn prepare(lock_fds: &[RawFd], holders: LockHolders) -> std::io::Result<()> 
     Ok(())
 }
 
+/// libc's `fcntl`: the descriptor is a bare number (from `--lock-fd` or `/proc/self/fd`) this
+/// process holds no `OwnedFd` of, which rustix's `fcntl` would want borrowed.
 fn set_cloexec(fd: RawFd, on: bool) -> std::io::Result<()> {
     // SAFETY: F_GETFD/F_SETFD only read and write the descriptor flags of `fd`; an invalid
     // descriptor yields -1/EBADF, which is reported. No memory is passed to the kernel.

@@ -23,9 +23,11 @@
 //! The worker itself is not restricted: it is multi-threaded by the time it knows the
 //! grant, and `landlock_restrict_self` binds only the calling thread before ABI 8
 //! (`docs/decisions.md`).
+//!
+//! Landlock's three system calls go through libc's `syscall` (and its errno constants):
+//! rustix has no Landlock.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -300,16 +302,14 @@ impl Ruleset {
     /// Allows `access` (masked to what the ABI handles and what applies to the file's type)
     /// beneath `path`.
     fn allow(&self, path: &Path, abi: u32, access: u64) -> io::Result<()> {
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
-        // SAFETY: `c_path` is a valid NUL-terminated string; `open` returns a new
-        // descriptor or -1.
-        let raw = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
+        if path.as_os_str().as_bytes().contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "path holds a NUL byte",
+            ));
         }
-        // SAFETY: `open` just returned this descriptor; nothing else owns it.
-        let parent = unsafe { OwnedFd::from_raw_fd(raw) };
+        let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        let parent = rustix::fs::open(path, flags, rustix::fs::Mode::empty())?;
         let is_dir = rustix::fs::fstat(&parent)
             .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
             .map_err(io::Error::from)?;
@@ -368,10 +368,7 @@ impl Ruleset {
 
 /// Runs in the forked child before exec: raw syscalls only, no allocation, no lock.
 pub(crate) fn restrict_self(fd: RawFd) -> io::Result<()> {
-    // SAFETY: prctl with these integer arguments touches no memory of ours.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    rustix::thread::set_no_new_privs(true)?;
     // SAFETY: `fd` is the ruleset descriptor, open in this process (inherited over fork);
     // the call reads no memory of ours.
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0_u32) } != 0 {

@@ -20,15 +20,18 @@
 //! - **Open files**: `RLIMIT_NOFILE` per process (`EMFILE`).
 //!
 //! Limits only ever go down: a value above the hard limit the worker inherited stays at
-//! that hard limit.
-#![allow(unsafe_code)]
+//! that hard limit. The mechanisms (cgroup files, `setrlimit`) are `subzero_sys`'s; which
+//! bound goes where, and the receipts, are here.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use subzero_protocol::{ResourceBound, ResourceReceipt, ResourceScope};
+use subzero_sys::cgroup::Cgroup;
+use subzero_sys::rlimit::{Resource, capped, set};
+use subzero_sys::signal::Signal;
 
 use super::{Refused, wire};
 
@@ -162,8 +165,7 @@ pub struct Situation {
 impl Situation {
     /// Observes this process (`view_user_namespace`: whether the tool view makes one).
     pub fn observe(view_user_namespace: bool) -> Situation {
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = rustix::process::geteuid().as_raw();
         let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
         let lines: Vec<Vec<&str>> = uid_map
             .lines()
@@ -266,7 +268,7 @@ impl Situation {
 pub struct Bounds {
     /// `(resource, value)` set on every tool process; values already capped at the hard
     /// limits the worker has.
-    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    rlimits: Vec<(Resource, u64)>,
     nproc: Option<u64>,
     nproc_at: NprocAt,
     /// `cgroup.procs` of the limit cgroups, open for writing.
@@ -282,28 +284,27 @@ impl Bounds {
         let cgroups = cgroups();
         let mut joins = Vec::new();
         if let Some(dir) = &cgroups.pids {
-            write_limit(dir, "pids.max", limits.processes)?;
-            joins.push(procs_for_joining(dir)?);
+            joins.push(limit_and_open(dir, "pids.max", limits.processes)?);
         }
         if let Some(dir) = &cgroups.memory {
-            write_limit(dir, "memory.limit_in_bytes", limits.memory_bytes)?;
-            joins.push(procs_for_joining(dir)?);
+            joins.push(limit_and_open(
+                dir,
+                "memory.limit_in_bytes",
+                limits.memory_bytes,
+            )?);
         }
         let mut rlimits = vec![
             (
-                libc::RLIMIT_FSIZE,
-                capped(libc::RLIMIT_FSIZE, limits.file_size_bytes),
+                Resource::Fsize,
+                capped(Resource::Fsize, limits.file_size_bytes),
             ),
             (
-                libc::RLIMIT_NOFILE,
-                capped(libc::RLIMIT_NOFILE, limits.open_files),
+                Resource::Nofile,
+                capped(Resource::Nofile, limits.open_files),
             ),
         ];
         if cgroups.memory.is_none() {
-            rlimits.push((
-                libc::RLIMIT_DATA,
-                capped(libc::RLIMIT_DATA, limits.memory_bytes),
-            ));
+            rlimits.push((Resource::Data, capped(Resource::Data, limits.memory_bytes)));
         }
         let nproc_at = if cgroups.pids.is_some() {
             NprocAt::Nowhere
@@ -313,7 +314,7 @@ impl Bounds {
         Ok(Bounds {
             rlimits,
             nproc: (nproc_at != NprocAt::Nowhere)
-                .then(|| capped(libc::RLIMIT_NPROC, limits.processes)),
+                .then(|| capped(Resource::Nproc, limits.processes)),
             nproc_at,
             joins,
         })
@@ -324,12 +325,12 @@ impl Bounds {
     /// Async-signal-safe.
     pub fn apply_before_view(&self) -> io::Result<()> {
         for fd in &self.joins {
-            super::cgroup::join(fd.as_raw_fd())?;
+            subzero_sys::cgroup::join(fd.as_fd())?;
         }
         if self.nproc_at == NprocAt::BeforeUserNamespace
             && let Some(n) = self.nproc
         {
-            set(libc::RLIMIT_NPROC, n)?;
+            set(Resource::Nproc, n)?;
         }
         Ok(())
     }
@@ -345,84 +346,32 @@ impl Bounds {
         // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default ends the process with a
         // core dump; ignored, the write fails with EFBIG, which is what tools handle
         // (`dd`, `cp` and every runtime report it). Ignored dispositions survive exec.
-        // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
-        unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+        subzero_sys::signal::ignore(Signal::XFSZ);
         if self.nproc_at == NprocAt::AfterUserNamespace
             && let Some(n) = self.nproc
         {
-            set(libc::RLIMIT_NPROC, n)?;
+            set(Resource::Nproc, n)?;
         }
         Ok(())
     }
 }
 
-/// `value`, or the inherited hard limit when that is lower (an unprivileged process
-/// cannot raise it).
-fn capped(resource: libc::__rlimit_resource_t, value: u64) -> u64 {
-    let mut current = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the live struct.
-    if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
-        return value;
-    }
-    value.min(current.rlim_max)
-}
-
-/// `setrlimit(resource, value, value)`; async-signal-safe.
-fn set(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: setrlimit reads the live struct.
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn write_limit(dir: &Path, file: &str, value: u64) -> io::Result<()> {
-    std::fs::write(dir.join(file), value.to_string()).map_err(|e| {
+/// Writes `file` of the limit cgroup `dir` and opens its `cgroup.procs` for the tools to
+/// join; the errors name the file.
+fn limit_and_open(dir: &Path, file: &str, value: u64) -> io::Result<OwnedFd> {
+    let cgroup = Cgroup::at(dir);
+    cgroup.set_limit(file, value)?;
+    cgroup.procs_for_joining().map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("cannot set {}/{file}: {e}", dir.display()),
+            format!("cannot open {}/cgroup.procs: {e}", dir.display()),
         )
     })
-}
-
-fn procs_for_joining(dir: &Path) -> io::Result<OwnedFd> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.procs"))
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot open {}/cgroup.procs: {e}", dir.display()),
-            )
-        })?;
-    Ok(OwnedFd::from(file))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn limits_only_go_down() {
-        let mut current = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes into the live struct.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut current) },
-            0
-        );
-        assert_eq!(capped(libc::RLIMIT_NOFILE, u64::MAX), current.rlim_max);
-        assert_eq!(capped(libc::RLIMIT_NOFILE, 16), 16.min(current.rlim_max));
-    }
 
     #[test]
     fn root_is_bounded_only_by_a_cgroup_and_says_so() {

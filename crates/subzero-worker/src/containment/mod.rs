@@ -21,11 +21,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::Pid;
+use rustix::process::DumpableBehavior;
 use subzero_protocol::ProcessContainmentMode;
+use subzero_sys::procfs::{Stat, pids};
+use subzero_sys::reap::{Reaped, reap};
+use subzero_sys::signal::{Signal, send_group, send_u32};
 
 pub use receipts::{Refused, support, wire};
 
@@ -51,33 +51,24 @@ const SWEEP_POLL: Duration = Duration::from_millis(5);
 /// it): when the broker dies the worker tears its tree down (holding its copies of the
 /// locks) and exits, and as init of its namespace the kernel then ends whatever is left.
 /// A worker outside a namespace sets it again, for one started by hand.
-pub fn init_process() -> nix::Result<()> {
-    nix::sys::prctl::set_dumpable(false)?;
-    nix::sys::prctl::set_child_subreaper(true)?;
+pub fn init_process() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable)?;
+    subzero_sys::reap::become_subreaper()?;
     if !is_namespace_init() {
-        nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+        rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     }
     Ok(())
 }
 
-/// The termination signals a worker starts with blocked (the broker's clone child blocks
-/// them before exec), so a parent-death signal sent before its handlers exist is pending,
-/// not lost.
-pub const TERMINATION: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
-
 /// The argument with which the broker tells a worker why it is not init of a PID namespace.
 pub const REASON_ARG: &str = "--process-containment-reason";
 
-/// Unblocks the termination signals the worker started with blocked ([`TERMINATION`]);
-/// call once the handlers are installed.
+/// Unblocks the termination signals the worker started with blocked (the broker's clone
+/// child blocks them before exec, so a parent-death signal sent before its handlers exist
+/// is pending, not lost: `subzero_sys::signal::TERMINATION`); call once the handlers are
+/// installed.
 pub fn unblock_termination() {
-    let mut set = nix::sys::signal::SigSet::empty();
-    for signal in TERMINATION {
-        set.add(signal);
-    }
-    if let Err(err) =
-        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_UNBLOCK, Some(&set), None)
-    {
+    if let Err(err) = subzero_sys::signal::unblock_termination() {
         tracing::warn!(%err, "cannot unblock the termination signals");
     }
 }
@@ -148,21 +139,16 @@ impl Containment {
 
     /// Reaps every exited child without blocking and remembers the statuses.
     pub fn reap(&self) {
-        loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) => self.record(pid, code),
-                Ok(WaitStatus::Signaled(pid, sig, _)) => self.record(pid, 128 + sig as i32),
-                Ok(WaitStatus::StillAlive) | Err(_) => break,
-                Ok(_) => {}
-            }
+        while let Reaped::Exited { pid, code } = reap(None) {
+            self.record(pid, code);
         }
     }
 
-    fn record(&self, pid: Pid, code: i32) {
+    fn record(&self, pid: i32, code: i32) {
         self.exits
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(pid.as_raw(), code);
+            .insert(pid, code);
     }
 
     /// The exit code of a reaped child (128 + signal when killed), consuming the record.
@@ -177,7 +163,7 @@ impl Containment {
     /// Kills one tool's process group at once (SIGKILL). Used when a tool overruns.
     pub fn kill_group(&self, pid: u32) {
         if let Ok(pid) = i32::try_from(pid) {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            send_group(pid, Signal::KILL);
         }
     }
 
@@ -210,15 +196,15 @@ impl Containment {
         for proc_ in descendants(me) {
             if !proc_.zombie {
                 seen.insert(proc_.pid);
-                signal(proc_.pid, Signal::SIGTERM);
+                send_u32(proc_.pid, Signal::TERM);
             }
         }
         for pid in tools.map(cgroup::Cgroup::members).unwrap_or_default() {
             seen.insert(pid);
-            signal(pid, Signal::SIGTERM);
+            send_u32(pid, Signal::TERM);
         }
         for group in &groups {
-            let _ = killpg(Pid::from_raw(*group), Signal::SIGTERM);
+            send_group(*group, Signal::TERM);
         }
 
         let grace_end = Instant::now() + GRACE;
@@ -252,11 +238,11 @@ impl Containment {
             for proc_ in &remaining {
                 if !proc_.zombie {
                     seen.insert(proc_.pid);
-                    signal(proc_.pid, Signal::SIGKILL);
+                    send_u32(proc_.pid, Signal::KILL);
                 }
             }
             for group in &groups {
-                let _ = killpg(Pid::from_raw(*group), Signal::SIGKILL);
+                send_group(*group, Signal::KILL);
             }
             tokio::time::sleep(SWEEP_POLL).await;
             gone = self.tree_gone(tools);
@@ -295,14 +281,14 @@ impl Containment {
                 break;
             }
             let sig = if now >= grace_end {
-                Signal::SIGKILL
+                Signal::KILL
             } else {
-                Signal::SIGTERM
+                Signal::TERM
             };
-            if first || sig == Signal::SIGKILL {
+            if first || sig == Signal::KILL {
                 for pid in &left {
                     seen.insert(*pid);
-                    signal(*pid, sig);
+                    send_u32(*pid, sig);
                 }
             }
             first = false;
@@ -320,14 +306,11 @@ impl Containment {
     /// Reaps every exited child; true when the worker has no child left at all.
     fn reap_until_childless(&self) -> bool {
         loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) => self.record(pid, code),
-                Ok(WaitStatus::Signaled(pid, sig, _)) => self.record(pid, 128 + sig as i32),
-                Ok(WaitStatus::StillAlive) => return false,
-                Ok(_) => {}
-                Err(Errno::EINTR) => {}
-                Err(Errno::ECHILD) => return true,
-                Err(_) => return false,
+            match reap(None) {
+                Reaped::Exited { pid, code } => self.record(pid, code),
+                Reaped::Running | Reaped::Failed => return false,
+                Reaped::Interrupted => {}
+                Reaped::NoChild => return true,
             }
         }
     }
@@ -340,12 +323,6 @@ impl Containment {
     }
 }
 
-fn signal(pid: u32, sig: Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = kill(Pid::from_raw(pid), sig);
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 struct ProcInfo {
     pid: u32,
@@ -355,14 +332,14 @@ struct ProcInfo {
 /// Every process below `root` in the process tree, found by walking `/proc`.
 fn descendants(root: u32) -> Vec<ProcInfo> {
     let mut children: HashMap<u32, Vec<ProcInfo>> = HashMap::new();
-    for (pid, _) in subzero_sys::procfs::pids() {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    for (pid, _) in pids() {
+        let Some(stat) = Stat::of(pid) else {
             continue;
         };
-        if let Some((state, ppid)) = parse_stat(&stat) {
+        if let Ok(ppid) = u32::try_from(stat.ppid) {
             children.entry(ppid).or_default().push(ProcInfo {
                 pid,
-                zombie: state == 'Z',
+                zombie: stat.state == 'Z',
             });
         }
     }
@@ -377,25 +354,4 @@ fn descendants(root: u32) -> Vec<ProcInfo> {
         }
     }
     found
-}
-
-/// Parses `(state, ppid)` from `/proc/<pid>/stat`; the command name may contain spaces and
-/// parentheses, so fields are read after the last `)`.
-fn parse_stat(stat: &str) -> Option<(char, u32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_stat;
-
-    #[test]
-    fn stat_with_parentheses_in_the_name_parses() {
-        let stat = "123 (we ird) name)) S 45 123 123 0 -1";
-        assert_eq!(parse_stat(stat), Some(('S', 45)));
-    }
 }

@@ -217,7 +217,7 @@ fn open_transcript(path: &Path) -> std::io::Result<OwnedFd> {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
         .open(path)?;
     Ok(file.into())
 }
@@ -319,7 +319,8 @@ fn node_command(
 fn place(cmd: &mut std::process::Command, tree: i32, transcript: Option<i32>) {
     let transcript = transcript.unwrap_or(-1);
     // SAFETY: the hook runs between fork and exec and only calls dup2 and prctl, which are
-    // async-signal-safe, on descriptors that are open in the child.
+    // async-signal-safe, on descriptors that are open in the child. (`dup2` onto a bare
+    // descriptor number is libc's: rustix's wants an owned target.)
     unsafe {
         cmd.pre_exec(move || {
             if libc::dup2(tree, TREE_FD) < 0 {
@@ -330,9 +331,8 @@ fn place(cmd: &mut std::process::Command, tree: i32, transcript: Option<i32>) {
             }
             // Node ends its run and its tools when this process dies (outside a namespace,
             // nothing else would end it).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            let term = Some(subzero_sys::signal::Signal::TERM);
+            rustix::process::set_parent_process_death_signal(term)?;
             Ok(())
         });
     }

@@ -4,8 +4,7 @@
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use subzero_sys::signal::{Signal, send_u32};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -88,7 +87,7 @@ async fn terminate(containment: &Containment, node: u32, name: &str) -> i32 {
         signal = name,
         "terminating; telling Node and tearing the tree down"
     );
-    send(node, Signal::SIGTERM);
+    send_u32(node, Signal::TERM);
     let deadline = tokio::time::Instant::now() + NODE_GRACE;
     while tokio::time::Instant::now() < deadline {
         containment.reap();
@@ -104,7 +103,7 @@ async fn terminate(containment: &Containment, node: u32, name: &str) -> i32 {
 
 /// Kills Node and every tool process; returns 2.
 async fn end(containment: &Containment, node: u32) -> i32 {
-    send(node, Signal::SIGKILL);
+    send_u32(node, Signal::KILL);
     containment.kill_all_except(node).await;
     for _ in 0..200 {
         containment.reap();
@@ -114,10 +113,4 @@ async fn end(containment: &Containment, node: u32) -> i32 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     2
-}
-
-fn send(pid: u32, sig: Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = kill(Pid::from_raw(pid), sig);
-    }
 }

@@ -14,22 +14,25 @@
 //! broker's, the host's); only SIGKILL does.
 #![allow(unsafe_code)]
 
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::io::Errno;
+use subzero_sys::cgroup::Cgroup;
+use subzero_sys::signal::{Signal, ignore};
+
 fn main() -> ExitCode {
-    // SAFETY: setting dispositions to SIG_IGN touches no memory of ours.
-    unsafe {
-        for signal in [
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-            libc::SIGQUIT,
-            libc::SIGPIPE,
-        ] {
-            libc::signal(signal, libc::SIG_IGN);
-        }
+    for signal in [
+        Signal::TERM,
+        Signal::INT,
+        Signal::HUP,
+        Signal::QUIT,
+        Signal::PIPE,
+    ] {
+        ignore(signal);
     }
     let mut args = std::env::args_os().skip(1);
     let Some(count) = args
@@ -45,8 +48,10 @@ fn main() -> ExitCode {
         (Some(flag), Some(dir)) if flag == "--cgroup" => Some(PathBuf::from(dir)),
         _ => None,
     };
-    let pidfd = 3 + count - 1;
-    wait_readable(pidfd);
+    // SAFETY: the broker passed the worker's pidfd at this number, for this process alone;
+    // nothing else here owns or closes it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(3 + count - 1) };
+    wait_readable(&pidfd);
     if let Some(dir) = cgroup {
         end_cgroup(&dir);
     }
@@ -54,30 +59,21 @@ fn main() -> ExitCode {
 }
 
 /// Waits until `fd` polls readable (the worker exited) or cannot be polled.
-fn wait_readable(fd: i32) {
+fn wait_readable(fd: &OwnedFd) {
     loop {
-        let mut poll = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `poll` is a live pollfd for the call.
-        let ready = unsafe { libc::poll(&mut poll, 1, -1) };
-        if ready > 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Err(Errno::INTR) => {}
+            _ => return,
         }
     }
 }
 
 /// Kills the worker's cgroup and waits until the kernel reports it empty.
 fn end_cgroup(dir: &std::path::Path) {
-    loop {
-        let populated = std::fs::read_to_string(dir.join("cgroup.events"))
-            .is_ok_and(|events| events.lines().any(|line| line == "populated 1"));
-        if !populated {
-            return;
-        }
-        if std::fs::write(dir.join("cgroup.kill"), b"1").is_err() && !dir.exists() {
+    let cgroup = Cgroup::at(dir);
+    while cgroup.populated() {
+        if cgroup.kill().is_err() && !dir.exists() {
             return;
         }
         std::thread::sleep(Duration::from_millis(5));

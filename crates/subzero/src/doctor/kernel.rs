@@ -1,8 +1,10 @@
 //! Kernel features the supervisor relies on (subreaper, parent-death signal) and the
 //! Landlock ABI, which the workers use to enforce filesystem grants on tool processes.
+//! The Landlock query is libc's `syscall`: rustix has no Landlock.
 #![allow(unsafe_code)]
 
-use nix::sys::signal::Signal;
+use rustix::io::Errno;
+use rustix::process::{Signal, parent_process_death_signal, set_parent_process_death_signal};
 use subzero_runtime::config::{Config, FilesystemContainmentConfig};
 use subzero_runtime::supervisor::reap;
 
@@ -36,11 +38,11 @@ fn check_subreaper() -> Check {
 }
 
 fn check_pdeathsig() -> Check {
-    let set = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
-        .and_then(|()| nix::sys::prctl::get_pdeathsig());
-    let _ = nix::sys::prctl::set_pdeathsig(None);
+    let set = set_parent_process_death_signal(Some(Signal::TERM))
+        .and_then(|()| parent_process_death_signal());
+    let _ = set_parent_process_death_signal(None);
     match set {
-        Ok(Some(Signal::SIGTERM)) => {
+        Ok(Some(Signal::TERM)) => {
             Check::pass("parent-death signal", "PR_SET_PDEATHSIG works (SIGTERM)")
         }
         Ok(other) => Check::fail(
@@ -80,8 +82,8 @@ fn check_landlock(configured: FilesystemContainmentConfig) -> Check {
         ),
         Err(errno) => {
             let why = match errno {
-                nix::errno::Errno::EOPNOTSUPP => "built into the kernel but not enabled at boot",
-                nix::errno::Errno::ENOSYS => "not built into this kernel",
+                Errno::OPNOTSUPP => "built into the kernel but not enabled at boot",
+                Errno::NOSYS => "not built into this kernel",
                 _ => "unavailable",
             };
             Check::warn(
@@ -97,7 +99,7 @@ fn check_landlock(configured: FilesystemContainmentConfig) -> Check {
 
 /// The kernel's Landlock ABI version: `landlock_create_ruleset(NULL, 0,
 /// LANDLOCK_CREATE_RULESET_VERSION)`, the query the kernel documents for this.
-fn landlock_abi() -> Result<i64, nix::errno::Errno> {
+fn landlock_abi() -> Result<i64, Errno> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel
     // reads and writes no memory; it only returns the ABI version or an error.
@@ -110,7 +112,7 @@ fn landlock_abi() -> Result<i64, nix::errno::Errno> {
         )
     };
     if version < 0 {
-        Err(nix::errno::Errno::last())
+        Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::NOSYS))
     } else {
         Ok(version)
     }

@@ -72,7 +72,7 @@ fn check_dir(root: &Path) -> Check {
             format!("move {shown} away or pass --state-dir DIR"),
         );
     }
-    let uid = nix::unistd::getuid().as_raw();
+    let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid {
         return Check::fail(
             "state dir",
@@ -172,7 +172,7 @@ fn check_lock_dirs(layout: &Layout<'_>) -> Check {
     for dir in &dirs {
         match writable(dir) {
             Ok(()) => {}
-            Err(nix::errno::Errno::ENOENT) => missing.push(dir.display().to_string()),
+            Err(rustix::io::Errno::NOENT) => missing.push(dir.display().to_string()),
             Err(e) => broken.push(format!("{} ({e})", dir.display())),
         }
     }
@@ -216,10 +216,10 @@ fn check_lock_dirs(layout: &Layout<'_>) -> Check {
 }
 
 /// Whether this user may create entries in `dir` (write and search permission).
-fn writable(dir: &Path) -> nix::Result<()> {
-    nix::unistd::access(
+fn writable(dir: &Path) -> rustix::io::Result<()> {
+    rustix::fs::access(
         dir,
-        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
     )
 }
 

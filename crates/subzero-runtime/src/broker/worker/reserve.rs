@@ -47,8 +47,8 @@ impl SpaceReserve {
         let Some(dir) = self.path.parent() else {
             return;
         };
-        let free = match nix::sys::statvfs::statvfs(dir) {
-            Ok(fs) => fs.blocks_available().saturating_mul(fs.fragment_size()),
+        let free = match rustix::fs::statvfs(dir) {
+            Ok(fs) => fs.f_bavail.saturating_mul(fs.f_frsize),
             Err(e) => {
                 tracing::debug!(%e, dir = %dir.display(), "cannot measure the free space of the state directory");
                 return;

@@ -20,6 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
 use subzero_core::lifecycle::{LeafRef, Supervisor};
 use subzero_core::{BudgetReached, ChildId, ErrorCode, RunId};
 
@@ -114,8 +115,8 @@ fn transient(err: &RuntimeError) -> bool {
     match err {
         RuntimeError::StorageUnavailable { .. } | RuntimeError::Locked(_) => true,
         RuntimeError::Io { source, .. } => matches!(
-            source.raw_os_error(),
-            Some(libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EIO)
+            Errno::from_io_error(source),
+            Some(Errno::NOSPC | Errno::DQUOT | Errno::ROFS | Errno::IO)
         ),
         _ => false,
     }

@@ -35,7 +35,8 @@ use std::sync::OnceLock;
 mod namespace;
 mod step;
 use namespace::{IdMaps, enter_namespaces, flags, has_cap_sys_admin, try_unshare};
-use step::{Step, mount};
+use rustix::thread::UnshareFlags;
+use step::Step;
 
 /// What was probed at start: which paths to hide and whether the kernel lets tool
 /// processes have a mount namespace of their own.
@@ -176,7 +177,7 @@ const MAX_REBINDS: usize = 40;
 /// with [`ToolView::enter`].
 #[derive(Debug)]
 pub struct ToolView {
-    flags: libc::c_int,
+    flags: UnshareFlags,
     user_namespace: bool,
     maps: IdMaps,
     steps: Vec<Step>,
@@ -212,6 +213,7 @@ impl ToolView {
     /// Enters the view: runs between fork and exec, async-signal-safe (no allocation, no
     /// lock). `Err` carries the errno of the step that failed; the spawn then fails.
     pub fn enter(&self) -> io::Result<()> {
+        // Bare descriptor numbers, as the libc steps take them (see `step`).
         let mut slots: [libc::c_int; MAX_REBINDS] = [-1; MAX_REBINDS];
         // SAFETY: the forked child is single-threaded; every call below is a plain
         // system call on NUL-terminated strings owned by `self` or on this stack frame,
@@ -220,7 +222,7 @@ impl ToolView {
             enter_namespaces(self.flags, self.user_namespace, &self.maps)
                 .map_err(io::Error::from_raw_os_error)?;
             // Nothing this process mounts may reach the worker's namespace.
-            mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+            subzero_sys::namespace::make_mounts_private().map_err(io::Error::from_raw_os_error)?;
             for step in &self.steps {
                 step.run(&mut slots)?;
             }

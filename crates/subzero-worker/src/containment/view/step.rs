@@ -1,12 +1,15 @@
 //! What a tool process does between fork and exec to enter its view: each [`Step`] is
 //! prepared in full beforehand (paths as C strings, slots numbered) and run here with plain
-//! system calls, async-signal-safe (no allocation, no lock).
+//! system calls, async-signal-safe (no allocation, no lock). They are libc's: the steps
+//! keep bare descriptor numbers in slots between an `Open` and its `BindSlot`, and bind
+//! through `/proc/self/fd/<n>`, which rustix's owned-descriptor calls do not fit.
 
 use std::ffi::{CStr, CString};
 use std::io;
 
+use subzero_sys::child::errno;
+
 use super::MAX_REBINDS;
-use super::namespace::errno;
 
 /// Size and mode of a cover: empty, tiny, root of it readable and listable.
 const COVER_OPTIONS: &CStr = c"size=16k,nr_inodes=64,mode=0755";
@@ -185,7 +188,7 @@ fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) {
 ///
 /// # Safety
 /// Raw system call; the strings are NUL-terminated and alive for the call.
-pub(super) unsafe fn mount(
+unsafe fn mount(
     source: Option<&CStr>,
     target: &CStr,
     fstype: Option<&CStr>,
