@@ -122,6 +122,8 @@ struct Shared {
     dialect: Box<dyn Dialect>,
     brain: Brain,
     log: Mutex<Vec<RecordedRequest>>,
+    /// What the parent answered, turn by turn.
+    acts: Mutex<Vec<Act>>,
     turns: AtomicU64,
 }
 
@@ -145,6 +147,7 @@ impl ParentServer {
             dialect,
             brain,
             log: Mutex::new(Vec::new()),
+            acts: Mutex::new(Vec::new()),
             turns: AtomicU64::new(0),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
@@ -160,6 +163,15 @@ impl ParentServer {
     /// Every request so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.log).clone()
+    }
+
+    /// How many times the parent has answered with a call of a tool whose name ends with
+    /// `suffix` (hosts prefix the server's name): once it has, the host is making that call.
+    pub fn called(&self, suffix: &str) -> usize {
+        lock(&self.shared.acts)
+            .iter()
+            .filter(|act| matches!(act, Act::Call { tool, .. } if tool.ends_with(suffix)))
+            .count()
     }
 
     /// The conversation of every model turn so far, in order.
@@ -188,7 +200,9 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let exchange = shared.dialect.exchange(&body);
     let act = (shared.brain)(&exchange);
     let n = shared.turns.fetch_add(1, Ordering::Relaxed) + 1;
-    sse(&shared.dialect.events(&body, &act, n))
+    let events = shared.dialect.events(&body, &act, n);
+    lock(&shared.acts).push(act);
+    sse(&events)
 }
 
 fn sse(events: &[(&'static str, Value)]) -> Response {

@@ -498,8 +498,16 @@ pub fn quitting_mid_run_leaves_nothing_running_and_records_stopped(case: &QuitCa
                 .any(|t| t.count_of("subzero_spawn") > 0)
     });
     assert!(waiting, "the child's bash tool never started");
-    // The parent's `subzero_get` (waitMs 30000) is now in flight.
-    std::thread::sleep(Duration::from_millis(500));
+    // The parent has answered with its `subzero_get` (waitMs 30000): a moment later the host
+    // has handed it to the broker, which waits in it.
+    assert!(
+        eventually(Duration::from_secs(60), || case
+            .parent
+            .called("subzero_get")
+            > 0),
+        "the parent never called subzero_get"
+    );
+    std::thread::sleep(Duration::from_millis(100));
     let dir = env.dir.path().to_string_lossy().into_owned();
     assert!(!processes_naming(&dir).is_empty(), "no broker is running");
 

@@ -199,8 +199,13 @@ pub fn quitting_mid_run_stops_the_run(
             text(&out)
         );
     }
-    // The parent's get call is in flight now: give the host a moment to be inside it.
-    std::thread::sleep(Duration::from_millis(500));
+    // The parent has answered with its get call: a moment later the host is inside it.
+    assert!(
+        eventually(Duration::from_secs(60), || rig.parent.called("subzero_get")
+            > 0),
+        "the parent never called subzero_get"
+    );
+    std::thread::sleep(Duration::from_millis(100));
     let broker = rig
         .leftovers()
         .into_iter()
