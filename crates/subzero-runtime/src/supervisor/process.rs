@@ -202,7 +202,7 @@ impl Drop for WorkerProcess {
         if self.exited && self.locks.is_empty() && self.cgroup.is_none() {
             return;
         }
-        let mut rest = WorkerProcess {
+        let rest = WorkerProcess {
             pid: self.pid,
             pidfd: self.pidfd.take(),
             cgroup: self.cgroup.take(),
@@ -211,36 +211,104 @@ impl Drop for WorkerProcess {
             exited: self.exited,
         };
         self.exited = true;
-        let settle = move |rest: &mut WorkerProcess| {
-            std::mem::forget(std::mem::take(&mut rest.locks));
-            rest.cgroup = None;
-            rest.exited = true;
-        };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
+                let mut watched = Watched(Some(rest));
                 runtime.spawn(async move {
-                    if !rest.exited {
-                        rest.exit().await;
-                        rest.exited = true;
+                    if let Some(rest) = watched.0.as_mut() {
+                        if !rest.exited {
+                            rest.exit().await;
+                            rest.exited = true;
+                        }
+                        rest.end_tree().await;
+                        settle(rest);
                     }
-                    rest.end_tree().await;
-                    settle(&mut rest);
+                    let _ = watched.0.take();
                 });
             }
-            Err(_) => {
-                // No reactor: block a thread on the worker's exit; its cgroup, if any, is
-                // left for the next broker's sweep.
-                std::thread::spawn(move || {
-                    if !rest.exited {
-                        reap_blocking(rest.pid);
-                        unregister(rest.pid);
-                    }
-                    if rest.cgroup.is_none() {
-                        rest.locks.clear();
-                    }
-                    settle(&mut rest);
-                });
+            Err(_) => on_a_thread(rest),
+        }
+    }
+}
+
+/// A dropped worker a task waits for. A runtime shutting down drops that task, at once if
+/// it is spawned then: the worker goes to a thread instead (a second task would be dropped
+/// the same way, and its worker's drop would spawn another, without end).
+struct Watched(Option<WorkerProcess>);
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(rest) = self.0.take() {
+            on_a_thread(rest);
+        }
+    }
+}
+
+/// No reactor: block a thread on the worker's exit; its cgroup, if any, is left for the
+/// next broker's sweep.
+fn on_a_thread(mut rest: WorkerProcess) {
+    std::thread::spawn(move || {
+        if !rest.exited {
+            reap_blocking(rest.pid);
+            unregister(rest.pid);
+        }
+        if rest.cgroup.is_none() {
+            rest.locks.clear();
+        }
+        settle(&mut rest);
+    });
+}
+
+/// What is left of a dropped worker once it was waited for: locks its tree may still
+/// hold are never closed by this broker, and nothing is left for its drop to do.
+fn settle(rest: &mut WorkerProcess) {
+    std::mem::forget(std::mem::take(&mut rest.locks));
+    rest.cgroup = None;
+    rest.exited = true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker dropped while its runtime shuts down (its task cancelled with the others)
+    /// is waited for on a thread; it once spawned a task per drop, each dropped at once by
+    /// the closing runtime, until the stack overflowed.
+    #[test]
+    fn a_worker_dropped_while_the_runtime_shuts_down_is_waited_for_on_a_thread() {
+        let child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = i32::try_from(child.id()).expect("pid");
+        register(pid);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (parked, is_parked) = std::sync::mpsc::channel();
+        runtime.spawn(async move {
+            let _worker = WorkerProcess::new(pid, None, None, Vec::new(), None);
+            let _ = parked.send(());
+            std::future::pending::<()>().await;
+        });
+        runtime.block_on(async {
+            while is_parked.try_recv().is_err() {
+                tokio::task::yield_now().await;
             }
+        });
+        drop(runtime);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while WORKERS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&pid)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the worker was never reaped"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
