@@ -276,6 +276,8 @@ mod tests {
     /// the closing runtime, until the stack overflowed.
     #[test]
     fn a_worker_dropped_while_the_runtime_shuts_down_is_waited_for_on_a_thread() {
+        // Reaped by the drop's thread (by pid), not through `Child`.
+        #[allow(clippy::zombie_processes)]
         let child = std::process::Command::new("sleep")
             .arg("0.2")
             .spawn()
