@@ -2,6 +2,7 @@
 //! `subzero mcp` command that serves them. Everything stays on loopback.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use subzero_testkit::mcp_client::{BrokerCommand, McpSession, ToolReply};
@@ -97,6 +98,24 @@ impl BenchEnv {
         .await?;
         Ok((string(&out, "childId")?, string(&out, "runId")?))
     }
+}
+
+/// `subzero mcp` as a host starts it on `cmd`'s workspace, state and config, stdin and
+/// stdout piped; the caller says where stderr goes.
+pub fn mcp_command(cmd: &BrokerCommand) -> Command {
+    let mut command = Command::new(&cmd.exe);
+    command
+        .arg("mcp")
+        .arg("--workspace")
+        .arg(&cmd.workspace)
+        .arg("--state-dir")
+        .arg(&cmd.state_dir)
+        .arg("--config")
+        .arg(&cmd.config)
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
 }
 
 /// A tool call that must succeed; its structured result.

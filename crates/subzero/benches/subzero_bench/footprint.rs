@@ -139,19 +139,7 @@ pub async fn child_tree(
         if let Some(rss) = rss_mib(broker) {
             out.broker_rss.push(rss);
         }
-        out.shape = each
-            .iter()
-            .map(|(pid, m)| {
-                format!(
-                    "{} (RSS {:.1}, PSS {:.1}, VmHWM {:.1} MiB)",
-                    command_of(*pid),
-                    m.rss,
-                    m.pss,
-                    m.hwm
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" + ");
+        out.shape = shape_of(&each);
         ok(
             &s,
             "subzero_stop",
@@ -161,6 +149,23 @@ pub async fn child_tree(
     }
     s.close().await?;
     Ok(out)
+}
+
+/// Each process of a tree with its memory, for the notes: `` `subzero-worker worker` (RSS
+/// …, PSS …, VmHWM … MiB) + … ``.
+fn shape_of(each: &[(u32, Memory)]) -> String {
+    each.iter()
+        .map(|(pid, m)| {
+            format!(
+                "{} (RSS {:.1}, PSS {:.1}, VmHWM {:.1} MiB)",
+                command_of(*pid),
+                m.rss,
+                m.pss,
+                m.hwm
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// `subzero-worker worker`, `node …/main.js`: the first two words of a command line.

@@ -7,8 +7,8 @@ use serde_json::json;
 use subzero_testkit::{Reply, Step};
 
 use crate::Fail;
-use crate::broker::HwmSampler;
 use crate::env::{BenchEnv, call, settle};
+use crate::hwm::HwmSampler;
 use crate::procs::{eventually, hwm_mib, workers_of};
 use crate::stats::Samples;
 

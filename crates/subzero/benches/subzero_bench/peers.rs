@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use subzero_testkit::{Reply, ScriptedServer};
+use tempfile::TempDir;
 
 use crate::Fail;
 use crate::footprint::{Memory, tree_memory, tree_of};
@@ -130,15 +131,7 @@ pub async fn pi_rpc(root: &Path, runs: usize) -> Result<PeerFigures, Fail> {
         &how,
     )?;
     let model = ScriptedServer::start(Vec::new())?;
-    let home = tempfile::tempdir()?;
-    let models = json!({"providers": {"scripted": {
-        "baseUrl": model.base_url(), "api": "openai-completions", "apiKey": "sk-bench-unused",
-        "models": [{"id": "parent", "name": "Scripted"}]}}});
-    std::fs::create_dir_all(home.path().join(".pi/agent"))?;
-    std::fs::write(
-        home.path().join(".pi/agent/models.json"),
-        models.to_string(),
-    )?;
+    let home = pi_home(&model)?;
     let path = format!(
         "{}:{}",
         node.parent()
@@ -151,26 +144,7 @@ pub async fn pi_rpc(root: &Path, runs: usize) -> Result<PeerFigures, Fail> {
         model.push(Reply::Hang);
         let before = model.requests().len();
         let started = Instant::now();
-        let mut child = Command::new(&node)
-            .arg(&cli)
-            .args([
-                "--mode",
-                "rpc",
-                "--no-session",
-                "--model",
-                "scripted/parent",
-            ])
-            .current_dir(home.path())
-            .env_clear()
-            .env("PATH", &path)
-            .env("HOME", home.path())
-            .env("PI_OFFLINE", "1")
-            .env("PI_SKIP_VERSION_CHECK", "1")
-            .env("PI_TELEMETRY", "0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut child = pi_command(&node, &cli, home.path(), &path).spawn()?;
         let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
         let mut stdin = child.stdin.take().ok_or("no stdin")?;
         writeln!(stdin, "{}", json!({"id": "state", "type": "get_state"}))?;
@@ -199,6 +173,46 @@ pub async fn pi_rpc(root: &Path, runs: usize) -> Result<PeerFigures, Fail> {
         }
     }
     Ok(out)
+}
+
+/// A home directory for Pi whose `models.json` names `model` as the provider `scripted`.
+fn pi_home(model: &ScriptedServer) -> Result<TempDir, Fail> {
+    let home = tempfile::tempdir()?;
+    let models = json!({"providers": {"scripted": {
+        "baseUrl": model.base_url(), "api": "openai-completions", "apiKey": "sk-bench-unused",
+        "models": [{"id": "parent", "name": "Scripted"}]}}});
+    std::fs::create_dir_all(home.path().join(".pi/agent"))?;
+    std::fs::write(
+        home.path().join(".pi/agent/models.json"),
+        models.to_string(),
+    )?;
+    Ok(home)
+}
+
+/// `pi --mode rpc` on the scripted model in `home`: offline, no telemetry, nothing of this
+/// process's environment but `path`; stdin and stdout piped.
+fn pi_command(node: &Path, cli: &Path, home: &Path, path: &str) -> Command {
+    let mut command = Command::new(node);
+    command
+        .arg(cli)
+        .args([
+            "--mode",
+            "rpc",
+            "--no-session",
+            "--model",
+            "scripted/parent",
+        ])
+        .current_dir(home)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("PI_OFFLINE", "1")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .env("PI_TELEMETRY", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    command
 }
 
 /// Writes `request` and reads stdout until a line containing `marker`.

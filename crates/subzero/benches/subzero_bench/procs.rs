@@ -19,6 +19,16 @@ pub fn sleeps_under(broker: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Processes running in `workspace` whose program ends in `sleep`: what a tool tree left
+/// behind.
+pub fn sleeps_in(workspace: &Path) -> Vec<u32> {
+    running_in(workspace)
+        .into_iter()
+        .filter(|p| p.argv.first().is_some_and(|a| a.ends_with("sleep")))
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// A `/proc/PID/status` counter in KiB (`VmRSS`, `VmHWM`).
 pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

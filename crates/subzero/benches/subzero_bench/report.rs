@@ -112,9 +112,21 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
+    /// The whole document: the preamble, the machine, how to reproduce, a table a section
+    /// (in the order their first figures landed), the ratios and the notes.
     pub fn markdown(&self) -> String {
         let mut md = String::new();
-        let m = self.machine;
+        self.write_preamble(&mut md);
+        self.write_machine(&mut md);
+        self.write_reproduce(&mut md);
+        self.write_sections(&mut md);
+        self.write_ratios(&mut md);
+        self.write_notes(&mut md);
+        md
+    }
+
+    /// The title, the do-not-edit header and what the targets mean.
+    fn write_preamble(&self, md: &mut String) {
         let _ = writeln!(md, "# Benchmarks\n");
         let _ = writeln!(
             md,
@@ -131,6 +143,10 @@ impl Report<'_> {
                 ""
             }
         );
+    }
+
+    fn write_machine(&self, md: &mut String) {
+        let m = self.machine;
         let _ = writeln!(md, "## Machine\n");
         let _ = writeln!(md, "| | |\n|---|---|");
         let _ = writeln!(md, "| nproc | {} |", m.nproc);
@@ -142,6 +158,9 @@ impl Report<'_> {
             "| measured | {} ({:.0} s in total) |",
             self.started, self.total_seconds
         );
+    }
+
+    fn write_reproduce(&self, md: &mut String) {
         let _ = writeln!(md, "\n## Reproduce\n\n```sh\n{}\n```\n", self.command);
         let _ = writeln!(
             md,
@@ -151,6 +170,10 @@ impl Report<'_> {
              All traffic is stdio and loopback HTTP: to a scripted OpenAI-compatible model (`subzero-testkit`), and in the real-model section \
              to a real llama.cpp `llama-server` on loopback, installed from PyPI wheels into `~/.cache/subzero-tests/llama-cpp` (`subzero_testkit::llama_cpp`).\n"
         );
+    }
+
+    /// One table a section, the sections in the order their first figures landed.
+    fn write_sections(&self, md: &mut String) {
         let mut sections: Vec<&str> = Vec::new();
         for f in self.figures {
             if !sections.contains(&f.section) {
@@ -162,9 +185,12 @@ impl Report<'_> {
             let _ = writeln!(md, "| Figure | n | median | p95 | target | met | how |");
             let _ = writeln!(md, "|---|---:|---:|---:|---|---|---|");
             for f in self.figures.iter().filter(|f| f.section == section) {
-                self.row(&mut md, f);
+                self.row(md, f);
             }
         }
+    }
+
+    fn write_ratios(&self, md: &mut String) {
         if !self.ratios.is_empty() {
             let _ = writeln!(md, "\n## Ratios\n");
             let _ = writeln!(
@@ -186,13 +212,15 @@ impl Report<'_> {
                 );
             }
         }
+    }
+
+    fn write_notes(&self, md: &mut String) {
         if !self.notes.is_empty() {
             let _ = writeln!(md, "\n## Notes\n");
             for note in self.notes {
                 let _ = writeln!(md, "- {note}");
             }
         }
-        md
     }
 
     fn row(&self, md: &mut String, f: &Figure) {

@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use subzero_testkit::Reply;
 
 use crate::Fail;
-use crate::env::BenchEnv;
-use crate::procs::{eventually, running_in, sigkill, sleeps_under};
+use crate::env::{BenchEnv, mcp_command};
+use crate::procs::{eventually, sigkill, sleeps_in, sleeps_under};
 use crate::stats::{Samples, ms_since};
 
 /// Coder children whose trees run when the broker is ended.
@@ -81,36 +81,10 @@ pub fn shutdown_with_trees(
         unclean_exits: 0,
     };
     for _ in 0..runs {
-        let env = BenchEnv::new(exe, Vec::new())?;
-        // Four write-capable runs at once need four writer slots.
-        let config = env.dir.path().join("config.toml");
-        let text = std::fs::read_to_string(&config)?;
-        std::fs::write(
-            &config,
-            format!("{text}\n[limits]\nwrite_runs_per_workspace = {CHILDREN}\n"),
-        )?;
-        let tree = json!({"command": "sleep 1000 & setsid sleep 1000 & sleep 1000"}).to_string();
-        for n in 0..CHILDREN {
-            env.server
-                .push(Reply::tool_call(&format!("call_{n}"), "bash", &tree));
-        }
+        let env = trees_env(exe)?;
         let mut broker = RawBroker::start(&env)?;
         let pid = broker.child.id();
-        for n in 0..CHILDREN {
-            broker.call(
-                "subzero_spawn",
-                json!({"prompt": format!("Start server {n}."), "templateId": "coder", "model": env.model()}),
-            )?;
-        }
-        if !eventually(LONG, Duration::from_millis(5), || {
-            sleeps_under(pid).len() >= CHILDREN * SLEEPS_PER_TREE
-        }) {
-            return Err(format!(
-                "the bash trees never all started ({} sleeps)",
-                sleeps_under(pid).len()
-            )
-            .into());
-        }
+        start_trees(&mut broker, &env)?;
 
         let start = Instant::now();
         match ending {
@@ -124,16 +98,52 @@ pub fn shutdown_with_trees(
             out.unclean_exits += 1;
         }
 
-        let left: Vec<u32> = running_in(&env.workspace())
-            .into_iter()
-            .filter(|p| p.argv.first().is_some_and(|a| a.ends_with("sleep")))
-            .map(|p| p.pid)
-            .collect();
+        let left = sleeps_in(&env.workspace());
         out.leftovers += left.len();
         left.into_iter().for_each(sigkill);
         out.not_stopped += runs_not_stopped(&env.state_dir().join("subzero.db"), CHILDREN)?;
     }
     Ok(out)
+}
+
+/// A fresh environment whose model answers each of the `CHILDREN` coder children with
+/// the bash tree, and a writer slot for each.
+fn trees_env(exe: &Path) -> Result<BenchEnv, Fail> {
+    let env = BenchEnv::new(exe, Vec::new())?;
+    // Four write-capable runs at once need four writer slots.
+    let config = env.dir.path().join("config.toml");
+    let text = std::fs::read_to_string(&config)?;
+    std::fs::write(
+        &config,
+        format!("{text}\n[limits]\nwrite_runs_per_workspace = {CHILDREN}\n"),
+    )?;
+    let tree = json!({"command": "sleep 1000 & setsid sleep 1000 & sleep 1000"}).to_string();
+    for n in 0..CHILDREN {
+        env.server
+            .push(Reply::tool_call(&format!("call_{n}"), "bash", &tree));
+    }
+    Ok(env)
+}
+
+/// Spawn the `CHILDREN` coder children and wait until every tree's `sleep`s run.
+fn start_trees(broker: &mut RawBroker, env: &BenchEnv) -> Result<(), Fail> {
+    let pid = broker.child.id();
+    for n in 0..CHILDREN {
+        broker.call(
+            "subzero_spawn",
+            json!({"prompt": format!("Start server {n}."), "templateId": "coder", "model": env.model()}),
+        )?;
+    }
+    if !eventually(LONG, Duration::from_millis(5), || {
+        sleeps_under(pid).len() >= CHILDREN * SLEEPS_PER_TREE
+    }) {
+        return Err(format!(
+            "the bash trees never all started ({} sleeps)",
+            sleeps_under(pid).len()
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn signal(pid: u32, signal: Signal) {
@@ -166,19 +176,7 @@ impl RawBroker {
     fn start(env: &BenchEnv) -> Result<RawBroker, Fail> {
         let cmd = env.command();
         let log = std::fs::File::create(env.dir.path().join("broker.log"))?;
-        let mut child = Command::new(&cmd.exe)
-            .arg("mcp")
-            .arg("--workspace")
-            .arg(&cmd.workspace)
-            .arg("--state-dir")
-            .arg(&cmd.state_dir)
-            .arg("--config")
-            .arg(&cmd.config)
-            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()?;
+        let mut child = mcp_command(&cmd).stderr(log).spawn()?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (tx, lines) = mpsc::channel();

@@ -6,8 +6,10 @@
 use std::path::Path;
 
 use crate::footprint::child_tree;
+use crate::plan::Plan;
 use crate::report::{Ratio, Target};
-use crate::{Fail, Plan, Sink, broker, one, peers};
+use crate::sink::{Sink, one};
+use crate::{Fail, broker, peers};
 
 pub const LEAN: &str = "Lean children";
 pub const PEERS: &str = "Beside the peers";
@@ -30,6 +32,7 @@ struct Ours {
     idle_rss: Option<f64>,
 }
 
+/// Every figure of the lean section and the ratios to the peers, in the order of the report.
 pub async fn measure(exe: &Path, root: &Path, plan: &Plan, sink: &mut Sink) {
     let n = plan.runs;
     let mut ours = Ours::default();
@@ -48,7 +51,8 @@ pub async fn measure(exe: &Path, root: &Path, plan: &Plan, sink: &mut Sink) {
     worker_starts(exe, root, n, sink, &mut ours).await;
     broker_figures(exe, n, sink, &mut ours).await;
     pi_child(exe, n, sink).await;
-    the_peers(root, n, sink, &ours).await;
+    node_server_figures(root, n, sink, &ours).await;
+    pi_rpc_figures(root, n, sink, &ours).await;
 }
 
 async fn rust_child(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
@@ -220,7 +224,8 @@ async fn pi_child(exe: &Path, n: usize, sink: &mut Sink) {
     }
 }
 
-async fn the_peers(root: &Path, n: usize, sink: &mut Sink, ours: &Ours) {
+/// The Node reference MCP server's cold start and idle memory, against the broker's.
+async fn node_server_figures(root: &Path, n: usize, sink: &mut Sink, ours: &Ours) {
     eprintln!("the Node reference MCP server…");
     match peers::node_reference_server(root, n) {
         Ok(node) => {
@@ -252,6 +257,11 @@ async fn the_peers(root: &Path, n: usize, sink: &mut Sink, ours: &Ours) {
         }
         Err(e) => sink.failed("Node reference server", &e),
     }
+}
+
+/// Pi's own worker process (`pi --mode rpc`): its start and its tree's memory while it
+/// waits on its model, against a Subzero child's.
+async fn pi_rpc_figures(root: &Path, n: usize, sink: &mut Sink, ours: &Ours) {
     eprintln!("Pi's worker process (pi --mode rpc)…");
     match peers::pi_rpc(root, n).await {
         Ok(pi) => {

@@ -1,0 +1,108 @@
+//! What a parent pays for one standard delegated task: get calls, bytes of tool results
+//! read, the child's run time, and the worker's peak RSS meanwhile.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::json;
+use subzero_testkit::{Reply, Step};
+
+use crate::Fail;
+use crate::env::{BenchEnv, call, string};
+use crate::hwm::HwmSampler;
+use crate::stats::{Samples, ms_since};
+
+/// What a parent pays for one standard delegated task, and the worker's peak RSS.
+pub struct ParentCost {
+    pub gets: Samples,
+    pub bytes: Samples,
+    pub child_ms: Samples,
+    pub worker_hwm_mib: Samples,
+}
+
+/// One model turn: `deltas` text deltas `delay_ms` apart, then a tool call (or a stop).
+fn turn(deltas: usize, delay_ms: u64, tool_call: Option<usize>) -> Reply {
+    let mut steps = Vec::new();
+    for i in 0..deltas {
+        steps.push(Step::delay_ms(delay_ms));
+        steps.push(Step::text(&format!("w{i} ")));
+    }
+    match tool_call {
+        Some(n) => {
+            steps.push(Step::tool_delta(
+                Some(0),
+                Some(&format!("call_{n}")),
+                Some("ls"),
+                r#"{"path":"."}"#,
+            ));
+            steps.push(Step::finish("tool_calls"));
+        }
+        None => steps.push(Step::finish("stop")),
+    }
+    steps.push(Step::done());
+    Reply::Sse(steps)
+}
+
+/// 20 turns of 95 deltas + an `ls` call, then 100 deltas and stop: 2,000 deltas, 20
+/// tool calls, ~5 ms apart (~10 s).
+fn standard_task() -> Vec<Reply> {
+    let mut script: Vec<Reply> = (0..20).map(|n| turn(95, 5, Some(n))).collect();
+    script.push(turn(100, 5, None));
+    script
+}
+
+pub async fn parent_cost(exe: &Path, runs: usize) -> Result<ParentCost, Fail> {
+    let mut out = ParentCost {
+        gets: Samples::default(),
+        bytes: Samples::default(),
+        child_ms: Samples::default(),
+        worker_hwm_mib: Samples::default(),
+    };
+    for _ in 0..runs {
+        let env = BenchEnv::new(exe, standard_task())?;
+        let s = env.broker().await?;
+        let broker = s.pid().ok_or("no broker pid")?;
+        let peak = HwmSampler::start(broker);
+        let start = Instant::now();
+        let spawned = call(
+            &s,
+            "subzero_spawn",
+            json!({"prompt": "Survey the workspace.", "templateId": "researcher", "model": env.model()}),
+        )
+        .await?;
+        if spawned.is_error {
+            return Err(format!("spawn failed: {}", spawned.text).into());
+        }
+        let child = string(&spawned.structured, "childId")?;
+        let mut gets = 0;
+        let mut bytes = spawned.bytes;
+        // A parent following the descriptions: get with the maximum wait until settled.
+        let snapshot = loop {
+            let reply = call(
+                &s,
+                "subzero_get",
+                json!({"childId": child, "waitMs": 30000}),
+            )
+            .await?;
+            gets += 1;
+            bytes += reply.bytes;
+            if reply.is_error {
+                return Err(format!("get failed: {}", reply.text).into());
+            }
+            if reply.structured["state"] != "running" || gets >= 20 {
+                break reply.structured;
+            }
+        };
+        out.child_ms.push(ms_since(start));
+        if snapshot["lastRun"]["status"] != "completed" {
+            return Err(format!("the standard task did not complete: {snapshot}").into());
+        }
+        out.gets.push(f64::from(gets));
+        out.bytes.push(bytes as f64);
+        if let Some(hwm) = peak.finish() {
+            out.worker_hwm_mib.push(hwm);
+        }
+        s.close().await?;
+    }
+    Ok(out)
+}
