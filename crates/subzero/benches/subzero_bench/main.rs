@@ -3,6 +3,7 @@
 //! naming it, when a figure misses its goal or a scenario fails.
 //!
 //! usage: subzero-bench --subzero PATH --out PATH [--quick] [--only SECTION] [--command TEXT]
+//!                      [--variants DIR]
 
 mod args;
 mod broker;
@@ -67,6 +68,9 @@ async fn run() -> Result<(), Fail> {
     }
     if wants("real-model") {
         sections::real_model::measure(&exe, &plan, &mut sink).await;
+    }
+    if let Some(variants) = args.variants.as_deref().filter(|_| wants("machinery")) {
+        sections::machinery::measure(&exe, variants, &plan, &mut sink);
     }
 
     let md = Report {

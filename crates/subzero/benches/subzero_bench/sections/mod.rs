@@ -2,6 +2,7 @@
 //! scenarios and puts the figures, ratios and notes in the [`Sink`](crate::sink::Sink).
 
 pub mod lean;
+pub mod machinery;
 pub mod processes;
 pub mod real_model;
 pub mod store;
