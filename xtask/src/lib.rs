@@ -1,8 +1,9 @@
 //! Subzero's build tasks: `codegen` writes `generated/`, `check` proves it is fresh and
 //! agrees with `schema-src/` and the fixtures, `test` runs the whole suite with every outside
-//! client and host installed, `soak` runs the seeded fault soak, `startup-order` writes the broker's start-up link order. A library so that `subzero-protocol`'s tests run the very same
-//! checks in-process. The codegen and its checks (and their heavy dependencies) are behind
-//! the `codegen` feature, which `subzero-protocol`'s tests turn on.
+//! client and host installed, `soak` runs the seeded fault soak, `bench` writes
+//! `docs/benchmarks.md`. A library so that `subzero-protocol`'s tests run the very same checks
+//! in-process. The codegen and its checks (and their heavy dependencies) are behind the
+//! `codegen` feature, which `subzero-protocol`'s tests turn on.
 
 pub mod bench;
 #[cfg(feature = "codegen")]
@@ -19,11 +20,9 @@ pub mod error_table;
 pub mod fixtures;
 #[cfg(feature = "codegen")]
 pub mod generate;
-pub mod link_map;
 pub mod soak;
 #[cfg(feature = "codegen")]
 pub mod source;
-pub mod startup_order;
 pub mod test;
 
 use std::path::PathBuf;
