@@ -39,10 +39,6 @@ struct TestBinary {
 /// most of the suite's processor time, so they start at once in a lane of their own.
 const REAL_MODEL: &str = "model::llama_cpp";
 
-/// Tests of the broker's suite at once (libtest's default is one per core): its tests mostly
-/// wait on processes, sockets and timers, so a third keeps the two cores busier.
-const BROKER_THREADS: &str = "3";
-
 /// One test binary with the arguments it runs with.
 #[derive(Debug, Clone)]
 struct Job {
@@ -85,7 +81,7 @@ pub fn run_all(
     let rest = spawn_logged(Some(root), rest, &log_path(root, "rest"))?;
     let main = Job {
         binary: broker,
-        args: vec!["--skip", REAL_MODEL, "--test-threads", BROKER_THREADS],
+        args: vec!["--skip", REAL_MODEL],
     };
     eprintln!(
         "     Running {} ({}) {}",
