@@ -5,35 +5,10 @@
 #[path = "../../../../fuzz/checks/worker.rs"]
 mod checks;
 
-use std::path::PathBuf;
+#[path = "../../../../fuzz/checks/replay.rs"]
+mod replay;
 
-/// The seed files of `target`, sorted by name; a target without seeds is a mistake.
-fn seeds(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(target);
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|err| panic!("{}: {err}", dir.display()))
-        .map(|entry| entry.expect("a readable seed directory").path())
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no seeds in {}", dir.display());
-    paths
-        .into_iter()
-        .map(|path| {
-            let bytes =
-                std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-            (path, bytes)
-        })
-        .collect()
-}
-
-fn replay(target: &str, check: fn(&[u8])) {
-    for (path, bytes) in seeds(target) {
-        eprintln!("replaying {}", path.display());
-        check(&bytes);
-    }
-}
+use replay::replay;
 
 #[test]
 fn transcript_seeds_pass_the_fuzz_check() {
