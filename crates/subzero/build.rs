@@ -10,9 +10,19 @@
 
 use std::process::Command;
 
+/// Names what a bench build leaves out (`cargo xtask bench` measures the broker's cold start
+/// without each piece of its start-up machinery): `mcp-args`, the `subzero mcp` flags read
+/// without clap.
+const WITHOUT: &str = "SUBZERO_BENCH_WITHOUT";
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed={WITHOUT}");
+    println!("cargo::rustc-check-cfg=cfg(subzero_without_mcp_args)");
+    if std::env::var(WITHOUT).is_ok_and(|v| v.split(',').any(|p| p.trim() == "mcp-args")) {
+        println!("cargo:rustc-cfg=subzero_without_mcp_args");
+    }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
         || std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("gnu")
     {

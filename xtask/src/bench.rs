@@ -85,21 +85,26 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
 }
 
 /// The broker built without one piece of its start-up machinery each, as
-/// `(file suffix, without the rustc wrapper)`: today the static link of
-/// `.cargo/rustc-wrapper`, the one piece the bench found paying (docs/decisions.md). The
-/// bench measures what each piece pays.
-const VARIANTS: [(&str, bool); 1] = [("dynamic", true)];
+/// `(file suffix, SUBZERO_BENCH_WITHOUT, without the rustc wrapper)`: what
+/// `crates/subzero/build.rs` leaves out on request, and the static link of
+/// `.cargo/rustc-wrapper`. The bench measures what each piece pays.
+const VARIANTS: [(&str, &str, bool); 2] = [
+    ("without-mcp-args", "mcp-args", false),
+    // Last: without the wrapper every workspace crate of the variants' target is rebuilt.
+    ("dynamic", "", true),
+];
 
 /// Builds [`VARIANTS`] in `target/bench-variants/target` and copies each broker to
 /// `target/bench-variants/subzero-<suffix>`; returns that directory.
 fn build_variants(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {
     let dir = target_dir(root).join("bench-variants");
-    for (suffix, no_wrapper) in VARIANTS {
+    for (suffix, without, no_wrapper) in VARIANTS {
         let mut command = Command::new(cargo);
         command
             .current_dir(root)
             .args(["build", "--release", "-p", "subzero", "--bin", "subzero"])
-            .env("CARGO_TARGET_DIR", dir.join("target"));
+            .env("CARGO_TARGET_DIR", dir.join("target"))
+            .env("SUBZERO_BENCH_WITHOUT", without);
         if no_wrapper {
             // Empty overrides the configured wrapper (cargo's documented reset).
             command.env("RUSTC_WORKSPACE_WRAPPER", "");
