@@ -1,8 +1,7 @@
 //! Link flags for the `subzero` binary.
 //!
 //! The binary is position-independent (ASLR) and carries ~40,000 relative relocations,
-//! applied at every start of the broker (static-pie: by its own start-up code, see
-//! `.cargo/rustc-wrapper`) and of every worker (by the dynamic loader). Where
+//! applied by the dynamic loader at every start of the broker. Where
 //! the toolchain and the C library support it (binutils ≥ 2.38, glibc ≥ 2.36), they are
 //! packed as `DT_RELR` (`-z pack-relative-relocs`): ~16 KB instead of ~950 KB of `.rela.dyn`
 //! to read, and a tight loop instead of one entry per address. A C library without
@@ -10,19 +9,9 @@
 
 use std::process::Command;
 
-/// Names what a bench build leaves out (`cargo xtask bench` measures the broker's cold start
-/// without each piece of its start-up machinery): `mcp-args`, the `subzero mcp` flags read
-/// without clap.
-const WITHOUT: &str = "SUBZERO_BENCH_WITHOUT";
-
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CC");
-    println!("cargo:rerun-if-env-changed={WITHOUT}");
-    println!("cargo::rustc-check-cfg=cfg(subzero_without_mcp_args)");
-    if std::env::var(WITHOUT).is_ok_and(|v| v.split(',').any(|p| p.trim() == "mcp-args")) {
-        println!("cargo:rustc-cfg=subzero_without_mcp_args");
-    }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
         || std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("gnu")
     {

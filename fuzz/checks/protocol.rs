@@ -9,11 +9,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use subzero_protocol::{
-    BrokerMessage, GetInput, InfoInput, ListInput, OutputInput, ResumeInput, SendInput, SpawnInput,
-    StopInput, Validate, WorkerMessage,
+    ApplyInput, BrokerMessage, GetInput, InfoInput, ListInput, OutputInput, ResumeInput, SendInput,
+    SpawnInput, StopInput, Validate, WorkerMessage,
 };
 
-/// (a) MCP tool arguments: the bytes as one JSON document, read as each of the eight tool
+/// (a) MCP tool arguments: the bytes as one JSON document, read as each of the nine tool
 /// inputs the way the broker does (a `Value` first, then the typed input, then `Validate`).
 pub fn tool_arguments(data: &[u8]) {
     let Ok(arguments) = serde_json::from_slice::<Value>(data) else {
@@ -27,6 +27,7 @@ pub fn tool_arguments(data: &[u8]) {
     accepts_consistently::<StopInput>(&arguments);
     accepts_consistently::<ResumeInput>(&arguments);
     accepts_consistently::<OutputInput>(&arguments);
+    accepts_consistently::<ApplyInput>(&arguments);
 }
 
 /// (b) Worker control lines: the bytes as one JSON line, read as a [`BrokerMessage`] (the

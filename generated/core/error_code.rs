@@ -110,6 +110,21 @@ pub enum ErrorCode {
     /// Next step: Free disk space or fix permissions and retry; for a deleted or replaced database, restart the host's Subzero server.
     #[serde(rename = "storage_unavailable")]
     StorageUnavailable,
+    /// The workspace cannot have an isolated checkout (not a git repository, no commit yet, a bad `baseRevision`, git missing or older than 2.40, a submodule that cannot be initialized); nothing was changed.
+    ///
+    /// Next step: Fix what the message names, or spawn with isolation `shared`.
+    #[serde(rename = "not_isolatable")]
+    NotIsolatable,
+    /// The child's change cannot land as a whole; the workspace's files, index, HEAD and refs were left as they were. `details.conflicts` lists each path and why (`edited_on_both_sides`, `deleted_on_one_side`, `binary`, `uncommitted_changes`, `untracked_in_the_way`).
+    ///
+    /// Next step: Commit, stash or resolve those paths in the workspace (or send the child a followup to rebase its work), then apply again; or discard.
+    #[serde(rename = "change_conflict")]
+    ChangeConflict,
+    /// The child has no settled change to apply or discard: it is not isolated, a run is active, it changed nothing, or its change was already applied or discarded (`details.state`).
+    ///
+    /// Next step: Wait for the run to settle (`subzero_get`), or read `checkout.state` to see what happened to the change.
+    #[serde(rename = "change_unavailable")]
+    ChangeUnavailable,
     /// An unexpected internal failure; stored state was left consistent.
     ///
     /// Next step: Retry; if it persists, read the broker's log and run `subzero doctor`, and report it as a bug.
@@ -118,7 +133,7 @@ pub enum ErrorCode {
 }
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidRequest,
         ErrorCode::NotFound,
         ErrorCode::CredentialsRequired,
@@ -140,6 +155,9 @@ impl ErrorCode {
         ErrorCode::RuntimeShuttingDown,
         ErrorCode::Interrupted,
         ErrorCode::StorageUnavailable,
+        ErrorCode::NotIsolatable,
+        ErrorCode::ChangeConflict,
+        ErrorCode::ChangeUnavailable,
         ErrorCode::Internal,
     ];
     /// The wire spelling.
@@ -166,6 +184,9 @@ impl ErrorCode {
             ErrorCode::RuntimeShuttingDown => "runtime_shutting_down",
             ErrorCode::Interrupted => "interrupted",
             ErrorCode::StorageUnavailable => "storage_unavailable",
+            ErrorCode::NotIsolatable => "not_isolatable",
+            ErrorCode::ChangeConflict => "change_conflict",
+            ErrorCode::ChangeUnavailable => "change_unavailable",
             ErrorCode::Internal => "internal",
         }
     }
@@ -234,6 +255,15 @@ impl ErrorCode {
             }
             ErrorCode::StorageUnavailable => {
                 "The state database (or another stored file) cannot be written or is no longer the file this broker opened (`details.path`); nothing was written."
+            }
+            ErrorCode::NotIsolatable => {
+                "The workspace cannot have an isolated checkout (not a git repository, no commit yet, a bad `baseRevision`, git missing or older than 2.40, a submodule that cannot be initialized); nothing was changed."
+            }
+            ErrorCode::ChangeConflict => {
+                "The child's change cannot land as a whole; the workspace's files, index, HEAD and refs were left as they were. `details.conflicts` lists each path and why (`edited_on_both_sides`, `deleted_on_one_side`, `binary`, `uncommitted_changes`, `untracked_in_the_way`)."
+            }
+            ErrorCode::ChangeUnavailable => {
+                "The child has no settled change to apply or discard: it is not isolated, a run is active, it changed nothing, or its change was already applied or discarded (`details.state`)."
             }
             ErrorCode::Internal => {
                 "An unexpected internal failure; stored state was left consistent."
@@ -305,6 +335,15 @@ impl ErrorCode {
             }
             ErrorCode::StorageUnavailable => {
                 "Free disk space or fix permissions and retry; for a deleted or replaced database, restart the host's Subzero server."
+            }
+            ErrorCode::NotIsolatable => {
+                "Fix what the message names, or spawn with isolation `shared`."
+            }
+            ErrorCode::ChangeConflict => {
+                "Commit, stash or resolve those paths in the workspace (or send the child a followup to rebase its work), then apply again; or discard."
+            }
+            ErrorCode::ChangeUnavailable => {
+                "Wait for the run to settle (`subzero_get`), or read `checkout.state` to see what happened to the change."
             }
             ErrorCode::Internal => {
                 "Retry; if it persists, read the broker's log and run `subzero doctor`, and report it as a bug."

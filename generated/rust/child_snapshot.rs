@@ -29,6 +29,9 @@ pub struct ChildSnapshot {
         deserialize_with = "::std::option::Option::deserialize"
     )]
     pub active_run_id: ::std::option::Option<super::common::RunId>,
+    ///Present for an isolated child: its checkout and its change.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub checkout: ::std::option::Option<super::common::Checkout>,
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
@@ -346,6 +349,10 @@ impl crate::validate::Validate for ChildSnapshot {
         crate::validate::Validate::validate_at(
             &self.active_run_id,
             &crate::validate::join(path, "activeRunId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.checkout,
+            &crate::validate::join(path, "checkout"),
         )?;
         crate::validate::Validate::validate_at(
             &self.child_id,

@@ -171,6 +171,143 @@ pub struct BudgetReached {
     ///What the run had used of it when it stopped (turns, milliseconds or tokens).
     pub reached: u64,
 }
+///What a child changed in its checkout, as a commit on its base.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    ///Lines removed.
+    pub deletions: u64,
+    ///The full diff (`git diff --binary`), read with `subzero_output`.
+    #[serde(rename = "diffArtifactId")]
+    pub diff_artifact_id: ArtifactId,
+    ///Files added, modified, deleted or renamed.
+    #[serde(rename = "filesChanged")]
+    pub files_changed: u64,
+    ///The commit holding the change (its parent is `baseCommit`).
+    #[serde(rename = "headCommit")]
+    pub head_commit: CommitId,
+    ///Lines added (binary files count none).
+    pub insertions: u64,
+}
+///An isolated child's own git checkout.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct Checkout {
+    ///The commit it started from (a snapshot commit when uncommitted changes were carried).
+    #[serde(rename = "baseCommit")]
+    pub base_commit: CommitId,
+    ///Those changes were carried into the checkout (the base includes them).
+    pub carried: bool,
+    ///The recorded change, once a run settled with one.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub change: ::std::option::Option<Change>,
+    ///The workspace had uncommitted changes then.
+    pub dirty: bool,
+    ///The checkout's directory; the child may write only here (and its scratch).
+    pub path: ::std::string::String,
+    ///Where the checkout is in its life.
+    pub state: CheckoutState,
+    ///The workspace's HEAD when the checkout was made.
+    #[serde(rename = "workspaceHead")]
+    pub workspace_head: CommitId,
+}
+///Where an isolated child's checkout is in its life.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum CheckoutState {
+    ///Created; no run has used it yet.
+    #[serde(rename = "prepared")]
+    Prepared,
+    ///A run is working in it.
+    #[serde(rename = "in_use")]
+    InUse,
+    ///No run active; its change is recorded and not yet applied.
+    #[serde(rename = "settled_changed")]
+    SettledChanged,
+    ///No run active; nothing changed.
+    #[serde(rename = "settled_unchanged")]
+    SettledUnchanged,
+    ///Its change landed in the workspace.
+    #[serde(rename = "applied")]
+    Applied,
+    ///Its change was thrown away and the checkout removed.
+    #[serde(rename = "discarded")]
+    Discarded,
+    ///Removed with no change to keep.
+    #[serde(rename = "removed")]
+    Removed,
+}
+impl ::std::fmt::Display for CheckoutState {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Prepared => f.write_str("prepared"),
+            Self::InUse => f.write_str("in_use"),
+            Self::SettledChanged => f.write_str("settled_changed"),
+            Self::SettledUnchanged => f.write_str("settled_unchanged"),
+            Self::Applied => f.write_str("applied"),
+            Self::Discarded => f.write_str("discarded"),
+            Self::Removed => f.write_str("removed"),
+        }
+    }
+}
+impl ::std::str::FromStr for CheckoutState {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "prepared" => Ok(Self::Prepared),
+            "in_use" => Ok(Self::InUse),
+            "settled_changed" => Ok(Self::SettledChanged),
+            "settled_unchanged" => Ok(Self::SettledUnchanged),
+            "applied" => Ok(Self::Applied),
+            "discarded" => Ok(Self::Discarded),
+            "removed" => Ok(Self::Removed),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for CheckoutState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for CheckoutState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Child id: `ch_` followed by a 26-character ULID.
 #[derive(
     ::serde::Serialize,
@@ -307,6 +444,85 @@ impl ::std::convert::TryFrom<::std::string::String> for ChildState {
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
+    }
+}
+///A git object id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(
+    extend(
+        "pattern" = "^([0-9a-f]{40}|[0-9a-f]{64})$",
+        "minLength" = 40,
+        "maxLength" = 64
+    )
+)]
+#[serde(transparent)]
+pub struct CommitId(::std::string::String);
+impl ::std::ops::Deref for CommitId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<CommitId> for ::std::string::String {
+    fn from(value: CommitId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for CommitId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 64usize {
+            return Err("longer than 64 characters".into());
+        }
+        if value.chars().count() < 40usize {
+            return Err("shorter than 40 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^([0-9a-f]{40}|[0-9a-f]{64})$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^([0-9a-f]{40}|[0-9a-f]{64})$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for CommitId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for CommitId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for CommitId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
     }
 }
 ///Whether a child compacts its transcript when it outgrows its context window.
@@ -491,6 +707,64 @@ impl<'de> ::serde::Deserialize<'de> for CredentialRef {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
+    }
+}
+///Where a write-capable child writes.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum Isolation {
+    ///In the workspace itself; one writer at a time per workspace.
+    #[serde(rename = "shared")]
+    Shared,
+    ///In its own git checkout of the workspace, the only place it may write; its change is merged back with `subzero_apply`.
+    #[serde(rename = "checkout")]
+    Checkout,
+}
+impl ::std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Shared => f.write_str("shared"),
+            Self::Checkout => f.write_str("checkout"),
+        }
+    }
+}
+impl ::std::str::FromStr for Isolation {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "shared" => Ok(Self::Shared),
+            "checkout" => Ok(Self::Checkout),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for Isolation {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for Isolation {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
     }
 }
 ///Model API protocol, chosen explicitly from those the worker advertises (`subzero_info`); it is never inferred from the URL.
@@ -2561,6 +2835,89 @@ impl crate::validate::Validate for BudgetReached {
         Ok(())
     }
 }
+impl crate::validate::Validate for Change {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.deletions,
+            &crate::validate::join(path, "deletions"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.diff_artifact_id,
+            &crate::validate::join(path, "diffArtifactId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.files_changed,
+            &crate::validate::join(path, "filesChanged"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.head_commit,
+            &crate::validate::join(path, "headCommit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.insertions,
+            &crate::validate::join(path, "insertions"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for Checkout {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.base_commit,
+            &crate::validate::join(path, "baseCommit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.carried,
+            &crate::validate::join(path, "carried"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.change,
+            &crate::validate::join(path, "change"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.dirty,
+            &crate::validate::join(path, "dirty"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.path,
+            &crate::validate::join(path, "path"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.state,
+            &crate::validate::join(path, "state"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.workspace_head,
+            &crate::validate::join(path, "workspaceHead"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for CheckoutState {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Prepared => Ok(()),
+            Self::InUse => Ok(()),
+            Self::SettledChanged => Ok(()),
+            Self::SettledUnchanged => Ok(()),
+            Self::Applied => Ok(()),
+            Self::Discarded => Ok(()),
+            Self::Removed => Ok(()),
+        }
+    }
+}
 impl crate::validate::Validate for ChildId {
     #[allow(unused_variables)]
     fn validate_at(
@@ -2582,6 +2939,16 @@ impl crate::validate::Validate for ChildState {
             Self::Running => Ok(()),
             Self::Interrupted => Ok(()),
         }
+    }
+}
+impl crate::validate::Validate for CommitId {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
     }
 }
 impl crate::validate::Validate for Compaction {
@@ -2615,6 +2982,18 @@ impl crate::validate::Validate for CredentialRef {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for Isolation {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Shared => Ok(()),
+            Self::Checkout => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for ModelApi {

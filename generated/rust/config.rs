@@ -381,6 +381,9 @@ pub struct Config {
         ::std::string::String,
         CredentialConfig,
     >,
+    ///Isolated checkouts (`[isolation]`); absent keys keep the defaults.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub isolation: ::std::option::Option<IsolationConfig>,
     ///Policy limits (`[limits]`); absent keys keep the defaults.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limits: ::std::option::Option<LimitsConfig>,
@@ -890,6 +893,275 @@ impl ::std::convert::TryFrom<::std::string::String> for FilesystemContainmentCon
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
+    }
+}
+///What an isolated checkout gets besides the tracked files.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct IsolationConfig {
+    ///Gitignore-style patterns of ignored files copied into each checkout (e.g. `.env`), besides the workspace's `.worktreeinclude`. Default: none.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub include: ::std::option::Option<IsolationConfigInclude>,
+    ///`subzero gc` removes applied, discarded and unchanged checkouts older than this. Default: 7.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub keep_days: ::std::option::Option<IsolationConfigKeepDays>,
+    ///Ignored directories (workspace-relative) linked into each checkout, read-only, instead of copied. Default: `node_modules`, `.venv`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub share: ::std::option::Option<IsolationConfigShare>,
+}
+///Gitignore-style patterns of ignored files copied into each checkout (e.g. `.env`), besides the workspace's `.worktreeinclude`. Default: none.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 64))]
+#[serde(transparent)]
+pub struct IsolationConfigInclude(pub ::std::vec::Vec<IsolationConfigIncludeItem>);
+impl ::std::ops::Deref for IsolationConfigInclude {
+    type Target = ::std::vec::Vec<IsolationConfigIncludeItem>;
+    fn deref(&self) -> &::std::vec::Vec<IsolationConfigIncludeItem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<IsolationConfigInclude>
+for ::std::vec::Vec<IsolationConfigIncludeItem> {
+    fn from(value: IsolationConfigInclude) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<IsolationConfigIncludeItem>>
+for IsolationConfigInclude {
+    fn from(value: ::std::vec::Vec<IsolationConfigIncludeItem>) -> Self {
+        Self(value)
+    }
+}
+///Bounded value of IsolationConfigIncludeItem.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 256))]
+#[serde(transparent)]
+pub struct IsolationConfigIncludeItem(::std::string::String);
+impl ::std::ops::Deref for IsolationConfigIncludeItem {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<IsolationConfigIncludeItem> for ::std::string::String {
+    fn from(value: IsolationConfigIncludeItem) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for IsolationConfigIncludeItem {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 256usize {
+            return Err("longer than 256 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for IsolationConfigIncludeItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for IsolationConfigIncludeItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for IsolationConfigIncludeItem {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`subzero gc` removes applied, discarded and unchanged checkouts older than this. Default: 7.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 0, "maximum" = 3650))]
+#[serde(transparent)]
+pub struct IsolationConfigKeepDays(pub i64);
+impl ::std::ops::Deref for IsolationConfigKeepDays {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<IsolationConfigKeepDays> for i64 {
+    fn from(value: IsolationConfigKeepDays) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for IsolationConfigKeepDays {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for IsolationConfigKeepDays {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for IsolationConfigKeepDays {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for IsolationConfigKeepDays {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for IsolationConfigKeepDays {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///Ignored directories (workspace-relative) linked into each checkout, read-only, instead of copied. Default: `node_modules`, `.venv`.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("maxItems" = 64))]
+#[serde(transparent)]
+pub struct IsolationConfigShare(pub ::std::vec::Vec<IsolationConfigShareItem>);
+impl ::std::ops::Deref for IsolationConfigShare {
+    type Target = ::std::vec::Vec<IsolationConfigShareItem>;
+    fn deref(&self) -> &::std::vec::Vec<IsolationConfigShareItem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<IsolationConfigShare>
+for ::std::vec::Vec<IsolationConfigShareItem> {
+    fn from(value: IsolationConfigShare) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<IsolationConfigShareItem>>
+for IsolationConfigShare {
+    fn from(value: ::std::vec::Vec<IsolationConfigShareItem>) -> Self {
+        Self(value)
+    }
+}
+///Bounded value of IsolationConfigShareItem.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 256))]
+#[serde(transparent)]
+pub struct IsolationConfigShareItem(::std::string::String);
+impl ::std::ops::Deref for IsolationConfigShareItem {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<IsolationConfigShareItem> for ::std::string::String {
+    fn from(value: IsolationConfigShareItem) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for IsolationConfigShareItem {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 256usize {
+            return Err("longer than 256 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for IsolationConfigShareItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for IsolationConfigShareItem {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for IsolationConfigShareItem {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
     }
 }
 ///Policy limits.
@@ -1467,6 +1739,10 @@ impl crate::validate::Validate for Config {
             &crate::validate::join(path, "credentials"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.isolation,
+            &crate::validate::join(path, "isolation"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.limits,
             &crate::validate::join(path, "limits"),
         )?;
@@ -1631,6 +1907,80 @@ impl crate::validate::Validate for FilesystemContainmentConfig {
             Self::Auto => Ok(()),
             Self::Off => Ok(()),
         }
+    }
+}
+impl crate::validate::Validate for IsolationConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.include,
+            &crate::validate::join(path, "include"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.keep_days,
+            &crate::validate::join(path, "keep_days"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.share,
+            &crate::validate::join(path, "share"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for IsolationConfigInclude {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 64)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for IsolationConfigIncludeItem {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for IsolationConfigKeepDays {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 0, 3650)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for IsolationConfigShare {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 0, 64)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for IsolationConfigShareItem {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
     }
 }
 impl crate::validate::Validate for LimitsConfig {

@@ -98,6 +98,15 @@ pub enum ErrorCode {
     ///The state database (or another stored file) cannot be written or is no longer the file this broker opened (`details.path`); nothing was written. Next step: Free disk space or fix permissions and retry; for a deleted or replaced database, restart the host's Subzero server.
     #[serde(rename = "storage_unavailable")]
     StorageUnavailable,
+    ///The workspace cannot have an isolated checkout (not a git repository, no commit yet, a bad `baseRevision`, git missing or older than 2.40, a submodule that cannot be initialized); nothing was changed. Next step: Fix what the message names, or spawn with isolation `shared`.
+    #[serde(rename = "not_isolatable")]
+    NotIsolatable,
+    ///The child's change cannot land as a whole; the workspace's files, index, HEAD and refs were left as they were. `details.conflicts` lists each path and why (`edited_on_both_sides`, `deleted_on_one_side`, `binary`, `uncommitted_changes`, `untracked_in_the_way`). Next step: Commit, stash or resolve those paths in the workspace (or send the child a followup to rebase its work), then apply again; or discard.
+    #[serde(rename = "change_conflict")]
+    ChangeConflict,
+    ///The child has no settled change to apply or discard: it is not isolated, a run is active, it changed nothing, or its change was already applied or discarded (`details.state`). Next step: Wait for the run to settle (`subzero_get`), or read `checkout.state` to see what happened to the change.
+    #[serde(rename = "change_unavailable")]
+    ChangeUnavailable,
     ///An unexpected internal failure; stored state was left consistent. Next step: Retry; if it persists, read the broker's log and run `subzero doctor`, and report it as a bug.
     #[serde(rename = "internal")]
     Internal,
@@ -126,6 +135,9 @@ impl ::std::fmt::Display for ErrorCode {
             Self::RuntimeShuttingDown => f.write_str("runtime_shutting_down"),
             Self::Interrupted => f.write_str("interrupted"),
             Self::StorageUnavailable => f.write_str("storage_unavailable"),
+            Self::NotIsolatable => f.write_str("not_isolatable"),
+            Self::ChangeConflict => f.write_str("change_conflict"),
+            Self::ChangeUnavailable => f.write_str("change_unavailable"),
             Self::Internal => f.write_str("internal"),
         }
     }
@@ -157,6 +169,9 @@ impl ::std::str::FromStr for ErrorCode {
             "runtime_shutting_down" => Ok(Self::RuntimeShuttingDown),
             "interrupted" => Ok(Self::Interrupted),
             "storage_unavailable" => Ok(Self::StorageUnavailable),
+            "not_isolatable" => Ok(Self::NotIsolatable),
+            "change_conflict" => Ok(Self::ChangeConflict),
+            "change_unavailable" => Ok(Self::ChangeUnavailable),
             "internal" => Ok(Self::Internal),
             _ => Err("invalid value".into()),
         }
@@ -327,6 +342,9 @@ impl crate::validate::Validate for ErrorCode {
             Self::RuntimeShuttingDown => Ok(()),
             Self::Interrupted => Ok(()),
             Self::StorageUnavailable => Ok(()),
+            Self::NotIsolatable => Ok(()),
+            Self::ChangeConflict => Ok(()),
+            Self::ChangeUnavailable => Ok(()),
             Self::Internal => Ok(()),
         }
     }

@@ -987,6 +987,9 @@ pub struct UserTemplate {
     pub description: TemplateDescription,
     ///System instructions for the child (1..65536 bytes).
     pub instructions: super::common::PromptText,
+    ///Where a spawn of this template writes when the call does not say (`shared` or `checkout`). Default: `shared`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub isolation: ::std::option::Option<super::common::Isolation>,
     ///Explicit MCP servers and the tools allowed from each.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub mcp_servers: ::std::option::Option<UserTemplateMcpServers>,
@@ -1480,6 +1483,10 @@ impl crate::validate::Validate for UserTemplate {
         crate::validate::Validate::validate_at(
             &self.instructions,
             &crate::validate::join(path, "instructions"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.isolation,
+            &crate::validate::join(path, "isolation"),
         )?;
         crate::validate::Validate::validate_at(
             &self.mcp_servers,

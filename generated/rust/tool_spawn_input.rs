@@ -12,12 +12,21 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct SpawnInput {
+    ///With `checkout`: the git revision it starts from. Absent: HEAD plus the workspace's uncommitted changes.
+    #[serde(
+        rename = "baseRevision",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub base_revision: ::std::option::Option<SpawnInputBaseRevision>,
     ///Per-run budgets of this child (each optional, none past the configured maximum: `limit_exceeded`); absent fields take the configured defaults (`subzero_info` shows both).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub budget: ::std::option::Option<super::common::RunBudget>,
     ///What the child does when its conversation outgrows its model's context window; frozen into the grant snapshot, so it holds for every followup and resume. Absent: `auto`.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub compaction: ::std::option::Option<super::common::Compaction>,
+    ///Absent: the template's (default `shared`). `checkout`: the child gets its own git checkout; `not_isolatable` says why a workspace cannot have one.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub isolation: ::std::option::Option<super::common::Isolation>,
     ///Model endpoint, model name and credential reference.
     pub model: super::common::ModelRef,
     ///The first prompt of the child (1..65536 bytes).
@@ -37,6 +46,74 @@ pub struct SpawnInput {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub workspace_root: ::std::option::Option<super::common::WorkspaceRoot>,
+}
+///With `checkout`: the git revision it starts from. Absent: HEAD plus the workspace's uncommitted changes.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 256))]
+#[serde(transparent)]
+pub struct SpawnInputBaseRevision(::std::string::String);
+impl ::std::ops::Deref for SpawnInputBaseRevision {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<SpawnInputBaseRevision> for ::std::string::String {
+    fn from(value: SpawnInputBaseRevision) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for SpawnInputBaseRevision {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 256usize {
+            return Err("longer than 256 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for SpawnInputBaseRevision {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for SpawnInputBaseRevision {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for SpawnInputBaseRevision {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 /// Error types.
 pub mod error {
@@ -77,12 +154,20 @@ impl crate::validate::Validate for SpawnInput {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(
+            &self.base_revision,
+            &crate::validate::join(path, "baseRevision"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.budget,
             &crate::validate::join(path, "budget"),
         )?;
         crate::validate::Validate::validate_at(
             &self.compaction,
             &crate::validate::join(path, "compaction"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.isolation,
+            &crate::validate::join(path, "isolation"),
         )?;
         crate::validate::Validate::validate_at(
             &self.model,
@@ -104,6 +189,16 @@ impl crate::validate::Validate for SpawnInput {
             &self.workspace_root,
             &crate::validate::join(path, "workspaceRoot"),
         )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for SpawnInputBaseRevision {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }

@@ -12,6 +12,9 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct SpawnOutput {
+    ///With isolation `checkout`: the child's checkout, what it started from, and whether the workspace's uncommitted changes were carried.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub checkout: ::std::option::Option<super::common::Checkout>,
     ///The new child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
@@ -57,6 +60,10 @@ impl crate::validate::Validate for SpawnOutput {
         &self,
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.checkout,
+            &crate::validate::join(path, "checkout"),
+        )?;
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),

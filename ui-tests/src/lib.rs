@@ -5,6 +5,11 @@
 //! supervisor taken once, as the runtime takes it. Nothing here materialises a state from a plain record, so
 //! each case shows one illegal step and nothing else.
 
+mod checkouts;
+
+pub use checkouts::{
+    changed_checkout, checkout_in_use, oid, prepared_checkout, unchanged_checkout,
+};
 use subzero_core::lifecycle::child::{Interrupted, Next, Ready, Running, Stopping};
 use subzero_core::lifecycle::run::{self, Completed, Failed, Queued, Stopped};
 use subzero_core::lifecycle::{

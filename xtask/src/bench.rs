@@ -1,7 +1,6 @@
 //! `cargo xtask bench [--quick] [--only SECTION]`: install the peers it measures beside
 //! Subzero (`npm ci` in [`PEER_PROJECTS`]), build the release `subzero` and the bench binary
-//! (`crates/subzero/benches/subzero_bench`) and the broker without each piece of its start-up
-//! machinery ([`VARIANTS`]), run it, and let it write `docs/benchmarks.md`.
+//! (`crates/subzero/benches/subzero_bench`), run it, and let it write `docs/benchmarks.md`.
 //! Fails, naming them, when a figure misses its goal or a scenario fails.
 
 use std::path::{Path, PathBuf};
@@ -27,7 +26,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         .map(|i| {
             args.get(i + 1).cloned().ok_or_else(|| {
                 vec![
-                    "--only needs a section: lean, processes, store, real-model or machinery"
+                    "--only needs a section: lean, processes, store, isolation or real-model"
                         .to_string(),
                 ]
             })
@@ -48,16 +47,6 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         "cargo build --release -p subzero",
     )?;
     let subzero = target_dir(root).join("release/subzero");
-    // The start-up machinery's variants: a full run, or that section alone.
-    let machinery = match only.as_deref() {
-        Some(section) => section == "machinery",
-        None => !quick,
-    };
-    let variants = if machinery {
-        Some(build_variants(root, &cargo)?)
-    } else {
-        None
-    };
     let mut command = Command::new(&bench_exe);
     command
         .current_dir(root)
@@ -78,52 +67,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
     if let Some(section) = &only {
         command.arg("--only").arg(section);
     }
-    if let Some(dir) = &variants {
-        command.arg("--variants").arg(dir);
-    }
     run(&mut command, "the bench binary")
-}
-
-/// The broker built without one piece of its start-up machinery each, as
-/// `(file suffix, SUBZERO_BENCH_WITHOUT, without the rustc wrapper)`: what
-/// `crates/subzero/build.rs` leaves out on request, and the static link of
-/// `.cargo/rustc-wrapper`. The bench measures what each piece pays.
-const VARIANTS: [(&str, &str, bool); 2] = [
-    ("without-mcp-args", "mcp-args", false),
-    // Last: without the wrapper every workspace crate of the variants' target is rebuilt.
-    ("dynamic", "", true),
-];
-
-/// Builds [`VARIANTS`] in `target/bench-variants/target` and copies each broker to
-/// `target/bench-variants/subzero-<suffix>`; returns that directory.
-fn build_variants(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {
-    let dir = target_dir(root).join("bench-variants");
-    for (suffix, without, no_wrapper) in VARIANTS {
-        let mut command = Command::new(cargo);
-        command
-            .current_dir(root)
-            .args(["build", "--release", "-p", "subzero", "--bin", "subzero"])
-            .env("CARGO_TARGET_DIR", dir.join("target"))
-            .env("SUBZERO_BENCH_WITHOUT", without);
-        if no_wrapper {
-            // Empty overrides the configured wrapper (cargo's documented reset).
-            command.env("RUSTC_WORKSPACE_WRAPPER", "");
-        }
-        run(
-            &mut command,
-            &format!("cargo build --release (subzero-{suffix})"),
-        )?;
-        let built = dir.join("target/release/subzero");
-        let copy = dir.join(format!("subzero-{suffix}"));
-        std::fs::copy(&built, &copy).map_err(|e| {
-            vec![format!(
-                "cannot copy {} to {}: {e}",
-                built.display(),
-                copy.display()
-            )]
-        })?;
-    }
-    Ok(dir)
 }
 
 /// Where cargo builds: `$CARGO_TARGET_DIR`, else `target/` in the workspace.

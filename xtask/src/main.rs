@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use xtask::workspace_root;
 
 const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]|soak [--release] [SOAK ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
-           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|real-model|machinery)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           every test (the broker's suite beside the rest) where a missing prerequisite fails instead of skipping;\n           with arguments, one cargo test ARGS
+           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|isolation|real-model)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           every test (the broker's suite beside the rest) where a missing prerequisite fails instead of skipping;\n           with arguments, one cargo test ARGS
   soak     the seeded fault soak: real brokers, random work and faults, invariants after each fault
            (--seed S [--steps N] replays; --minutes N runs fresh seeds; --help for the rest)";
 

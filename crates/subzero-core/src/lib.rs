@@ -34,7 +34,7 @@ pub use error_code::{Coded, Described, ErrorCode};
 pub use ids::{ArtifactId, ChildId, EventSeq, IdParseError, RunId};
 pub use lifecycle::{AnyChild, AnyRun, Checkpoint, Child, LifecycleError, Run};
 pub use limits::{LimitExceeded, LimitName, Limits};
-pub use state::{ChildState, Ownership, Phase, RunStatus};
+pub use state::{CheckoutState, ChildState, Ownership, Phase, RunStatus};
 
 /// This crate's version (reported by `subzero_info` as `coreVersion`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -103,6 +103,37 @@ wire_enum!(
     }
 );
 
+wire_enum!(
+    /// The state of a child's isolated checkout, as the ledger stores it (the typestate
+    /// markers are in [`crate::lifecycle::checkout`]).
+    CheckoutState {
+        /// Created on disk; no run has used it yet.
+        Prepared => "prepared",
+        /// A run of its child is active in it.
+        InUse => "in_use",
+        /// No active run; its change was recorded (a head commit and its stats).
+        SettledChanged => "settled_changed",
+        /// No active run; it was recorded as unchanged.
+        SettledUnchanged => "settled_unchanged",
+        /// Its change landed in the main checkout.
+        Applied => "applied",
+        /// It was explicitly thrown away, change and all.
+        Discarded => "discarded",
+        /// An unchanged checkout, removed with its child.
+        Removed => "removed",
+    }
+);
+
+impl CheckoutState {
+    /// Whether no transition leaves this state.
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            CheckoutState::Applied | CheckoutState::Discarded | CheckoutState::Removed
+        )
+    }
+}
+
 impl RunStatus {
     /// Whether no transition leaves this status.
     pub const fn is_terminal(self) -> bool {
@@ -141,6 +172,10 @@ mod tests {
         }
         for s in Phase::ALL {
             assert_eq!(Phase::parse(s.as_str()), Some(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for s in CheckoutState::ALL {
+            assert_eq!(CheckoutState::parse(s.as_str()), Some(*s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
     }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use subzero_core::lifecycle::CustodyRefused;
-use subzero_core::{Coded, Described, ErrorCode, LifecycleError};
+use subzero_core::{CheckoutState, ChildId, Coded, Described, ErrorCode, LifecycleError};
 
 /// Result alias for runtime operations.
 pub type RuntimeResult<T> = Result<T, RuntimeError>;
@@ -77,6 +77,17 @@ pub enum RuntimeError {
     },
     /// A stored value violates an invariant.
     Internal(String),
+    /// A checkout decision was made from a ledger row that another broker wrote (or
+    /// created) since; nothing was written.
+    CheckoutChanged {
+        /// The child whose checkout it is.
+        child: ChildId,
+        /// The state and row version the decision was made from; `None` for a new
+        /// checkout.
+        decided_from: Option<(CheckoutState, u64)>,
+        /// The state and row version stored now; `None` when there is no row.
+        stored: Option<(CheckoutState, u64)>,
+    },
 }
 
 impl From<rusqlite::Error> for RuntimeError {
@@ -113,7 +124,9 @@ impl RuntimeError {
             RuntimeError::NotFound { .. } => ErrorCode::NotFound,
             RuntimeError::CredentialsRequired(_) => ErrorCode::CredentialsRequired,
             RuntimeError::WorkspaceBusy(_) => ErrorCode::WorkspaceBusy,
-            RuntimeError::Busy(_) | RuntimeError::Locked(_) => ErrorCode::Busy,
+            RuntimeError::Busy(_)
+            | RuntimeError::Locked(_)
+            | RuntimeError::CheckoutChanged { .. } => ErrorCode::Busy,
             RuntimeError::CheckpointIncompatible(_) => ErrorCode::CheckpointIncompatible,
             RuntimeError::RecoveryRequired(_) => ErrorCode::RecoveryRequired,
             RuntimeError::Lifecycle(e) => e.code(),
@@ -199,8 +212,32 @@ impl Described for RuntimeError {
             RuntimeError::StorageUnavailable { problem, .. } => f.write_str(problem),
             RuntimeError::Sqlite(e) => write!(f, "database error: {e}"),
             RuntimeError::Io { context, source } => write!(f, "{context}: {source}"),
+            RuntimeError::CheckoutChanged {
+                child,
+                decided_from,
+                stored,
+            } => describe_checkout_changed(f, *child, *decided_from, *stored),
         }
     }
+}
+
+/// The message of [`RuntimeError::CheckoutChanged`].
+fn describe_checkout_changed(
+    f: &mut fmt::Formatter<'_>,
+    child: ChildId,
+    decided_from: Option<(CheckoutState, u64)>,
+    stored: Option<(CheckoutState, u64)>,
+) -> fmt::Result {
+    let shown = |at: Option<(CheckoutState, u64)>, none: &'static str| match at {
+        Some((state, version)) => format!("{state} at version {version}"),
+        None => none.to_owned(),
+    };
+    write!(
+        f,
+        "the checkout of child {child} changed meanwhile (decided from {}, stored now: {}); another broker wrote it and nothing was written — read the checkout again and decide from what it is now",
+        shown(decided_from, "no checkout"),
+        shown(stored, "no checkout"),
+    )
 }
 
 subzero_core::coded_display!(RuntimeError);

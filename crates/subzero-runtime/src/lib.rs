@@ -8,6 +8,7 @@
 
 pub mod artifacts;
 pub mod broker;
+pub mod checkout;
 pub mod config;
 pub mod credentials;
 pub mod error;

@@ -213,6 +213,15 @@ impl StatePaths {
     pub fn scratch_dir(&self) -> PathBuf {
         self.root.join(SCRATCH)
     }
+
+    /// Where isolated children's checkouts live: beside the state directory
+    /// (`<state>-checkouts`), not in it, because every tool process has the state directory
+    /// hidden and a child works in its checkout.
+    pub fn checkouts_dir(&self) -> PathBuf {
+        let mut name = self.root.file_name().unwrap_or_default().to_os_string();
+        name.push("-checkouts");
+        self.root.with_file_name(name)
+    }
 }
 
 /// The state directory's entry holding the workers' scratch directories.

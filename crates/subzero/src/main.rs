@@ -2,6 +2,7 @@
 
 mod demo;
 mod doctor;
+mod gc;
 mod hosts;
 mod inspect;
 mod logging;
@@ -30,8 +31,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print or install Subzero's MCP server entry for a host.
     Hosts(hosts::HostsCommand),
-    /// Check this machine's setup: state, database, locks, credentials, worker, kernel.
+    /// Check this machine's setup: state, database, locks, checkouts, credentials, worker, kernel.
     Doctor(doctor::DoctorArgs),
+    /// Remove what finished isolated checkouts left behind (a dry run unless --apply).
+    Gc(gc::GcArgs),
     /// List children (all workspaces unless --workspace).
     Ls(inspect::LsArgs),
     /// Show one child's snapshot.
@@ -45,14 +48,6 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    // `subzero mcp` is what hosts start, and a host waits for it: its flags are parsed
-    // without building every other command's parser first (a fifth of its time to answer).
-    // (`cargo xtask bench --only machinery` builds a binary without it, to show what it pays.)
-    if cfg!(not(subzero_without_mcp_args))
-        && std::env::args_os().nth(1).is_some_and(|word| word == "mcp")
-    {
-        return std::process::ExitCode::from(serve::run(serve::McpArgs::from_command_line()));
-    }
     let cli = Cli::parse();
     let code: u8 = match cli.command {
         Command::Mcp(args) => serve::run(args),
@@ -65,6 +60,7 @@ fn main() -> std::process::ExitCode {
             }
         },
         Command::Doctor(args) => doctor::run(args),
+        Command::Gc(args) => gc::run(args),
         Command::Ls(args) => inspect::ls(args),
         Command::Show(args) => inspect::show(args),
         Command::Logs(args) => inspect::logs(args),

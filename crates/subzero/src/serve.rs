@@ -12,10 +12,9 @@
 //! `fd` become root's), and before it starts any thread it captures the secrets its
 //! configuration names and scrubs them from its environment.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, FromArgMatches};
+use clap::Args;
 use subzero_runtime::broker::BrokerOptions;
 use subzero_runtime::config::Config;
 use subzero_runtime::mcp::{McpServer, OpeningBroker};
@@ -44,61 +43,6 @@ pub struct McpArgs {
     /// Write logs to this file instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
-}
-
-impl McpArgs {
-    /// The flags of `subzero mcp …` from this process's arguments, parsed by a parser of
-    /// `mcp` alone; bad flags and `--help` end the process as `subzero`'s own parser would.
-    pub fn from_command_line() -> McpArgs {
-        // What a host's configuration says is read directly: building clap's parser was a
-        // tenth of the broker's time to its first reply. Anything else goes to clap.
-        if let Some(args) = McpArgs::plain(std::env::args_os().skip(2)) {
-            return args;
-        }
-        McpArgs::clap(std::env::args_os().skip(1)).unwrap_or_else(|e| e.exit())
-    }
-
-    /// clap's parse of `mcp …` (`words` starts with `mcp`).
-    fn clap(words: impl IntoIterator<Item = OsString>) -> Result<McpArgs, clap::Error> {
-        let command =
-            McpArgs::augment_args(clap::Command::new("mcp").bin_name("subzero mcp")).about(ABOUT);
-        McpArgs::from_arg_matches(&command.try_get_matches_from(words)?)
-    }
-
-    /// The flags after `mcp` when each is one of the four, given once, as `--flag VALUE` or
-    /// `--flag=VALUE` with a value that is neither empty nor starts with `-`: exactly what
-    /// clap accepts and reads the same (a test holds the two together). `None` for anything
-    /// else (help, a typo, a repeat, a missing value), which clap then answers.
-    fn plain(mut words: impl Iterator<Item = OsString>) -> Option<McpArgs> {
-        let mut args = McpArgs {
-            workspace: None,
-            state_dir: None,
-            config: None,
-            log_file: None,
-        };
-        while let Some(word) = words.next() {
-            let word = word.into_string().ok()?;
-            let (flag, value) = match word.split_once('=') {
-                Some((flag, value)) => (flag.to_owned(), OsString::from(value)),
-                None => (word, words.next()?),
-            };
-            let bytes = value.as_encoded_bytes();
-            if bytes.is_empty() || bytes.starts_with(b"-") {
-                return None;
-            }
-            let slot = match flag.as_str() {
-                "--workspace" => &mut args.workspace,
-                "--state-dir" => &mut args.state_dir,
-                "--config" => &mut args.config,
-                "--log-file" => &mut args.log_file,
-                _ => return None,
-            };
-            if slot.replace(PathBuf::from(value)).is_some() {
-                return None;
-            }
-        }
-        Some(args)
-    }
 }
 
 /// Run the broker. Returns the process exit code.
@@ -280,61 +224,5 @@ impl HostSignals {
             Some(()) = self.hangup.recv() => "SIGHUP",
             else => std::future::pending().await,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn words(line: &[&str]) -> Vec<OsString> {
-        line.iter().map(OsString::from).collect()
-    }
-
-    /// Where the direct reading takes the flags, clap reads them the same; every line clap
-    /// refuses is declined (and so refused by clap, with its message and exit code).
-    #[test]
-    fn the_direct_reading_agrees_with_clap() {
-        let cases: &[&[&str]] = &[
-            &[],
-            &["--workspace", "/w"],
-            &[
-                "--workspace=/w",
-                "--state-dir",
-                "/s",
-                "--config=/c.toml",
-                "--log-file",
-                "l",
-            ],
-            &["--config", "a b", "--workspace", "./rel"],
-            &["--workspace=a=b"],
-            &["--workspace", "/w", "--workspace", "/x"],
-            &["--workspace=-x"],
-            &["--workspace"],
-            &["--workspace", "--config", "/c"],
-            &["--workspace="],
-            &["--workspace", "-w"],
-            &["--help"],
-            &["-h"],
-            &["--work", "/w"],
-            &["--bogus"],
-            &["extra"],
-            &["--", "/w"],
-            &["--version"],
-            &["--config", "/c", "trailing"],
-        ];
-        let mut direct = 0;
-        for case in cases {
-            let line: Vec<OsString> = words(case);
-            let mut with_mcp = words(&["mcp"]);
-            with_mcp.extend(line.iter().cloned());
-            let clap = McpArgs::clap(with_mcp);
-            // A declined line is clap's to answer, whatever it makes of it.
-            if let Some(args) = McpArgs::plain(line.into_iter()) {
-                direct += 1;
-                assert_eq!(Some(&args), clap.as_ref().ok(), "{case:?}");
-            }
-        }
-        assert_eq!(direct, 5, "the plain lines are read directly");
     }
 }

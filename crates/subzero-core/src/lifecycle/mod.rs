@@ -1,10 +1,11 @@
-//! Typestate lifecycles of children and runs, their capability tokens, and the
+//! Typestate lifecycles of children, runs and isolated checkouts, their capability tokens, and the
 //! value-level twins used at the storage boundary.
 //!
 //! See `docs/lifecycle.md` for the diagrams, the transition table and the compile-fail
 //! cases that document what cannot be written.
 
 pub mod any;
+pub mod checkout;
 pub mod child;
 pub mod custody;
 pub mod decided;
@@ -17,6 +18,11 @@ pub mod storage;
 pub use any::{
     ActiveChild, ActiveRunRecord, AnyChild, AnyRun, ChildRecord, Delivery, QueuedRunRecord,
     Resumed, RunRecord, RunReport, Settlement, StopReceipt, WorkerLost, WrongState,
+};
+pub use checkout::{
+    AnyCheckout, ChangeRecord, Checkout, CheckoutCommit, CheckoutDecided, CheckoutOrigin,
+    CheckoutRecord, CheckoutRefused, CheckoutSite, DiffStats, GitOid, LandingSeen, RecordedChange,
+    RecordedNoChange,
 };
 pub use child::{Child, Compaction, LostWorker, Next, Ready, Settled, StopAccepted, Stopping};
 pub use custody::{Activity, Custody, CustodyRecord, CustodyRefused, LockObservation, Recovery};

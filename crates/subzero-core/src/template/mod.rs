@@ -29,7 +29,7 @@ pub use snapshot::{
     Skill,
 };
 pub use tool_limits::{ToolLimitKey, ToolLimitOutOfRange, ToolLimits, ToolLimitsConfig};
-pub use worker::WorkerKind;
+pub use worker::{Isolation, WorkerKind};
 
 /// A template id: the wire's `TemplateId` (`schema-src/v1/common.schema.json`),
 /// `^[a-z0-9][a-z0-9_-]{0,63}$` — lowercase ASCII letters, digits, `_` and `-`, starting
@@ -210,6 +210,9 @@ pub struct Template {
     /// The worker that runs its children (`rust` unless it says `pi`).
     #[serde(default, skip_serializing_if = "WorkerKind::is_default")]
     pub worker: WorkerKind,
+    /// Where its children write when a spawn does not say (`shared` unless `checkout`).
+    #[serde(default, skip_serializing_if = "Isolation::is_default")]
+    pub isolation: Isolation,
 }
 
 impl Template {
@@ -229,6 +232,7 @@ impl Template {
             require_enforcement: false,
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
+            isolation: Isolation::Shared,
         }
     }
 
@@ -247,6 +251,7 @@ impl Template {
             require_enforcement: false,
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
+            isolation: Isolation::Shared,
         }
     }
 

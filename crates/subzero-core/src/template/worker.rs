@@ -43,3 +43,21 @@ impl std::fmt::Display for WorkerKind {
         f.write_str(self.as_str())
     }
 }
+
+/// Where a write-capable child of a template writes when its spawn does not say.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In the workspace itself (one writer at a time per workspace).
+    #[default]
+    Shared,
+    /// In its own git checkout of the workspace.
+    Checkout,
+}
+
+impl Isolation {
+    /// Whether this is the default (left out when a template is written back).
+    pub fn is_default(&self) -> bool {
+        *self == Isolation::Shared
+    }
+}

@@ -8,7 +8,8 @@
 //! - production code takes the authority only in the runtime's `supervisor/proof.rs`, and
 //!   the key only in the store (`store/mod.rs`), each once;
 //! - the tokens are minted (`supervisor.confirm_stop(…)`, `.leaf_recorded`,
-//!   `.observed_leaf`, `.compaction_reported`, `.capabilities`; the authority is always
+//!   `.observed_leaf`, `.compaction_reported`, `.capabilities`, and the checkout proofs
+//!   `.change_recorded`, `.no_change_recorded`, `.landing_seen`; the authority is always
 //!   bound as `supervisor`) only at [`MINT_POINTS`], the code that reads the worker's
 //!   control lines and the transcript;
 //! - a `Supervisor` appears in production signatures only where it is lent
@@ -58,6 +59,29 @@ const MINT_POINTS: &[(&str, &[&str])] = &[
         "crates/subzero-runtime/src/broker/checkpoint/mod.rs",
         &["supervisor.observed_leaf("],
     ),
+    // A checkout's files committed on its base and measured (or found unchanged), right
+    // after the git engine's `record`.
+    (
+        "crates/subzero-runtime/src/broker/isolation/run.rs",
+        &[
+            "supervisor.change_recorded(",
+            "supervisor.no_change_recorded(",
+        ],
+    ),
+    // A change landed in the workspace, right after the git engine's `apply`.
+    (
+        "crates/subzero-runtime/src/broker/isolation/land.rs",
+        &["supervisor.landing_seen("],
+    ),
+];
+
+/// The checkout proofs (`RecordedChange`, `RecordedNoChange`, `LandingSeen`), minted
+/// where the git engine has just committed, measured or landed a checkout (their files
+/// are in [`MINT_POINTS`]).
+const CHECKOUT_MINTS: &[&str] = &[
+    "supervisor.change_recorded(",
+    "supervisor.no_change_recorded(",
+    "supervisor.landing_seen(",
 ];
 
 /// Production files whose signatures or fields may name `Supervisor`: the runtime's
@@ -156,6 +180,7 @@ fn tokens_are_minted_only_where_their_evidence_is_observed() {
     let calls: Vec<&str> = MINT_POINTS
         .iter()
         .flat_map(|(_, calls)| calls.iter().copied())
+        .chain(CHECKOUT_MINTS.iter().copied())
         .collect();
     let mut strays = Vec::new();
     for (rel, text) in production_sources() {

@@ -93,6 +93,11 @@ fn the_transition_table_names_every_transition() {
         "request_stop",
         "interrupt",
         "settle",
+        "start_run",
+        "settle_unchanged",
+        "apply",
+        "discard",
+        "remove",
     ] {
         assert!(
             table.contains(&format!("`{method}`")),

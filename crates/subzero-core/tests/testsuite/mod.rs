@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod capabilities;
+mod checkout_traces;
+mod checkouts;
 mod decided;
 mod lifecycle;
 mod lifecycle_doc;

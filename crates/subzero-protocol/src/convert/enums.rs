@@ -120,6 +120,9 @@ same_enum!(
         RuntimeShuttingDown,
         Interrupted,
         StorageUnavailable,
+        NotIsolatable,
+        ChangeConflict,
+        ChangeUnavailable,
         Internal,
     }
 );
@@ -218,3 +221,21 @@ mod tests {
         }
     }
 }
+
+same_enum!(
+    subzero_core::CheckoutState,
+    common::CheckoutState {
+        Prepared,
+        InUse,
+        SettledChanged,
+        SettledUnchanged,
+        Applied,
+        Discarded,
+        Removed,
+    }
+);
+
+same_enum!(
+    core_template::Isolation,
+    common::Isolation { Shared, Checkout }
+);

@@ -57,7 +57,8 @@ impl Broker {
         message: String,
         receipt: Option<Receipt>,
     ) -> Result<p::SendOutput, BrokerError> {
-        let slots = self.take_slots(scope, row.write_capable)?;
+        let writes = self.writes_workspace(child, row.write_capable).await?;
+        let slots = self.take_slots(scope, writes)?;
         let child_lock = self.acquire_child_lock(child).await?;
         let output = delivered(run, p::SendOutputDelivery::Started);
         let admitted = self

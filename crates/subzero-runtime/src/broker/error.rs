@@ -132,6 +132,12 @@ impl From<subzero_core::LifecycleError> for BrokerError {
     }
 }
 
+impl From<subzero_core::lifecycle::CheckoutRefused> for BrokerError {
+    fn from(err: subzero_core::lifecycle::CheckoutRefused) -> Self {
+        Self::new(err.code(), err.message())
+    }
+}
+
 impl From<subzero_core::LimitExceeded> for BrokerError {
     fn from(err: subzero_core::LimitExceeded) -> Self {
         Self::new(err.code(), err.message())

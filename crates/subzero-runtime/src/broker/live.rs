@@ -65,6 +65,8 @@ pub(super) struct Live {
     /// Runs the parent asked to start with a compaction (`compact: true`), until their
     /// `start_run` is built.
     pub compact: std::collections::HashSet<RunId>,
+    /// Where its runs work when not in the workspace: its isolated checkout.
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 impl Live {
@@ -74,6 +76,7 @@ impl Live {
             snapshot,
             worker: None,
             compact: std::collections::HashSet::new(),
+            workdir: None,
         }
     }
 }

@@ -15,6 +15,7 @@ mod engines;
 mod error;
 mod filesystem;
 mod gate;
+mod isolation;
 mod live;
 mod orphans;
 mod policy;
@@ -99,6 +100,8 @@ pub struct Broker {
     workers: registry::Workers,
     /// Steers accepted by this broker, answered again on a retry.
     steer_receipts: Mutex<receipts::SteerReceipts>,
+    /// Where isolated children's checkouts live and what each gets.
+    isolation: isolation::Isolation,
     /// Open until the host is gone.
     gate: gate::Gate,
     /// The last phase line reported in progress notifications, per child.
@@ -148,6 +151,7 @@ impl Broker {
         Ok(Arc::new(Broker {
             supervisor: crate::supervisor::proof::authority()?,
             artifacts: ArtifactFiles::new(&paths),
+            isolation: isolation::Isolation::new(&paths, &config.isolation),
             paths,
             store,
             identity,

@@ -47,6 +47,9 @@ pub struct Config {
     /// `[workers]`: where the worker implementations other than the built-in Rust one live.
     #[serde(default)]
     pub workers: WorkersConfig,
+    /// `[isolation]`: what an isolated checkout gets besides the tracked files.
+    #[serde(default)]
+    pub isolation: IsolationConfig,
 }
 
 /// `[workers]`.
@@ -55,6 +58,29 @@ pub struct Config {
 pub struct WorkersConfig {
     /// `[workers.pi]`: the Pi SDK worker.
     pub pi: PiWorkerConfig,
+}
+
+/// `[isolation]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IsolationConfig {
+    /// Gitignore-style patterns of ignored files copied into each checkout, besides the
+    /// workspace's `.worktreeinclude`.
+    pub include: Vec<String>,
+    /// Ignored directories linked (read-only to the child) into each checkout.
+    pub share: Vec<String>,
+    /// `subzero gc` removes applied, discarded and unchanged checkouts older than this.
+    pub keep_days: u32,
+}
+
+impl Default for IsolationConfig {
+    fn default() -> Self {
+        IsolationConfig {
+            include: Vec::new(),
+            share: vec!["node_modules".to_owned(), ".venv".to_owned()],
+            keep_days: 7,
+        }
+    }
 }
 
 /// `[workers.pi]`: where the Pi worker is installed; each key left out is found by itself

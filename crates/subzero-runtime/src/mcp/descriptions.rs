@@ -14,8 +14,9 @@ template ids or credential names.";
 pub const SPAWN: &str = "Start a child agent on a task and return at once with {childId, runId}; \
 the child works in the background in this workspace. Give a complete, self-contained prompt: \
 the child does not see your conversation. templateId 'researcher' can only read (read, grep, \
-find, ls); 'coder' can also write, edit and run bash. model names the endpoint: {url, model, \
-credentialRef} where credentialRef is a name from subzero_info. Then call subzero_get with \
+find, ls); 'coder' can also write, edit and run bash. isolation 'checkout' gives a child its own \
+git checkout, so several coders can work at once; land its change with subzero_apply. model \
+names the endpoint: {url, model, credentialRef} where credentialRef is a name from subzero_info. Then call subzero_get with \
 waitMs=30000 to wait for the result; do not poll in a loop with small waits.";
 
 /// `subzero_get`.
@@ -58,3 +59,10 @@ message what to check or redo.";
 pub const OUTPUT: &str = "Read a run's full result text by artifactId, in chunks: pass offset \
 (start at 0, then nextOffset) and length (up to 65536 bytes) until eof is true. Needed only \
 when subzero_get's preview was truncated.";
+
+/// `subzero_apply`.
+pub const APPLY: &str = "Land a settled isolated child's change (spawned with isolation \
+'checkout') in its workspace: all of it as uncommitted edits, or one commit with \
+commitMessage, or nothing (change_conflict lists each path in the way; the workspace is left \
+as it was). discard: true throws the change away instead. Read the change first in \
+subzero_get's checkout.change (its diff with subzero_output).";

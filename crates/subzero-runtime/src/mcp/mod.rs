@@ -160,6 +160,7 @@ impl McpServer {
             p::ListInput::TOOL => run::<p::ListInput>(b, arguments, ctx).await,
             p::SendInput::TOOL => run::<p::SendInput>(b, arguments, ctx).await,
             p::StopInput::TOOL => run::<p::StopInput>(b, arguments, ctx).await,
+            p::ApplyInput::TOOL => run::<p::ApplyInput>(b, arguments, ctx).await,
             p::ResumeInput::TOOL => run::<p::ResumeInput>(b, arguments, ctx).await,
             p::OutputInput::TOOL => run::<p::OutputInput>(b, arguments, ctx).await,
             other => Err(BrokerError::invalid(

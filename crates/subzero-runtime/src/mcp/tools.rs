@@ -11,8 +11,8 @@ use subzero_protocol as p;
 
 use super::descriptions as d;
 
-/// The eight tool names, in the order they are listed.
-pub const TOOL_NAMES: [&str; 8] = [
+/// The nine tool names, in the order they are listed.
+pub const TOOL_NAMES: [&str; 9] = [
     "subzero_info",
     "subzero_spawn",
     "subzero_get",
@@ -21,6 +21,7 @@ pub const TOOL_NAMES: [&str; 8] = [
     "subzero_stop",
     "subzero_resume",
     "subzero_output",
+    "subzero_apply",
 ];
 
 /// The tools as advertised by `tools/list`, built once.
@@ -77,6 +78,13 @@ pub fn tool_list() -> &'static [Tool] {
                 "tool-output-input",
                 "artifact-chunk",
                 true,
+            ),
+            tool::<p::ApplyInput, p::ApplyOutput>(
+                "subzero_apply",
+                d::APPLY,
+                "tool-apply-input",
+                "tool-apply-output",
+                false,
             ),
         ]
     })

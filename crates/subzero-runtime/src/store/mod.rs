@@ -25,6 +25,7 @@
 mod events;
 mod file;
 mod grant;
+mod ledger;
 mod lifecycle;
 mod ops;
 mod rows;
@@ -53,6 +54,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use file::DatabaseFile;
 
 pub use grant::StoredSnapshot;
+pub use ledger::{CheckoutFilter, CheckoutRow};
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, ChildView, Claim, FollowupDelivery, LockObservation,
     NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,

@@ -71,6 +71,7 @@ macro_rules! table_row {
     (@col $field:ident) => { stringify!($field) };
     (@col $field:ident, $col:literal) => { $col };
 }
+pub(super) use table_row;
 
 /// The model a child talks to. `credential_ref` is the configured *name*; the key is
 /// resolved in memory per run and never stored.

@@ -176,6 +176,37 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE children ADD COLUMN model_context_window INTEGER
         CHECK (model_context_window IS NULL OR model_context_window >= 1);
     "#,
+    // 7: the ledger of isolated checkouts (`store::ledger`), one per child: where it is,
+    // what it was made from, its state (written only from the core's `CheckoutDecided`)
+    // and the change it recorded. `generation` is the row version a decision was made
+    // from (`UPDATE … WHERE state = ? AND generation = ?`), so of two brokers deciding
+    // from the same row exactly one write lands.
+    r#"
+    CREATE TABLE checkouts (
+        child_id       TEXT PRIMARY KEY REFERENCES children (child_id),
+        scope_key      TEXT NOT NULL,
+        path           TEXT NOT NULL,
+        base_commit    TEXT NOT NULL,
+        head_commit    TEXT,
+        workspace_head TEXT NOT NULL,
+        dirty          INTEGER NOT NULL CHECK (dirty IN (0, 1)),
+        carried        INTEGER NOT NULL CHECK (carried IN (0, 1) AND carried <= dirty),
+        state          TEXT NOT NULL CHECK (state IN ('prepared', 'in_use', 'settled_changed', 'settled_unchanged', 'applied', 'discarded', 'removed')),
+        files_changed  INTEGER CHECK (files_changed IS NULL OR files_changed >= 0),
+        insertions     INTEGER CHECK (insertions IS NULL OR insertions >= 0),
+        deletions      INTEGER CHECK (deletions IS NULL OR deletions >= 0),
+        diff_artifact  TEXT CHECK (diff_artifact IS NULL OR head_commit IS NOT NULL),
+        size_bytes     INTEGER NOT NULL CHECK (size_bytes >= 0),
+        generation     INTEGER NOT NULL CHECK (generation >= 1),
+        created_at     TEXT NOT NULL,
+        updated_at     TEXT NOT NULL,
+        CHECK ((head_commit IS NULL) = (files_changed IS NULL)
+            AND (head_commit IS NULL) = (insertions IS NULL)
+            AND (head_commit IS NULL) = (deletions IS NULL))
+    ) STRICT;
+    CREATE INDEX checkouts_by_scope ON checkouts (scope_key, state);
+    CREATE INDEX checkouts_by_state ON checkouts (state, updated_at);
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -240,54 +271,5 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> RuntimeResult<()
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    fn insert_run(conn: &Connection, ordinal: i64, extra: &str) -> rusqlite::Result<usize> {
-        conn.execute(
-            &format!(
-                "INSERT INTO runs (run_id, child_id, ordinal, status, prompt, created_at{}) \
-                 VALUES (?1, 'ch_x', ?2, 'completed', 'p', 'now'{})",
-                if extra.is_empty() {
-                    ""
-                } else {
-                    ", usage_source, cut_max_output_tokens"
-                },
-                if extra.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {extra}")
-                },
-            ),
-            rusqlite::params![format!("run_{ordinal}"), ordinal],
-        )
-    }
-
-    #[test]
-    fn runs_stored_before_v4_are_reported_and_uncut_and_the_columns_are_checked() {
-        let conn = Connection::open_in_memory().unwrap();
-        // Up to v3, with a run in it (no child: foreign keys stay off on this connection).
-        for step in &MIGRATIONS[..3] {
-            conn.execute_batch(step).unwrap();
-        }
-        conn.pragma_update(None, "user_version", 3).unwrap();
-        conn.pragma_update(None, "foreign_keys", false).unwrap();
-        insert_run(&conn, 1, "").unwrap();
-        conn.execute_batch(MIGRATIONS[3]).unwrap();
-        let (source, cut): (String, Option<i64>) = conn
-            .query_row(
-                "SELECT usage_source, cut_max_output_tokens FROM runs WHERE run_id = 'run_1'",
-                [],
-                |r| Ok((r.get("usage_source")?, r.get("cut_max_output_tokens")?)),
-            )
-            .unwrap();
-        assert_eq!((source.as_str(), cut), ("reported", None));
-        insert_run(&conn, 2, "'estimated', 64").unwrap();
-        assert!(insert_run(&conn, 3, "'guessed', NULL").is_err());
-        assert!(insert_run(&conn, 4, "'reported', 0").is_err());
-        drop(conn);
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate(&mut conn).unwrap();
-    }
-}
+#[path = "schema_tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
 //! How values cross SQL: typed both ways, columns read by name.
 //!
-//! Every enum and id the store keeps (states, statuses, phases, ownership, APIs, error
+//! Every enum and id the store keeps (states, checkout states, git object ids, statuses, phases, ownership, APIs, error
 //! codes, event kinds, ids, digests, timestamps) is bound and read through `ToSql` /
 //! `FromSql` of [`Sql`], never as a string its caller must remember to spell or parse;
 //! a stored value that does not parse is a typed conversion error naming the column, never
@@ -10,9 +10,10 @@
 use rusqlite::Row;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use subzero_core::events::EventKind;
+use subzero_core::lifecycle::GitOid;
 use subzero_core::{
-    ArtifactId, ChildId, ChildState, ErrorCode, EventSeq, Ownership, Phase, RunId, RunStatus,
-    Sha256Digest,
+    ArtifactId, CheckoutState, ChildId, ChildState, ErrorCode, EventSeq, Ownership, Phase, RunId,
+    RunStatus, Sha256Digest,
 };
 use subzero_protocol as p;
 
@@ -74,6 +75,8 @@ macro_rules! sql_text {
 
 sql_text! {
     ChildState => "child state", |v| v.as_str().to_owned(), |t| ChildState::parse(t);
+    CheckoutState => "checkout state", |v| v.as_str().to_owned(), |t| CheckoutState::parse(t);
+    GitOid => "git object id", |v| v.as_str().to_owned(), |t| GitOid::parse(t).ok();
     RunStatus => "run status", |v| v.as_str().to_owned(), |t| RunStatus::parse(t);
     Ownership => "ownership", |v| v.as_str().to_owned(), |t| Ownership::parse(t);
     Phase => "phase", |v| v.as_str().to_owned(), |t| Phase::parse(t);

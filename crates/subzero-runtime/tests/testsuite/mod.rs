@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod artifacts;
+mod checkout;
 mod common;
 mod config_lenient;
 mod config_limits;
@@ -13,6 +14,7 @@ mod no_json_macro;
 mod no_key_on_disk;
 mod schema;
 mod sql_literals;
+mod store_checkouts;
 mod store_events;
 mod store_faults;
 mod store_lifecycle;

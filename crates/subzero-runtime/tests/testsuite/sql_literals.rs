@@ -11,7 +11,16 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 
 const WRITE_MODULE: &str = "crates/subzero-runtime/src/store/write.rs";
+const LEDGER_WRITE_MODULE: &str = "crates/subzero-runtime/src/store/ledger/write.rs";
 const SCHEMA_MODULE: &str = "crates/subzero-runtime/src/store/schema.rs";
+/// The migrations' own tests (a unit-test module of `schema.rs`): like `tests/`, they set
+/// up rows of older schema versions by hand on purpose.
+const SCHEMA_TESTS: &str = "crates/subzero-runtime/src/store/schema_tests.rs";
+
+/// Whether `path` is the schema or its migration tests, which spell stored values.
+fn is_schema(path: &str) -> bool {
+    path == SCHEMA_MODULE || path == SCHEMA_TESTS
+}
 
 /// Columns whose values come from a core transition.
 const LIFECYCLE_COLUMNS: &[&str] = &[
@@ -24,6 +33,16 @@ const LIFECYCLE_COLUMNS: &[&str] = &[
     "interrupt_reason",
     "last_leaf_id",
     "last_leaf_digest",
+    "generation",
+];
+
+/// Columns of a checkout whose values come from a core checkout decision.
+const CHECKOUT_LIFECYCLE_COLUMNS: &[&str] = &[
+    "state",
+    "head_commit",
+    "files_changed",
+    "insertions",
+    "deletions",
     "generation",
 ];
 
@@ -79,7 +98,7 @@ fn no_sql_text_spells_a_state_status_phase_or_ownership_value() {
     let assigned = Regex::new(r"(?i)\bset\b[^;]*\b(state|status|phase|ownership)\s*=\s*'").unwrap();
     let mut found = Vec::new();
     for (path, text) in sources() {
-        if path == SCHEMA_MODULE {
+        if is_schema(&path) {
             continue;
         }
         for lit in string_literals(&text) {
@@ -104,7 +123,7 @@ fn only_the_write_module_writes_lifecycle_columns() {
             .unwrap();
     let mut found = Vec::new();
     for (path, text) in sources() {
-        if path == WRITE_MODULE || path == SCHEMA_MODULE {
+        if path == WRITE_MODULE || is_schema(&path) {
             continue;
         }
         for lit in string_literals(&text) {
@@ -126,6 +145,46 @@ fn only_the_write_module_writes_lifecycle_columns() {
         "lifecycle columns are written by store/write.rs from a core transition only:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn only_the_ledger_write_module_writes_a_checkouts_lifecycle_columns() {
+    let update = Regex::new(r"(?is)\bupdate\s+checkouts\s+set\s+(.*)").unwrap();
+    let insert = Regex::new(r"(?i)\binsert\s+(or\s+\w+\s+)?into\s+checkouts\b").unwrap();
+    let assignment = Regex::new(r"(?i)\b([a-z_]+)\s*=").unwrap();
+    let mut found = Vec::new();
+    for (path, text) in sources() {
+        if path == LEDGER_WRITE_MODULE || is_schema(&path) {
+            continue;
+        }
+        for lit in string_literals(&text) {
+            if insert.is_match(&lit) {
+                found.push(format!("{path}: {lit}"));
+            }
+            if let Some(c) = update.captures(&lit) {
+                let set = c[1].split_once(" WHERE ").map_or(&c[1], |(s, _)| s);
+                for a in assignment.captures_iter(set) {
+                    if CHECKOUT_LIFECYCLE_COLUMNS.contains(&a[1].to_ascii_lowercase().as_str()) {
+                        found.push(format!("{path}: sets {}: {lit}", &a[1]));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a checkout's lifecycle columns are written by store/ledger/write.rs from a core decision only:\n{}",
+        found.join("\n")
+    );
+    let write = fs::read_to_string(workspace().join(LEDGER_WRITE_MODULE)).unwrap();
+    let lits = string_literals(&write).join("\n");
+    assert!(insert.is_match(&lits), "ledger/write.rs inserts checkouts");
+    for column in CHECKOUT_LIFECYCLE_COLUMNS {
+        assert!(
+            lits.contains(&format!("{column} = ")),
+            "ledger/write.rs writes {column}"
+        );
+    }
 }
 
 /// A row column read by its position (`row.get(3)`, `r.get::<_, i64>(0)`).

@@ -441,7 +441,14 @@ async fn a_failure_inside_admission_leaves_nothing() {
     });
     let err = fx.store.admit_spawn(input).await.unwrap_err();
     assert!(err.to_string().contains("injected failure"), "{err}");
-    for table in ["children", "runs", "followups", "events", "receipts"] {
+    for table in [
+        "children",
+        "runs",
+        "followups",
+        "events",
+        "receipts",
+        "checkouts",
+    ] {
         assert_eq!(
             fx.count(&format!("SELECT COUNT(*) FROM {table}")),
             0,

@@ -10,28 +10,24 @@ pub struct Args {
     pub out: PathBuf,
     pub quick: bool,
     pub command: String,
-    /// Only this section (`lean`, `processes`, `store`, `real-model`, `machinery`).
+    /// Only this section (`lean`, `processes`, `store`, `isolation`, `real-model`).
     pub only: Option<String>,
-    /// The brokers built without a piece of the start-up machinery (`machinery`).
-    pub variants: Option<PathBuf>,
 }
 
 /// The sections, in the order they run.
-const SECTIONS: [&str; 5] = ["lean", "processes", "store", "real-model", "machinery"];
+const SECTIONS: [&str; 5] = ["lean", "processes", "store", "isolation", "real-model"];
 
 pub fn parse_args() -> Result<Args, Fail> {
     let mut subzero = None;
     let mut out = None;
     let mut quick = false;
     let mut only = None;
-    let mut variants = None;
     let mut command = "cargo xtask bench".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--subzero" => subzero = args.next().map(PathBuf::from),
             "--out" => out = args.next().map(PathBuf::from),
-            "--variants" => variants = args.next().map(PathBuf::from),
             "--command" => command = args.next().unwrap_or(command),
             "--quick" => quick = true,
             "--only" => {
@@ -52,6 +48,5 @@ pub fn parse_args() -> Result<Args, Fail> {
         quick,
         command,
         only,
-        variants,
     })
 }

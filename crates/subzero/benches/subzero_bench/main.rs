@@ -1,12 +1,12 @@
-//! `cargo xtask bench`: measures the figures of issues 8, 22 and 28 against the release
+//! `cargo xtask bench`: measures the figures of issues 8, 22, 28 and 37 against the release
 //! `subzero` binary, beside its peers, and writes `docs/benchmarks.md`. Exits non-zero,
 //! naming it, when a figure misses its goal or a scenario fails.
 //!
 //! usage: subzero-bench --subzero PATH --out PATH [--quick] [--only SECTION] [--command TEXT]
-//!                      [--variants DIR]
 
 mod args;
 mod broker;
+mod checkouts;
 mod env;
 mod footprint;
 mod hostile;
@@ -66,11 +66,11 @@ async fn run() -> Result<(), Fail> {
     if wants("store") {
         sections::store::measure(&exe, &plan, &mut sink).await;
     }
+    if wants("isolation") {
+        sections::isolation::measure(&plan, &mut sink);
+    }
     if wants("real-model") {
         sections::real_model::measure(&exe, &plan, &mut sink).await;
-    }
-    if let Some(variants) = args.variants.as_deref().filter(|_| wants("machinery")) {
-        sections::machinery::measure(&exe, variants, &plan, &mut sink);
     }
 
     let md = Report {

@@ -134,7 +134,7 @@ impl Report<'_> {
         );
         let _ = writeln!(
             md,
-            "Targets come from the issues (8, 22, 28) and are goals the bench checks, never the test suite: every figure is what was measured, \
+            "Targets come from the issues (8, 22, 28, 37) and are goals the bench checks, never the test suite: every figure is what was measured, \
              and `cargo xtask bench` exits non-zero, naming it, when a figure misses its goal or a scenario fails. \
              Median and p95 are nearest-rank over the runs in column n; for rates (events/s) the p95 column shows the slow tail, p5.{}\n",
             if self.quick {
@@ -166,7 +166,7 @@ impl Report<'_> {
             md,
             "It builds `cargo build --release -p subzero` and the bench binary (`cargo bench -p subzero --bench subzero-bench --no-run`), \
              then runs the bench against `target/release/subzero`; it first installs the peers it measures beside Subzero from their lockfiles (`npm ci` in `crates/subzero/benches/peers`, `crates/subzero/tests/hosts/pi` and `workers/pi`). \
-             `cargo xtask bench --quick` is a smoke run with fewer repetitions; `cargo xtask bench --only lean` runs one section (`lean`, `processes`, `store`, `real-model`). \
+             `cargo xtask bench --quick` is a smoke run with fewer repetitions; `cargo xtask bench --only lean` runs one section (`lean`, `processes`, `store`, `isolation`, `real-model`). \
              All traffic is stdio and loopback HTTP: to a scripted OpenAI-compatible model (`subzero-testkit`), and in the real-model section \
              to a real llama.cpp `llama-server` on loopback, installed from PyPI wheels into `~/.cache/subzero-tests/llama-cpp` (`subzero_testkit::llama_cpp`).\n"
         );

@@ -3,6 +3,8 @@
 //! What callers may rely on:
 //! - Every check reports pass, warn or fail, and every warn and fail says how to fix it.
 //! - The exit code is 1 when any check fails (warnings do not fail), 0 otherwise.
+//! - Isolated checkouts are counted by state and measured on disk; a directory the ledger
+//!   does not know is a warning (`checkouts.rs`).
 //! - Nothing is written: no state directory or database is created, no database is
 //!   migrated, no lock is taken (held locks are found by scanning `/proc`).
 //! - No secret is printed: credentials are resolved into memory and dropped; only their
@@ -11,6 +13,7 @@
 //! - On a terminal, text from outside (a model URL, an error, a path) is shown escaped
 //!   (`crate::terminal_text`).
 
+mod checkouts;
 mod config;
 mod containment;
 mod kernel;
@@ -81,7 +84,10 @@ fn diagnose(args: &DoctorArgs) -> Report {
     let config = check_configuration(&config_path, &mut report);
     let state_dir = resolve_state_dir(args.state_dir.as_deref(), &env);
     match &state_dir {
-        Ok(root) => report.extend(state::check_state(root)),
+        Ok(root) => {
+            report.extend(state::check_state(root));
+            report.extend(checkouts::check_checkouts(root));
+        }
         Err(e) => report.add(Check::fail(
             "state dir",
             e.to_string(),

@@ -8,7 +8,9 @@ use subzero_core::ChildId;
 use subzero_protocol::{self as p, ChildSummary};
 use subzero_runtime::broker::child_summary;
 use subzero_runtime::scope::WorkspaceScope;
+use subzero_runtime::store::CheckoutRow;
 
+use super::change::{self, checkouts_of};
 use super::document::{self, Read, Shown};
 use super::state::ReadOnlyState;
 use super::table::{Cell, Table, Tone};
@@ -65,6 +67,10 @@ struct Listing<'a> {
 /// Children per store read.
 const PAGE: u32 = 200;
 
+/// A child's summary and, for an isolated child, its checkout (not part of the wire
+/// document, so `--json` leaves it out).
+type Listed = (Read<ChildSummary>, Option<CheckoutRow>);
+
 pub(super) fn run(args: LsArgs) -> Outcome {
     let state = ReadOnlyState::open(args.state_dir.state_dir.as_deref())?;
     let scopes = match &args.workspace {
@@ -73,15 +79,15 @@ pub(super) fn run(args: LsArgs) -> Outcome {
     };
     let mut children = runtime()?.block_on(summaries(&state, &scopes))?;
     if let Some(filter) = args.state {
-        children.retain(|c| c.as_ref().is_ok_and(|c| c.state == filter.state()));
+        children.retain(|(c, _)| c.as_ref().is_ok_and(|c| c.state == filter.state()));
     }
     // A refused summary (no id) sorts first.
-    children.sort_by(|a, b| id(a).cmp(&id(b)));
+    children.sort_by(|(a, _), (b, _)| id(a).cmp(&id(b)));
     let printing = Printing::of_stdout(args.raw);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = document::json(&Listing {
-            children: children.iter().map(Shown::from).collect(),
+            children: children.iter().map(|(c, _)| Shown::from(c)).collect(),
         })?;
         return written(writeln!(out, "{}", printing.json(&doc)));
     }
@@ -95,19 +101,21 @@ pub(super) fn run(args: LsArgs) -> Outcome {
 async fn summaries(
     state: &ReadOnlyState,
     scopes: &[WorkspaceScope],
-) -> Result<Vec<Read<ChildSummary>>, super::Failure> {
+) -> Result<Vec<Listed>, super::Failure> {
     // No database yet: no children yet.
     let Ok(store) = state.store() else {
         return Ok(Vec::new());
     };
     let mut children = Vec::new();
     for scope in scopes {
+        let mut checkouts = checkouts_of(store, scope).await?;
         let mut after: Option<ChildId> = None;
         loop {
             let rows = store.list_children(scope, PAGE, after).await?;
             for row in &rows {
                 let runs = store.runs(scope, row.child_id).await?;
-                children.push(child_summary(row, &runs));
+                let checkout = checkouts.remove(&row.child_id.to_string());
+                children.push((child_summary(row, &runs), checkout));
             }
             match rows.last() {
                 Some(last) if rows.len() == PAGE as usize => after = Some(last.child_id),
@@ -122,7 +130,7 @@ fn id(child: &Read<ChildSummary>) -> Option<&str> {
     child.as_ref().ok().map(|c| c.child_id.as_str())
 }
 
-fn table(children: &[Read<ChildSummary>]) -> Table {
+fn table(children: &[Listed]) -> Table {
     let mut table = Table::new(vec![
         "CHILD",
         "TEMPLATE",
@@ -130,18 +138,27 @@ fn table(children: &[Read<ChildSummary>]) -> Table {
         "ACTIVE RUN",
         "PHASE",
         "LAST ACTIVITY",
+        "CHANGE",
         "WORKSPACE",
     ]);
-    for child in children {
-        table.push(row(child.as_ref().ok()));
+    for (child, checkout) in children {
+        table.push(row(child.as_ref().ok(), checkout.as_ref()));
     }
     table
 }
 
+/// The checkout's cell: its change and state, nothing for a child without one.
+fn change_cell(checkout: Option<&CheckoutRow>) -> Cell {
+    match checkout {
+        Some(c) => Cell::new(change::change_text(c), change::tone(c.state)),
+        None => Cell::plain(""),
+    }
+}
+
 /// One line of the table; a refused summary shows `-` throughout.
-fn row(child: Option<&ChildSummary>) -> Vec<Cell> {
+fn row(child: Option<&ChildSummary>, checkout: Option<&CheckoutRow>) -> Vec<Cell> {
     let Some(c) = child else {
-        let mut cells: Vec<Cell> = (0..6).map(|_| Cell::plain("-")).collect();
+        let mut cells: Vec<Cell> = (0..7).map(|_| Cell::plain("-")).collect();
         cells.push(Cell::new("-", Tone::Dim));
         return cells;
     };
@@ -163,6 +180,7 @@ fn row(child: Option<&ChildSummary>) -> Vec<Cell> {
         Cell::plain(c.active_run_id.as_ref().map_or("-", |r| r.as_str())),
         Cell::new(c.phase.to_string(), phase_tone),
         Cell::plain(activity.as_str()),
+        change_cell(checkout),
         Cell::new(c.workspace_root.as_str(), Tone::Dim),
     ]
 }

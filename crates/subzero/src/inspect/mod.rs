@@ -17,6 +17,7 @@
 //!   `crate::terminal_text`).
 //! - A failure prints `error[code]: message` on stderr and exits 1.
 
+pub(crate) mod change;
 pub(crate) mod document;
 pub(crate) mod events;
 mod logs;

@@ -16,6 +16,7 @@ use subzero_runtime::store::{ChildRow, Store};
 
 use super::child::ChildLine;
 use crate::inspect::InspectError;
+use crate::inspect::change::{change_text, checkouts_of};
 use crate::inspect::state::ReadOnlyState;
 
 /// Children per store read.
@@ -139,8 +140,12 @@ impl Reader {
         };
         let mut lines = Vec::new();
         for scope in &scopes {
+            // Read every refresh: landing or discarding a change leaves the child's row as
+            // it was, so a cached line may hold an old checkout.
+            let checkouts = checkouts_of(store, scope).await?;
             for row in rows(store, scope).await? {
-                if let Some(line) = self.line(store, &row).await? {
+                if let Some(mut line) = self.line(store, &row).await? {
+                    line.change = checkouts.get(&line.id).map(|c| (change_text(c), c.state));
                     lines.push(line);
                 }
             }

@@ -1,6 +1,7 @@
 //! One child as `watch` shows it: what the store says about it, reduced to what a person
 //! supervising it reads at a glance.
 
+use subzero_core::CheckoutState;
 use subzero_protocol::{self as p, ChildEvent, ChildSummary};
 use subzero_runtime::scope::WorkspaceScope;
 use subzero_runtime::store::{ChildRow, RunRow};
@@ -81,6 +82,8 @@ pub struct ChildLine {
     pub next_event_seq: u64,
     /// `updated_at` of the row the line was built from.
     pub updated_at: String,
+    /// An isolated child's change in words, and its checkout's state (`None`: shared).
+    pub change: Option<(String, CheckoutState)>,
 }
 
 impl ChildLine {
@@ -140,6 +143,7 @@ impl ChildLine {
             owner_token: row.owner_token.clone(),
             next_event_seq: row.next_event_seq.get(),
             updated_at: row.updated_at.to_string(),
+            change: None,
         }
     }
 

@@ -18,6 +18,7 @@ mod faults;
 mod grants;
 mod hosts;
 mod install;
+mod isolation;
 mod mcp;
 mod model;
 mod outside_clients;

@@ -15,6 +15,7 @@ use crate::support;
 use crate::support::mcp::*;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use subzero_runtime::mcp::TOOL_NAMES;
 use subzero_testkit::{Reply, Step};
 
 /// The Python SDK client's report (`tests/clients/python_sdk_client.py`).
@@ -137,7 +138,7 @@ fn the_python_sdk_client_delegates_and_validates_every_result() {
     let report: PythonReport =
         serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("report");
     assert_eq!(report.server, "subzero");
-    assert_eq!(report.tools.len(), 8);
+    assert_eq!(report.tools.len(), TOOL_NAMES.len());
     assert_eq!(report.state, p::ChildState::Ready, "{report:#?}");
     assert_eq!(report.last_run.status, p::TerminalRunStatus::Completed);
     assert_eq!(report.last_run.preview.as_str(), "It is a demo project.");
@@ -216,7 +217,7 @@ fn every_protocol_version_current_hosts_send_is_accepted() {
         assert_eq!(init.result.server_info.name, "subzero");
         let listed: RpcReply<rmcp::model::ListToolsResult> =
             serde_json::from_value(tools.clone()).unwrap_or_else(|e| panic!("{e}: {tools:#?}"));
-        assert_eq!(listed.result.tools.len(), 8, "{tools:#?}");
+        assert_eq!(listed.result.tools.len(), TOOL_NAMES.len(), "{tools:#?}");
     }
 }
 
@@ -389,7 +390,11 @@ fn typescript_sdk_reads_every_error_code(sdk: &str) {
         report.sdk.as_deref().unwrap_or("?"),
         report.version.as_deref().unwrap_or("?")
     );
-    assert_eq!(report.tools.as_ref().map(Vec::len), Some(8), "{report:#?}");
+    assert_eq!(
+        report.tools.as_ref().map(Vec::len),
+        Some(TOOL_NAMES.len()),
+        "{report:#?}"
+    );
     assert_eq!(
         report.schema_warnings.as_deref(),
         Some(&[][..]),
@@ -426,8 +431,12 @@ fn ajv_strict_compiles_every_published_schema() {
     assert!(report.failures.is_empty(), "{report:#?}");
     assert!(report.warnings.is_empty(), "{report:#?}");
     // Every file of both directories, and an input and an output schema for each tool.
-    assert_eq!(report.tools, 8, "{report:#?}");
+    assert_eq!(report.tools as usize, TOOL_NAMES.len(), "{report:#?}");
     let (files, sources) = (report.files, report.sources);
     assert!(files >= 24 && sources > files, "{report:#?}");
-    assert_eq!(report.compiled, files + sources + 16, "{report:#?}");
+    assert_eq!(
+        report.compiled as usize,
+        files as usize + sources as usize + 2 * TOOL_NAMES.len(),
+        "{report:#?}"
+    );
 }

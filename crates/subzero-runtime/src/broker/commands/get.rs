@@ -18,7 +18,7 @@ use subzero_protocol as p;
 use tokio::sync::mpsc;
 
 use super::{Command, Context};
-use crate::broker::wire::{events, snapshot};
+use crate::broker::wire::{events, snapshot, wire};
 use crate::broker::{Broker, BrokerError};
 use crate::scope::WorkspaceScope;
 use crate::store::{ChildRow, ChildView, EventPage, RunRow};
@@ -197,6 +197,8 @@ impl Broker {
             self.child_receipts(grant, snap.containment.get_or_insert_with(Default::default))
                 .await;
         }
+        snap.checkout = self.checkout_view(child).await?;
+        isolated_receipt(&mut snap);
         Ok(snap)
     }
 
@@ -336,4 +338,32 @@ fn stream_page(child: ChildId, page: &EventPage) -> Vec<Result<Value, BrokerErro
             .map(|row| p::ChildEvent::try_from(row).and_then(|e| events::to_value(&e))),
     );
     out
+}
+
+/// An isolated child's filesystem receipt says where its writes are confined: its checkout
+/// is the `workspace` its tool processes may write.
+fn isolated_receipt(snap: &mut p::ChildSnapshot) {
+    let Some(checkout) = &snap.checkout else {
+        return;
+    };
+    let Some(filesystem) = snap
+        .containment
+        .as_mut()
+        .and_then(|c| c.filesystem.as_mut())
+        .filter(|f| f.enforced)
+    else {
+        return;
+    };
+    let summary = format!(
+        "{}: writes only its checkout {}",
+        filesystem.summary.as_str(),
+        checkout.path
+    );
+    if let Ok(summary) = wire(
+        summary.as_str(),
+        "subzero_get",
+        "containment.filesystem.summary",
+    ) {
+        filesystem.summary = summary;
+    }
 }

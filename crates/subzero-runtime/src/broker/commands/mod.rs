@@ -1,8 +1,9 @@
-//! The eight MCP tools, each a command: its input type (the contract's), its answer, and
+//! The nine MCP tools, each a command: its input type (the contract's), its answer, and
 //! one `execute` over the broker's services (the store, the worker registry, the policy,
 //! the scopes, the receipts). The MCP server parses a call's arguments into the command's
 //! input type and runs it; an embedder runs one with [`Broker::execute`].
 
+mod apply;
 pub(super) mod get;
 pub(super) mod info;
 mod list;

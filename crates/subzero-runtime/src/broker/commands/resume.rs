@@ -137,7 +137,10 @@ impl Broker {
         new_run: bool,
     ) -> Result<(Vec<SlotGuard>, Option<ChildLock>), BrokerError> {
         let slots = if new_run {
-            self.take_slots(scope, row.write_capable)?
+            let writes = self
+                .writes_workspace(row.child_id, row.write_capable)
+                .await?;
+            self.take_slots(scope, writes)?
         } else {
             Vec::new()
         };

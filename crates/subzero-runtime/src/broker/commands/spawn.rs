@@ -2,18 +2,21 @@
 
 use std::sync::Arc;
 
-use subzero_core::template::GrantSnapshot;
+use subzero_core::template::{GrantSnapshot, Isolation};
 use subzero_core::{ChildId, RunId};
 use subzero_protocol as p;
 
 use super::{Command, Context};
 use crate::broker::admit::{model_row, wire_grant};
 use crate::broker::engines::Asked;
+use crate::broker::isolation::PreparedCheckout;
 use crate::broker::live::{Live, ModelKey};
 use crate::broker::receipts::{Receipt, replayed};
 use crate::broker::worker::{FirstRun, StartFrom};
 use crate::broker::{Broker, BrokerError};
+use crate::error::RuntimeError;
 use crate::locks::ChildLock;
+use crate::scope::WorkspaceScope;
 use crate::store::{Admit, AdmitSpawn, NewChild};
 
 /// `subzero_spawn`.
@@ -47,14 +50,22 @@ impl Command for p::SpawnInput {
         let child = ChildId::generate();
         let run = RunId::generate();
         let write_capable = snapshot.write_capable();
-        let slots = broker.take_slots(&scope, write_capable)?;
+        let isolated = isolated(broker, &input)?;
+        // An isolated child writes only its checkout: it takes no writer slot of the
+        // workspace (its worker slot still counts).
+        let slots = broker.take_slots(&scope, write_capable && !isolated)?;
         let child_lock = ChildLock::try_acquire(&broker.paths, child)?;
         let snapshot_json = serde_json::to_value(&snapshot)
             .map_err(|e| BrokerError::internal(format!("cannot encode the grant snapshot: {e}")))?;
         let sent_snapshot = wire_grant(&snapshot)?;
         // Refuse before any state changes when an MCP server's environment is missing.
         crate::broker::worker::mcp_env(&sent_snapshot, &broker.policy.secrets)?;
+        let checkout = match isolated {
+            true => Some(broker.prepare_checkout(&scope, child, base(&input)).await?),
+            false => None,
+        };
         let output = p::SpawnOutput {
+            checkout: checkout.as_ref().map(|c| c.view()).transpose()?,
             child_id: child.into(),
             run_id: run.into(),
         };
@@ -74,7 +85,8 @@ impl Command for p::SpawnInput {
                 owner_token: broker.owner_token().to_owned(),
                 receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
             })
-            .await?;
+            .await;
+        let admitted = keep_or_drop(broker, &scope, child, admitted, checkout).await?;
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_spawn", stored);
         }
@@ -92,6 +104,58 @@ impl Command for p::SpawnInput {
             .await?;
         Ok(output)
     }
+}
+
+/// The revision an isolated spawn's checkout starts from, if it names one.
+fn base(input: &p::SpawnInput) -> Option<String> {
+    input.base_revision.as_deref().map(String::to_owned)
+}
+
+/// A new child's checkout goes into the ledger; a checkout of a spawn that was refused or
+/// replayed is removed, as nothing refers to it.
+async fn keep_or_drop<T>(
+    broker: &Broker,
+    scope: &WorkspaceScope,
+    child: ChildId,
+    admitted: Result<Admit<T>, RuntimeError>,
+    checkout: Option<PreparedCheckout>,
+) -> Result<Admit<T>, BrokerError> {
+    let Some(checkout) = checkout else {
+        return Ok(admitted?);
+    };
+    match admitted {
+        Ok(Admit::New(admitted)) => {
+            broker.keep_checkout(scope, checkout).await?;
+            Ok(Admit::New(admitted))
+        }
+        other => {
+            broker.drop_prepared(scope, child, checkout).await;
+            Ok(other?)
+        }
+    }
+}
+
+/// Whether the spawn asks for its own checkout (else its template's default), checked
+/// against `baseRevision`, which only a checkout can use.
+fn isolated(broker: &Broker, input: &p::SpawnInput) -> Result<bool, BrokerError> {
+    let isolation = match input.isolation {
+        Some(isolation) => Isolation::from(isolation),
+        None => {
+            broker
+                .policy
+                .templates
+                .resolve(input.template_id.as_str())?
+                .1
+                .isolation
+        }
+    };
+    if input.base_revision.is_some() && isolation != Isolation::Checkout {
+        return Err(BrokerError::invalid(
+            "baseRevision",
+            "baseRevision is the revision an isolated checkout starts from; pass isolation: \"checkout\" with it, or leave it out",
+        ));
+    }
+    Ok(isolation == Isolation::Checkout)
 }
 
 /// Whether a worker can run `snapshot`'s grant with `model` (its tools, MCP servers and

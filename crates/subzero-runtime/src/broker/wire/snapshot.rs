@@ -155,6 +155,8 @@ pub(in crate::broker) fn snapshot(
     let (events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
     Ok(p::ChildSnapshot {
         active_run_id: row.active_run_id.map(Into::into),
+        // Filled by the caller from the checkout ledger (`Broker::get`).
+        checkout: None,
         child_id: row.child_id.into(),
         // Filled by the caller from the child's live worker (`Broker::get`).
         containment: None,

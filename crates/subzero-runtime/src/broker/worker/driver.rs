@@ -289,6 +289,11 @@ impl Driver {
         // A settlement that leaves the child idle is recorded only once this worker is gone
         // with its tree and locks: a caller that reads `ready` may start the next run at once.
         let retired = self.retire_if_idle().await;
+        if retired {
+            // Nothing of the child runs now: what its checkout holds is its change, recorded
+            // before the child reads `ready`.
+            self.record_checkout().await;
+        }
         let Some(settled) = self.settle(active, ended).await else {
             return Next::Close;
         };
@@ -316,6 +321,13 @@ impl Driver {
                 .await
             }
             None => Next::Close,
+        }
+    }
+
+    /// Record the change an isolated child's checkout holds (its worker's tree is gone).
+    async fn record_checkout(&self) {
+        if let Err(e) = self.broker.settle_checkout(&self.scope, self.child).await {
+            tracing::warn!(child = %self.child, error = %e.message(), "the checkout's change was not recorded; subzero_apply records it");
         }
     }
 
@@ -350,6 +362,9 @@ impl Driver {
         self.conn.close();
         let exited = self.conn.wait_exit(Duration::from_millis(500)).await;
         let tree_gone = self.kill_leftovers(exited).await;
+        if tree_gone {
+            self.record_checkout().await;
+        }
         if let Phase::Running(active) | Phase::Stopped(active) =
             std::mem::replace(&mut self.phase, Phase::Idle { closing: false })
         {

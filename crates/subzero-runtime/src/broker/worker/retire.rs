@@ -71,7 +71,8 @@ impl Driver {
         let restart: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
             let started: Result<(), BrokerError> = async {
                 let row = broker.store.child(&scope, child).await?;
-                let slots = broker.take_slots(&scope, row.write_capable)?;
+                let writes = broker.writes_workspace(child, row.write_capable).await?;
+                let slots = broker.take_slots(&scope, writes)?;
                 let child_lock = broker.acquire_child_lock(child).await?;
                 let from = StartFrom {
                     leaf: row.last_leaf.map(|l| (l.leaf_id, l.digest)),

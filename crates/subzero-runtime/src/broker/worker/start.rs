@@ -74,6 +74,7 @@ impl Broker {
         first: FirstRun,
     ) -> Result<(), BrokerError> {
         let token = self.owner_token().to_owned();
+        self.take_workdir(child).await?;
         // The space a settlement needs on a full disk, set aside while there is room.
         let reserve = SpaceReserve::of(self.paths.root());
         if let Err(e) = tokio::task::spawn_blocking(move || reserve.ensure()).await {
@@ -149,8 +150,9 @@ impl Broker {
         scope: &WorkspaceScope,
         inherit: Vec<std::os::fd::OwnedFd>,
     ) -> Result<(WorkerConn, Hello), BrokerError> {
-        let engine = self.child_engine(child, scope).await?;
-        let launch = self.workers.launch(inherit, scope.root(), engine);
+        let workdir = self.workdir(child, scope);
+        let engine = self.child_engine(child, &workdir).await?;
+        let launch = self.workers.launch(inherit, &workdir, engine);
         WorkerConn::start(&self.workers.spawner, launch, label(child))
             .await
             .map_err(|e| {
@@ -165,7 +167,7 @@ impl Broker {
     async fn child_engine(
         &self,
         child: ChildId,
-        scope: &WorkspaceScope,
+        workdir: &std::path::Path,
     ) -> Result<Vec<std::ffi::OsString>, BrokerError> {
         let snapshot = self
             .workers
@@ -175,7 +177,25 @@ impl Broker {
             .ok_or_else(|| {
                 BrokerError::internal(format!("child {child} has no grant in memory"))
             })?;
-        self.engine_for(child, &snapshot, scope.root()).await
+        self.engine_for(child, &snapshot, workdir).await
+    }
+
+    /// An isolated child's runs work in its checkout, which this run now uses.
+    async fn take_workdir(&self, child: ChildId) -> Result<(), BrokerError> {
+        let workdir = self.workdir_for_run(child).await?;
+        if let Some(entry) = self.workers.live().get_mut(&child) {
+            entry.workdir = workdir;
+        }
+        Ok(())
+    }
+
+    /// Where `child`'s runs work: its checkout, else the workspace.
+    fn workdir(&self, child: ChildId, scope: &WorkspaceScope) -> PathBuf {
+        self.workers
+            .live()
+            .get(&child)
+            .and_then(|entry| entry.workdir.clone())
+            .unwrap_or_else(|| scope.root().to_path_buf())
     }
 
     pub(super) async fn unmirror(&self, scope: &WorkspaceScope, held: &[(SlotKind, u32)]) {
@@ -263,7 +283,7 @@ impl Broker {
                 "transcriptPath",
             )?,
             workspace_root: wire(
-                scope.root().to_string_lossy().into_owned(),
+                self.workdir(child, scope).to_string_lossy().into_owned(),
                 START_RUN,
                 "workspaceRoot",
             )?,

@@ -27,7 +27,7 @@ mod claim;
 mod reads;
 mod recover;
 mod resume;
-mod settle;
+pub(super) mod settle;
 mod stop;
 mod worker_writes;
 

@@ -344,7 +344,7 @@ fn prompt_of(conn: &Connection, child: ChildId, run: RunId) -> RuntimeResult<Str
     )?)
 }
 
-pub(super) fn insert_artifact(
+pub(in crate::store) fn insert_artifact(
     conn: &Connection,
     child: ChildId,
     run: Option<RunId>,

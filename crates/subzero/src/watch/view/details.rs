@@ -1,10 +1,10 @@
-//! The selected child's details: its template, state and workspace; its model; its run
+//! The selected child's details: its template, state, checkout and workspace; its model; its run
 //! (running, or how the last one ended, with turns and tokens); its last event.
 
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
-use super::table::state_tone;
+use super::table::{change_tone, state_tone};
 use super::{Palette, Tone, fit_left};
 use crate::terminal_text::Printing;
 use crate::watch::child::ChildLine;
@@ -37,8 +37,8 @@ pub(super) fn details_pane(
     Paragraph::new(text).block(Block::bordered().title(format!(" {} ", line.id)))
 }
 
-/// The template in bold, the state (and phase, unless idle) in its tone, then the
-/// workspace, cut from the left to what is left of `room`.
+/// The template in bold, the state (and phase, unless idle) in its tone, an isolated
+/// child's change, then the workspace, cut from the left to what is left of `room`.
 fn title_line(line: &ChildLine, room: usize, palette: Palette) -> Line<'static> {
     let printing = palette.printing;
     let phase = if line.phase == "idle" {
@@ -46,18 +46,30 @@ fn title_line(line: &ChildLine, room: usize, palette: Palette) -> Line<'static> 
     } else {
         format!("{} ({})", line.state, line.phase)
     };
+    let change = line
+        .change
+        .as_ref()
+        .map(|(text, state)| (format!(" · {text}"), change_tone(*state)));
+    let change_len = change.as_ref().map_or(0, |(t, _)| t.chars().count());
     let workspace = fit_left(
         &printing.field(&line.scope.root().display().to_string()),
-        room.saturating_sub(line.template.len() + phase.len() + 4),
+        room.saturating_sub(line.template.len() + phase.len() + change_len + 4),
     );
-    Line::from(vec![
+    let mut spans = vec![
         Span::styled(
             format!("{} ", printing.field(&line.template)),
             palette.bold(),
         ),
         Span::styled(phase, palette.style(state_tone(line))),
-        Span::styled(format!(" · {workspace}"), palette.style(Tone::Dim)),
-    ])
+    ];
+    if let Some((text, tone)) = change {
+        spans.push(Span::styled(text, palette.style(tone)));
+    }
+    spans.push(Span::styled(
+        format!(" · {workspace}"),
+        palette.style(Tone::Dim),
+    ));
+    Line::from(spans)
 }
 
 /// `label text`, the label dimmed, the text fitted to what is left of `room`.

@@ -4,8 +4,10 @@
 //! Laid out for 80×24 and up: at 80 columns one STATE column shows the phase of a running
 //! child (`starting`, `model`, `tool`, `stopping`) and the state of the others (`ready`,
 //! `interrupted`, `recovery`), and the model is in the details; from [`WIDE`] columns on,
-//! STATE, PHASE and MODEL are columns of their own. Without colour (`NO_COLOR`, not a
-//! terminal) the selection is shown in reverse video and nothing else is styled.
+//! STATE, PHASE and MODEL are columns of their own, and from [`WIDER`] on CHANGE (an
+//! isolated child's checkout: `+12 −3 in 2 files, settled`, `applied`, `in use`; at any width
+//! it is in the details). Without colour (`NO_COLOR`, not a terminal) the selection is shown
+//! in reverse video and nothing else is styled.
 
 mod board;
 mod details;
@@ -26,6 +28,9 @@ pub use board::board_text;
 
 /// From this width on, STATE, PHASE and MODEL get columns of their own.
 pub const WIDE: u16 = 110;
+/// From this width on, an isolated child's change gets a column of its own (narrower, it is
+/// in the details).
+pub const WIDER: u16 = 130;
 
 /// How a piece of text is emphasized when colour is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

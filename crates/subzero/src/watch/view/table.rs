@@ -1,11 +1,12 @@
-//! The table of children: its columns (more of them from [`WIDE`] columns on) and what each
-//! cell shows of a child, in which tone.
+//! The table of children: its columns (more of them from [`WIDE`] and [`WIDER`] columns on)
+//! and what each cell shows of a child, in which tone.
 
 use ratatui::layout::Constraint;
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row, Table};
+use subzero_core::CheckoutState;
 
-use super::{Palette, Tone, WIDE};
+use super::{Palette, Tone, WIDE, WIDER};
 use crate::watch::app::App;
 use crate::watch::child::ChildLine;
 use crate::watch::format;
@@ -40,6 +41,9 @@ fn columns(width: u16) -> Vec<Column> {
     cols.push(col("TEMPLATE", 10, false, template_cell));
     if width >= WIDE {
         cols.push(col("MODEL", 14, false, model_cell));
+    }
+    if width >= WIDER {
+        cols.push(col("CHANGE", 16, false, change_cell));
     }
     cols.push(col("TURN", 4, true, turn_cell));
     cols.push(col("IN/OUT", 9, true, tokens_cell));
@@ -164,6 +168,28 @@ fn elapsed_cell(line: &ChildLine, now_ms: i64) -> (String, Tone) {
         Some(ms) if line.is_running() => (format::duration(ms), Tone::Plain),
         Some(ms) => (format::duration(ms), Tone::Dim),
         None => ("-".into(), Tone::Dim),
+    }
+}
+
+/// An isolated child's change and checkout state (`+12 −3 in 2 files, settled`, cut to the
+/// column); nothing for a child that works in the workspace.
+fn change_cell(line: &ChildLine, _: i64) -> (String, Tone) {
+    match &line.change {
+        Some((text, state)) => (text.clone(), change_tone(*state)),
+        None => (String::new(), Tone::Plain),
+    }
+}
+
+/// An unapplied change asks for attention; a finished checkout is secondary.
+pub(super) fn change_tone(state: CheckoutState) -> Tone {
+    match state {
+        CheckoutState::SettledChanged => Tone::Warn,
+        CheckoutState::InUse => Tone::Good,
+        CheckoutState::Prepared => Tone::Plain,
+        CheckoutState::SettledUnchanged
+        | CheckoutState::Applied
+        | CheckoutState::Discarded
+        | CheckoutState::Removed => Tone::Dim,
     }
 }
 

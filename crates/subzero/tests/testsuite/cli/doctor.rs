@@ -174,9 +174,8 @@ fn an_unreachable_model_fails_with_a_fix() {
     assert!(!format!("{report:?}").contains(KEY));
 }
 
-/// The broker binary is linked statically (`.cargo/rustc-wrapper`), so its host lookups go
-/// through static glibc: the probe must still find `localhost` through `/etc/hosts`, as a
-/// user's `http://localhost:8080/v1` endpoint is found.
+/// The probe finds `localhost` through `/etc/hosts`, as a user's `http://localhost:8080/v1`
+/// endpoint is found (it held while the broker was linked statically, through static glibc).
 #[test]
 fn the_model_probe_finds_its_host_by_name() {
     let server = subzero_testkit::ScriptedServer::start(Vec::new()).expect("model server");

@@ -1,4 +1,4 @@
-//! The eight tools end to end: the real `subzero mcp` binary over stdio, a real MCP
+//! The nine tools end to end: the real `subzero mcp` binary over stdio, a real MCP
 //! client, real workers, a scripted model on loopback.
 
 use std::time::Duration;
@@ -248,7 +248,7 @@ async fn a_stale_stop_changes_nothing_and_a_matching_stop_is_confirmed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn tools_list_advertises_exactly_the_eight_tools_with_the_exported_schemas() {
+async fn tools_list_advertises_exactly_the_nine_tools_with_the_exported_schemas() {
     let env = Env::new(vec![]);
     let s = env.broker("broker").await;
     let tools = s.list_tools().await.expect("tools/list");
@@ -257,6 +257,7 @@ async fn tools_list_advertises_exactly_the_eight_tools_with_the_exported_schemas
     assert_eq!(
         names,
         [
+            "subzero_apply",
             "subzero_get",
             "subzero_info",
             "subzero_list",

@@ -43,7 +43,7 @@ fn answered(lines: &[Value]) {
     assert_eq!(by_id(1)["result"]["serverInfo"]["name"], "subzero");
     assert_eq!(
         by_id(2)["result"]["tools"].as_array().map(Vec::len),
-        Some(8),
+        Some(subzero_runtime::mcp::TOOL_NAMES.len()),
         "{lines:#?}"
     );
     assert_eq!(

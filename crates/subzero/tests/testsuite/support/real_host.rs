@@ -15,8 +15,8 @@ use subzero_testkit::procs::{Proc, processes};
 /// The credential reference the parent names in `subzero_spawn`.
 pub const CRED: &str = "scripted";
 
-/// The 8 Subzero tools, by their MCP names.
-pub const TOOLS: [&str; 8] = [
+/// The 9 Subzero tools, by their MCP names.
+pub const TOOLS: [&str; 9] = [
     "subzero_spawn",
     "subzero_get",
     "subzero_send",
@@ -25,6 +25,7 @@ pub const TOOLS: [&str; 8] = [
     "subzero_output",
     "subzero_list",
     "subzero_info",
+    "subzero_apply",
 ];
 
 /// `tests/hosts/<dir>`: a host's npm project.
