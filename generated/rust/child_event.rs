@@ -76,7 +76,7 @@ Tool activity, by name only (arguments are never recorded).*/
         ///The child the event belongs to.
         #[serde(rename = "childId")]
         child_id: super::common::ChildId,
-        ///Tool name.
+        ///Tool name; `setup` is the template's setup command, run before an isolated child's first run.
         name: super::common::ToolName,
         ///The run the event belongs to.
         #[serde(rename = "runId")]

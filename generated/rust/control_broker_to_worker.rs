@@ -61,6 +61,9 @@ Start a run. The key appears only here.*/
         run_id: super::common::RunId,
         ///Strings to redact from every event and error (the key and its fragments are always redacted).
         secrets: StartRunSecrets,
+        ///Run the snapshot's `setup` command in the workspace root before the run's first request (the first run in an isolated child's checkout): bounded like a `bash` call, reported as `tool` events named `setup`; when it fails, the model is told before the prompt. Absent: false.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        setup: ::std::option::Option<bool>,
         ///The child's grant snapshot.
         snapshot: super::grant_snapshot::GrantSnapshot,
         ///Bounds on what one model response may cost the worker (from `[limits]` of the broker's config). Absent: the worker's defaults (8 MiB, 1 MiB, 180000 ms).
@@ -387,6 +390,7 @@ impl crate::validate::Validate for BrokerMessage {
                 recovery_notice,
                 run_id,
                 secrets,
+                setup,
                 snapshot,
                 stream_limits,
                 transcript_path,
@@ -431,6 +435,10 @@ impl crate::validate::Validate for BrokerMessage {
                 crate::validate::Validate::validate_at(
                     secrets,
                     &crate::validate::join(path, "secrets"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    setup,
+                    &crate::validate::join(path, "setup"),
                 )?;
                 crate::validate::Validate::validate_at(
                     snapshot,

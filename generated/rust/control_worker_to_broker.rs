@@ -197,7 +197,7 @@ Coalesced model text.*/
 Tool activity (name only).*/
     #[serde(rename = "tool")]
     Tool {
-        ///Tool name.
+        ///Tool name; `setup` is the template's setup command, run before an isolated child's first run.
         name: super::common::ToolName,
         ///Tool activity state.
         state: super::common::ToolState,

@@ -156,6 +156,9 @@ pub struct GrantSnapshot {
     ///MCP servers and their allowed tools.
     #[serde(rename = "mcpServers")]
     pub mcp_servers: GrantSnapshotMcpServers,
+    ///The template's setup command, run once in an isolated child's checkout before its first run. Absent when the template has none (and in every snapshot frozen before it existed, which keeps their digests).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub setup: ::std::option::Option<super::template::SetupCommand>,
     ///Skill contents, loaded once at spawn.
     pub skills: GrantSnapshotSkills,
     ///The template it was frozen from.
@@ -725,6 +728,10 @@ impl crate::validate::Validate for GrantSnapshot {
         crate::validate::Validate::validate_at(
             &self.mcp_servers,
             &crate::validate::join(path, "mcpServers"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.setup,
+            &crate::validate::join(path, "setup"),
         )?;
         crate::validate::Validate::validate_at(
             &self.skills,

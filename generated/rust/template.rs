@@ -516,6 +516,74 @@ impl<'de> ::serde::Deserialize<'de> for McpServerName {
             })
     }
 }
+///A shell command (`bash -c`).
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 4096))]
+#[serde(transparent)]
+pub struct SetupCommand(::std::string::String);
+impl ::std::ops::Deref for SetupCommand {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<SetupCommand> for ::std::string::String {
+    fn from(value: SetupCommand) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for SetupCommand {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for SetupCommand {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for SetupCommand {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for SetupCommand {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Skill name.
 #[derive(
     ::serde::Serialize,
@@ -999,6 +1067,9 @@ pub struct UserTemplate {
     ///True when the filesystem restriction must be kernel-enforced: where the kernel cannot (no Landlock), spawn and resume fail with `unsupported_grant` before any model call. Default: false (then the child runs unrestricted and `subzero_get` says why).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub require_enforcement: ::std::option::Option<bool>,
+    ///A shell command run once in an isolated child's checkout before its first run (e.g. `npm ci`), in the child's sandbox with its tool bounds and `toolTimeoutMs`; a `tool` event named `setup` reports it, and when it fails the child's model is told, with the end of its output. Not run for shared children. Default: none.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub setup: ::std::option::Option<SetupCommand>,
     ///Explicit skills, loaded once at spawn.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub skills: ::std::option::Option<UserTemplateSkills>,
@@ -1354,6 +1425,16 @@ impl crate::validate::Validate for McpServerName {
         Ok(())
     }
 }
+impl crate::validate::Validate for SetupCommand {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for SkillName {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1499,6 +1580,10 @@ impl crate::validate::Validate for UserTemplate {
         crate::validate::Validate::validate_at(
             &self.require_enforcement,
             &crate::validate::join(path, "require_enforcement"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.setup,
+            &crate::validate::join(path, "setup"),
         )?;
         crate::validate::Validate::validate_at(
             &self.skills,

@@ -222,6 +222,7 @@ fn is_user_turn(entry: &Entry) -> bool {
         EntryType::Prompt
             | EntryType::Steer
             | EntryType::RecoveryNotice
+            | EntryType::SetupNotice
             | EntryType::BudgetNotice
             | EntryType::Summary
     )

@@ -53,6 +53,9 @@ pub struct StartRun {
     pub stream_bounds: StreamBounds,
     /// The parent asked for compaction before the run's first request.
     pub compact: Option<bool>,
+    /// The snapshot's setup command, when this run is the first in its checkout: it runs
+    /// before the run's first request.
+    pub setup: Option<String>,
 }
 
 impl std::fmt::Debug for StartRun {
@@ -118,11 +121,16 @@ pub fn parse_line(line: &str) -> Result<Inbound, LineError> {
             recovery_notice,
             run_id,
             secrets,
+            setup,
             snapshot,
             stream_limits,
             transcript_path,
             workspace_root,
         } => Inbound::StartRun(Box::new(StartRun {
+            setup: setup
+                .unwrap_or(false)
+                .then(|| snapshot.setup.as_ref().map(|s| s.to_string()))
+                .flatten(),
             child_id,
             run_id,
             prompt,

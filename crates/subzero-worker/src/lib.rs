@@ -23,6 +23,7 @@ mod redact;
 mod run;
 mod scratch;
 mod settlement;
+mod setup;
 mod startup;
 mod steering;
 mod text_events;
@@ -424,17 +425,9 @@ async fn run_task(
     if let Err(err) = run::check_grant(&start) {
         return Outcome::Failed(err);
     }
-    let root = match std::fs::canonicalize(&start.workspace_root) {
-        Ok(root) if root.is_dir() => root,
-        _ => {
-            return Outcome::Failed(ErrorBody::new(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "invalid_request: workspace root {} is not a directory",
-                    start.workspace_root
-                ),
-            ));
-        }
+    let root = match workspace_root(&start) {
+        Ok(root) => root,
+        Err(err) => return Outcome::Failed(err),
     };
     let deadline_ms = start.snapshot.limits.deadline_ms.get();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(deadline_ms);
@@ -455,7 +448,9 @@ async fn run_task(
         jail,
     };
     let work = async {
-        // Servers first: a grant they cannot satisfy fails before the transcript is touched.
+        // Setup first (the servers may need what it installs), then the servers: a grant
+        // they cannot satisfy fails before the transcript is touched.
+        let setup_note = setup::run(&start, &tools).await;
         let mcp = Arc::new(run::start_mcp(&start, &tools).await?);
         let transcript = run::open_transcript(&start)?;
         let ctx = RunContext {
@@ -466,6 +461,7 @@ async fn run_task(
             mcp: mcp.clone(),
             learned,
             deadline,
+            setup_note,
         };
         let result = run::drive(ctx, transcript).await;
         if let Ok(mcp) = Arc::try_unwrap(mcp) {
@@ -488,6 +484,20 @@ async fn run_task(
             ),
         },
         () = cancel.notified() => Outcome::Stopped,
+    }
+}
+
+/// The run's canonical workspace root, which must be a directory.
+fn workspace_root(start: &StartRun) -> Result<PathBuf, ErrorBody> {
+    match std::fs::canonicalize(&start.workspace_root) {
+        Ok(root) if root.is_dir() => Ok(root),
+        _ => Err(ErrorBody::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "invalid_request: workspace root {} is not a directory",
+                start.workspace_root
+            ),
+        )),
     }
 }
 

@@ -39,6 +39,7 @@ pub(crate) fn items<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Vec<Ite
             EntryType::Prompt
             | EntryType::Steer
             | EntryType::RecoveryNotice
+            | EntryType::SetupNotice
             | EntryType::BudgetNotice
             | EntryType::Summary => {
                 items.push(Item::User(content));

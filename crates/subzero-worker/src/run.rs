@@ -141,6 +141,8 @@ pub struct RunContext {
     pub learned: Arc<Learned>,
     /// When the run's `deadlineMs` is reached (counted from the run's start).
     pub deadline: tokio::time::Instant,
+    /// What the model is told before the prompt: the checkout's setup command failed.
+    pub setup_note: Option<String>,
 }
 
 /// Opens the transcript (refusing an incompatible checkpoint before any model call).
@@ -268,11 +270,15 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The recovery notice (after an interruption) and the prompt.
+    /// The recovery notice (after an interruption), the failed setup's note and the prompt.
     fn record_prompt(&self, transcript: &mut Transcript) -> Result<(), ErrorBody> {
         let start = self.start();
         if let Some(notice) = &start.recovery_notice {
             let entry = self.entry(EntryType::RecoveryNotice, "user", Some(notice.clone()));
+            transcript.append(entry).map_err(transcript_error)?;
+        }
+        if let Some(note) = &self.ctx.setup_note {
+            let entry = self.entry(EntryType::SetupNotice, "user", Some(note.clone()));
             transcript.append(entry).map_err(transcript_error)?;
         }
         let prompt = self.entry(EntryType::Prompt, "user", Some(start.prompt.to_string()));

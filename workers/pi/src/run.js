@@ -17,6 +17,7 @@ import { conform } from "./payload.js";
 import * as net from "./net.js";
 import { connect, learnCapField, PROTOCOLS } from "./provider.js";
 import { redact } from "./redact.js";
+import { runSetup } from "./setup.js";
 import { TextEvents } from "./text.js";
 import { BUILTIN, WRITING, available, definitions } from "./tools.js";
 import * as transcript from "./transcript.js";
@@ -183,6 +184,8 @@ export async function execute(start, control) {
     throw err;
   }
   if (start.recoveryNotice) manager.appendMessage(userMessage(start.recoveryNotice));
+  const setupNote = await runSetup(start, root, control.scratch);
+  if (setupNote) manager.appendMessage(userMessage(setupNote));
   const limits = start.snapshot.limits;
   const { runtime, model } = await connect(start.model, limits.maxOutputTokens);
   const { session } = await createAgentSession({

@@ -204,7 +204,7 @@ function shell() {
 }
 
 /** Pi's `BashOperations`: each command through the sandbox command, in its own process group. */
-function bashOperations(root, scratch) {
+export function bashOperations(root, scratch) {
   return {
     exec: (command, cwd, { onData, signal }) =>
       new Promise((resolve, reject) => {

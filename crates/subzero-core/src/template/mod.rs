@@ -213,6 +213,10 @@ pub struct Template {
     /// Where its children write when a spawn does not say (`shared` unless `checkout`).
     #[serde(default, skip_serializing_if = "Isolation::is_default")]
     pub isolation: Isolation,
+    /// A shell command run once in an isolated child's checkout before its first run
+    /// (e.g. `npm ci`), in the child's sandbox and bounded like a `bash` call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
 }
 
 impl Template {
@@ -233,6 +237,7 @@ impl Template {
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
             isolation: Isolation::Shared,
+            setup: None,
         }
     }
 
@@ -252,6 +257,7 @@ impl Template {
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
             isolation: Isolation::Shared,
+            setup: None,
         }
     }
 

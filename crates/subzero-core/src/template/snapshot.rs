@@ -131,6 +131,10 @@ struct SnapshotBody {
     /// which keeps their digests); only `pi` is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker: Option<WorkerKind>,
+    /// The template's setup command; absent when it has none (and in every snapshot frozen
+    /// before setup commands existed, which keeps their digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    setup: Option<String>,
 }
 
 /// Whether a child compacts its transcript when it outgrows its model's context window
@@ -187,6 +191,36 @@ impl From<GrantSnapshot> for SnapshotWire {
             body: s.body,
             digest: s.digest,
         }
+    }
+}
+
+/// Most bytes of a setup command.
+pub const SETUP_MAX_BYTES: usize = 4096;
+
+/// The template's setup command, checked: 1..=[`SETUP_MAX_BYTES`] bytes, no NUL (it is one
+/// argument of `bash -c`), and a template that may write (a setup that cannot write its
+/// checkout could do nothing).
+fn freeze_setup(template: &Template) -> Result<Option<String>, TemplateError> {
+    let Some(setup) = &template.setup else {
+        return Ok(None);
+    };
+    let problem = if setup.trim().is_empty() {
+        Some("setup is empty; remove it or name a command".to_owned())
+    } else if setup.len() > SETUP_MAX_BYTES {
+        Some(format!(
+            "setup is {} bytes; at most {SETUP_MAX_BYTES}: put a longer one in a script",
+            setup.len()
+        ))
+    } else if setup.contains('\0') {
+        Some("setup contains a NUL byte".to_owned())
+    } else if template.read_only {
+        Some("setup cannot run in a read_only template: its command could not write".to_owned())
+    } else {
+        None
+    };
+    match problem {
+        Some(what) => Err(TemplateError::UnsupportedGrant { what }),
+        None => Ok(Some(setup.clone())),
     }
 }
 
@@ -277,6 +311,7 @@ impl GrantSnapshot {
             tool_limits: Some(tool_limits),
             compaction: None,
             worker: (!template.worker.is_default()).then_some(template.worker),
+            setup: freeze_setup(template)?,
         };
         let digest = digest_of(&body)?;
         Ok(Self { body, digest })
@@ -358,6 +393,11 @@ impl GrantSnapshot {
     /// The worker that runs the child (the Rust worker unless the template chose `pi`).
     pub fn worker(&self) -> WorkerKind {
         self.body.worker.unwrap_or_default()
+    }
+
+    /// The command run once in an isolated child's checkout before its first run.
+    pub fn setup(&self) -> Option<&str> {
+        self.body.setup.as_deref()
     }
     /// The digest of the canonical JSON of every other field.
     pub fn digest(&self) -> Sha256Digest {

@@ -113,6 +113,10 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
                 core_template::WorkerKind::Rust => None,
                 core_template::WorkerKind::Pi => Some(common::WorkerName::Pi),
             },
+            setup: snapshot
+                .setup()
+                .map(|setup| wire(setup, || "setup".into()))
+                .transpose()?,
         })
     }
 }

@@ -67,6 +67,8 @@ pub(super) struct Live {
     pub compact: std::collections::HashSet<RunId>,
     /// Where its runs work when not in the workspace: its isolated checkout.
     pub workdir: Option<std::path::PathBuf>,
+    /// The next `start_run` is the first in a new checkout: it runs the template's setup.
+    pub setup_pending: bool,
 }
 
 impl Live {
@@ -77,6 +79,7 @@ impl Live {
             worker: None,
             compact: std::collections::HashSet::new(),
             workdir: None,
+            setup_pending: false,
         }
     }
 }

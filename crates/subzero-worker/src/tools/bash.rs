@@ -44,6 +44,15 @@ pub async fn run(ctx: &ToolContext, args: BashArgs, timeout: Duration) -> ToolOu
     run_command(ctx, &args.command, capture.file(), timeout).await
 }
 
+/// Runs `command` as a `bash` call runs one (the template's setup command).
+pub async fn command(ctx: &ToolContext, command: &str, timeout: Duration) -> ToolOutput {
+    let capture = match ctx.scratch.create_file("setup") {
+        Ok(capture) => capture,
+        Err(e) => return ToolOutput::error(format!("cannot capture output: {e}")),
+    };
+    run_command(ctx, command, capture.file(), timeout).await
+}
+
 /// How the command ended.
 enum Ended {
     Exited(i32),

@@ -1,7 +1,7 @@
 //! The built-in tools, exactly as granted. Only granted tools are declared to the model; a call
 //! to any other name is answered with a tool error and never executed.
 
-mod bash;
+pub mod bash;
 mod beneath;
 mod fs;
 pub mod mcp;

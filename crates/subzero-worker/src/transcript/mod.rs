@@ -31,6 +31,8 @@ pub enum EntryType {
     Prompt,
     Steer,
     RecoveryNotice,
+    /// What the model is told when the template's setup command failed (role user).
+    SetupNotice,
     /// The worker's request for a handoff summary once a budget was reached (role user).
     BudgetNotice,
     Assistant,

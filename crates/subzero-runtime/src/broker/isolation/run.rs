@@ -13,6 +13,13 @@ use crate::broker::{Broker, BrokerError};
 use crate::checkout::{self, RecordRequest, Recorded};
 use crate::scope::WorkspaceScope;
 
+/// Where an isolated child's run works.
+pub(in crate::broker) struct Workdir {
+    pub path: PathBuf,
+    /// No run has used the checkout yet: the template's setup runs first.
+    pub first_run: bool,
+}
+
 /// The most of a change's diff kept as its artifact.
 const DIFF_ARTIFACT_BYTES: u64 = 16 << 20;
 
@@ -23,12 +30,13 @@ impl Broker {
     pub(in crate::broker) async fn workdir_for_run(
         &self,
         child: ChildId,
-    ) -> Result<Option<PathBuf>, BrokerError> {
+    ) -> Result<Option<Workdir>, BrokerError> {
         let Some(checkout) = self.store.checkout(child).await? else {
             return Ok(None);
         };
         let path = checkout.record().site.path;
-        match checkout.state() {
+        let state = checkout.state();
+        match state {
             CheckoutState::InUse => {}
             CheckoutState::Prepared
             | CheckoutState::SettledChanged
@@ -47,7 +55,10 @@ impl Broker {
                 ));
             }
         }
-        Ok(Some(path))
+        Ok(Some(Workdir {
+            path,
+            first_run: state == CheckoutState::Prepared,
+        }))
     }
 
     /// Whether a run of `child` writes the workspace itself (and so takes its writer slot):

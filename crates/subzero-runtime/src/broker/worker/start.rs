@@ -184,7 +184,8 @@ impl Broker {
     async fn take_workdir(&self, child: ChildId) -> Result<(), BrokerError> {
         let workdir = self.workdir_for_run(child).await?;
         if let Some(entry) = self.workers.live().get_mut(&child) {
-            entry.workdir = workdir;
+            entry.setup_pending = workdir.as_ref().is_some_and(|w| w.first_run);
+            entry.workdir = workdir.map(|w| w.path);
         }
         Ok(())
     }
@@ -239,11 +240,15 @@ impl Broker {
             })?;
             (entry.model.clone(), entry.snapshot.clone())
         };
-        let compact = self
-            .workers
-            .live()
-            .get_mut(&child)
-            .is_some_and(|entry| entry.compact.remove(&run));
+        let (compact, setup) =
+            self.workers
+                .live()
+                .get_mut(&child)
+                .map_or((false, false), |entry| {
+                    let setup = std::mem::take(&mut entry.setup_pending);
+                    (entry.compact.remove(&run), setup)
+                });
+        let setup = setup && snapshot.setup.is_some();
         let mcp_env = mcp_env(&snapshot, &self.policy.secrets)?;
         let transcripts = self.paths.root().join("transcripts");
         std::fs::DirBuilder::new()
@@ -275,6 +280,7 @@ impl Broker {
                 .transpose()?,
             run_id: run.into(),
             secrets: p::StartRunSecrets(Vec::new()),
+            setup: setup.then_some(true),
             snapshot,
             stream_limits: Some(stream_limits(&self.policy.limits)?),
             transcript_path: wire(

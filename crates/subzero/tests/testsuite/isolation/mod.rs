@@ -7,3 +7,4 @@ mod faults;
 mod hostile;
 mod parallel;
 mod refusals;
+mod setup;

@@ -26,8 +26,13 @@ pub struct GitEnv {
 
 impl GitEnv {
     pub fn new() -> GitEnv {
+        GitEnv::with_model(Arc::new(answer))
+    }
+
+    /// A workspace whose children's model answers with `model` (see [`plan_answer`]).
+    pub fn with_model(model: subzero_testkit::directed::Responder) -> GitEnv {
         let env = Env::new(Vec::new());
-        let model = DirectedServer::start(Arc::new(answer)).expect("directed model");
+        let model = DirectedServer::start(model).expect("directed model");
         env.write_config(&model.origin());
         let ws = env.workspace();
         git(&ws, &["init", "-q", "-b", "main"]);
@@ -62,6 +67,21 @@ impl GitEnv {
         .await;
         out.child_id.to_string()
     }
+
+    /// Adds `[templates.<id>]` with these TOML lines to the broker's configuration.
+    pub fn add_template(&self, id: &str, lines: &str) {
+        let config = std::fs::read_to_string(self.env.config()).expect("config");
+        std::fs::write(
+            self.env.config(),
+            format!("{config}\n[templates.{id}]\n{lines}\n"),
+        )
+        .expect("config");
+    }
+}
+
+/// The directed model's answer to `request`: the plan's one tool call, then `done`.
+pub fn plan_answer(request: &RecordedRequest) -> Reply {
+    answer(request)
 }
 
 /// The directed model: the plan's one tool call, then `done`.

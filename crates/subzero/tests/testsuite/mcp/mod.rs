@@ -12,7 +12,7 @@ mod inputs;
 mod lifecycle;
 mod opening;
 mod parent_cost;
-mod pi_worker;
+pub(crate) mod pi_worker;
 mod recorded_fixtures;
 mod recovery;
 mod scenarios;

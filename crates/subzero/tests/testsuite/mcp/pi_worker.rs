@@ -26,7 +26,7 @@ worker = "pi"
 
 /// The Pi worker is installed in the checkout (`npm ci --prefix workers/pi`), else the
 /// group is skipped (or fails in strict mode).
-fn pi_ready() -> bool {
+pub(crate) fn pi_ready() -> bool {
     let dir = support::prereq::workspace_root().join("workers/pi");
     let ready = dir
         .join("node_modules/@earendil-works/pi-coding-agent/package.json")
