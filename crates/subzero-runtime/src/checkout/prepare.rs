@@ -178,8 +178,16 @@ fn clone_at(info: &RepoInfo, checkout: &Path, base: &Oid) -> Result<(), Checkout
         info.git_dir.as_os_str(),
         checkout.as_os_str(),
     ];
-    Git::at(parent).run(&args)?;
+    // No reflogs for what the broker does (the child's own commits get them), and the
+    // index git's `feature.manyFiles` picks (version 4: paths prefix-compressed, a sixth
+    // smaller; git keeps the version when the child's git rewrites it): a checkout adds
+    // little disk beyond its files.
+    Git::at(parent)
+        .config("core.logAllRefUpdates=false")
+        .run(&args)?;
     Git::at(checkout)
+        .config("core.logAllRefUpdates=false")
+        .config("index.version=4")
         .config("core.hooksPath=/dev/null")
         .config("advice.detachedHead=false")
         // Writing files is what a large checkout waits on; parallel workers overlap it.
