@@ -18,6 +18,7 @@ pub mod ledger;
 pub mod model;
 pub mod monitor;
 pub mod plan;
+pub mod repo;
 pub mod report;
 pub mod rng;
 pub mod run;
