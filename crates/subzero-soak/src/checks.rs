@@ -298,7 +298,7 @@ async fn read_whole(ctx: &Ctx, artifact: &str) -> Option<String> {
 /// settled (or every broker closed).
 pub async fn no_leftovers(ctx: &Ctx, when: &str) {
     let state = ctx.world.state.clone();
-    let workspace = ctx.world.workspace.clone();
+    let root = ctx.world.root.clone();
     let state_text = state.to_string_lossy().into_owned();
     let find = move || -> Vec<String> {
         let mut left: Vec<String> = kernel::workers(&state)
@@ -321,7 +321,7 @@ pub async fn no_leftovers(ctx: &Ctx, when: &str) {
                 .map(|p| format!("lock holder pid {}", p.pid)),
         );
         left.extend(
-            kernel::tagged(&workspace)
+            kernel::tagged(&root)
                 .into_iter()
                 .map(|(pid, tag)| format!("tool process pid {pid} of run {tag}")),
         );

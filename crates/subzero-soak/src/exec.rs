@@ -192,7 +192,7 @@ impl Ctx {
         let Some(tag) = self.ledger().tag_of(run) else {
             return;
         };
-        let left: Vec<u32> = crate::kernel::tagged(&self.world.workspace)
+        let left: Vec<u32> = crate::kernel::tagged(&self.world.root)
             .into_iter()
             .filter(|(_, t)| *t == tag)
             .map(|(pid, _)| pid)
