@@ -1,7 +1,8 @@
 //! The checkpoint after each epoch: undo every fault, bring every broker back, then check
 //! the invariants that need a quiet moment — every child settles, every interrupted child
 //! resumes, every result reads back the same, no process of a settled child remains, the
-//! database is intact.
+//! database is intact, every checkout is kept and no change landed twice
+//! ([`crate::checkouts`]).
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,7 @@ pub async fn checkpoint(ctx: &Ctx, settle_bound: Duration) {
     results_kept(ctx).await;
     no_leftovers(ctx, "after every child settled").await;
     database_intact(ctx);
+    crate::checkouts::check(ctx);
 }
 
 /// Every child the brokers list, and every child the ledger knows.

@@ -9,6 +9,7 @@
 //! ([`run::shrink`]) and replayed with `cargo xtask soak --seed S --steps N`.
 
 pub mod args;
+pub mod checkouts;
 pub mod checks;
 pub mod cli;
 pub mod exec;
