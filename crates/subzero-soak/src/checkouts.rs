@@ -177,8 +177,14 @@ fn stored(conn: &rusqlite::Connection, name: &str) -> bool {
 /// all when it was not — unless an apply of it was cut by a broker kill, which may land it
 /// before the ledger hears of it (then at most once).
 fn landed_once(ctx: &Ctx, rows: &[Row]) {
-    let workspace = &ctx.world.workspace;
-    for (file, text) in written_files(workspace) {
+    no_line_twice(ctx);
+    let checked: u64 = rows.iter().map(|row| change_landed(ctx, row)).sum();
+    ctx.stats().landed_lines = checked;
+}
+
+/// No line of the files the coders write is in the workspace twice.
+fn no_line_twice(ctx: &Ctx) {
+    for (file, text) in written_files(&ctx.world.workspace) {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for line in text.lines().filter(|l| !l.is_empty()) {
             *seen.entry(line).or_default() += 1;
@@ -193,45 +199,54 @@ fn landed_once(ctx: &Ctx, rows: &[Row]) {
             );
         }
     }
+}
+
+/// Each line `row`'s recorded change added is in the workspace as often as the change was
+/// landed; returns how many lines were looked for.
+fn change_landed(ctx: &Ctx, row: &Row) -> u64 {
+    let workspace = &ctx.world.workspace;
+    let Some(head) = &row.head else {
+        return 0;
+    };
+    let Some(added) = repo::added_lines(workspace, &row.base, head) else {
+        return 0;
+    };
+    let applies = ctx.ledger().applies_of(&row.child);
+    let applied = row.state == "applied";
     let mut checked = 0u64;
-    for row in rows {
-        let Some(head) = &row.head else {
-            continue;
-        };
-        let Some(added) = repo::added_lines(workspace, &row.base, head) else {
-            continue;
-        };
-        let applies = ctx.ledger().applies_of(&row.child);
-        let applied = row.state == "applied";
-        for (path, lines) in added {
-            let text = std::fs::read_to_string(workspace.join(&path)).unwrap_or_default();
-            for line in lines {
-                checked += 1;
-                let n = text.lines().filter(|l| *l == line).count();
-                let fine = if applied {
-                    n == 1
-                } else {
-                    n == 0 || (n == 1 && applies.cut)
-                };
-                if !fine {
-                    ctx.violation(
-                        Invariant::ChangesLandOnce,
-                        format!(
-                            "the change of child {} ({}, {}..{head}) added {line:?} to {}; the workspace has it {n} times (its applies: ok {:?}, refused {:?}, cut {})",
-                            row.child,
-                            row.state,
-                            row.base,
-                            path.display(),
-                            applies.ok,
-                            applies.refused,
-                            applies.cut
-                        ),
-                    );
-                }
+    for (path, lines) in added {
+        let text = std::fs::read_to_string(workspace.join(&path)).unwrap_or_default();
+        for line in lines {
+            checked += 1;
+            let n = text.lines().filter(|l| *l == line).count();
+            let fine = if applied {
+                n == 1
+            } else {
+                n == 0 || (n == 1 && applies.cut)
+            };
+            if fine {
+                continue;
             }
+            let landed = if applied {
+                "was applied".to_owned()
+            } else {
+                format!("is {}, not applied", row.state)
+            };
+            ctx.violation(
+                Invariant::ChangesLandOnce,
+                format!(
+                    "the change of child {} ({}..{head}) {landed}, and the line {line:?} it added to {} is in the workspace {n} times (its applies: ok {:?}, refused {:?}, cut by a kill: {})",
+                    row.child,
+                    row.base,
+                    path.display(),
+                    applies.ok,
+                    applies.refused,
+                    applies.cut
+                ),
+            );
         }
     }
-    ctx.stats().landed_lines = checked;
+    checked
 }
 
 /// The files the coders' writes append to, with their text: `soak-writes.txt` and every
