@@ -7,7 +7,7 @@ use subzero_protocol::ErrorCode;
 
 use crate::ledger::{Ledger, UNKNOWN_ARTIFACT, UNKNOWN_CHILD};
 use crate::plan::{Ending, Plan};
-use crate::schedule::{Cursor, Invalid, Op};
+use crate::schedule::{Cursor, Invalid, Landing, Op};
 
 /// A run id no broker ever made.
 const UNKNOWN_RUN: &str = "run_00000000000000000000000000";
@@ -18,11 +18,12 @@ pub fn arguments(op: &Op, ledger: &Ledger, model: Value) -> (&'static str, Value
     let (args, wait_ms) = match op {
         Op::Spawn {
             coder,
+            isolated,
             plan,
             request,
             budget,
             ..
-        } => (spawn(*coder, plan, request, *budget, model), 0),
+        } => (spawn(*coder, *isolated, plan, request, *budget, model), 0),
         Op::Followup {
             slot,
             plan,
@@ -83,17 +84,28 @@ pub fn arguments(op: &Op, ledger: &Ledger, model: Value) -> (&'static str, Value
                 0,
             )
         }
+        Op::Apply { slot, how, .. } => (apply(&ledger.child_id(*slot), *how), 0),
         Op::Info | Op::Invalid(_) | Op::Retry { .. } => (json!({}), 0),
     };
     (tool, args, wait_ms)
 }
 
-fn spawn(coder: bool, plan: &Plan, request: &Option<String>, budget: bool, model: Value) -> Value {
+fn spawn(
+    coder: bool,
+    isolated: bool,
+    plan: &Plan,
+    request: &Option<String>,
+    budget: bool,
+    model: Value,
+) -> Value {
     let mut args = json!({
         "prompt": plan.prompt(),
         "templateId": if coder { "coder" } else { "researcher" },
         "model": model,
     });
+    if isolated {
+        args["isolation"] = json!("checkout");
+    }
     if budget {
         args["budget"] = json!({"maxTurns": 6, "deadlineMs": 20000, "toolTimeoutMs": 3000});
     }
@@ -138,6 +150,33 @@ fn get(ledger: &Ledger, child: &str, wait_ms: u64, cursor: Cursor, wait_for_even
     json!({"childId": child, "waitMs": wait_ms, "cursor": cursor, "eventLimit": 50,
            "waitFor": wait_for})
 }
+
+/// The commit message a `Landing::Commit` of `child` gives.
+pub fn commit_message(child: &str) -> String {
+    format!("soak: the change of {child}")
+}
+
+fn apply(child: &str, how: Landing) -> Value {
+    match how {
+        Landing::Edits => json!({"childId": child}),
+        Landing::Commit => json!({"childId": child, "commitMessage": commit_message(child)}),
+        Landing::Discard => json!({"childId": child, "discard": true}),
+    }
+}
+
+/// The codes `subzero_apply` may refuse with (docs/protocol.md): no change to land
+/// (running, settled without one, landed or discarded already, a shared child), a change
+/// that does not land whole, the child held by another process, an unknown child, and the
+/// store or broker going away.
+pub const APPLY_REFUSALS: [ErrorCode; 7] = [
+    ErrorCode::ChangeUnavailable,
+    ErrorCode::ChangeConflict,
+    ErrorCode::Busy,
+    ErrorCode::NotFound,
+    ErrorCode::RecoveryRequired,
+    ErrorCode::StorageUnavailable,
+    ErrorCode::RuntimeShuttingDown,
+];
 
 fn with_request(mut args: Value, request: &Option<String>) -> Value {
     if let Some(id) = request {

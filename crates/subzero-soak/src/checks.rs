@@ -1,7 +1,8 @@
 //! The checkpoint after each epoch: undo every fault, bring every broker back, then check
 //! the invariants that need a quiet moment — every child settles, every interrupted child
 //! resumes, every result reads back the same, no process of a settled child remains, the
-//! database is intact.
+//! database is intact, every checkout is kept and no change landed twice
+//! ([`crate::checkouts`]).
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,7 @@ pub async fn checkpoint(ctx: &Ctx, settle_bound: Duration) {
     results_kept(ctx).await;
     no_leftovers(ctx, "after every child settled").await;
     database_intact(ctx);
+    crate::checkouts::check(ctx);
 }
 
 /// Every child the brokers list, and every child the ledger knows.
@@ -298,7 +300,7 @@ async fn read_whole(ctx: &Ctx, artifact: &str) -> Option<String> {
 /// settled (or every broker closed).
 pub async fn no_leftovers(ctx: &Ctx, when: &str) {
     let state = ctx.world.state.clone();
-    let workspace = ctx.world.workspace.clone();
+    let root = ctx.world.root.clone();
     let state_text = state.to_string_lossy().into_owned();
     let find = move || -> Vec<String> {
         let mut left: Vec<String> = kernel::workers(&state)
@@ -321,7 +323,7 @@ pub async fn no_leftovers(ctx: &Ctx, when: &str) {
                 .map(|p| format!("lock holder pid {}", p.pid)),
         );
         left.extend(
-            kernel::tagged(&workspace)
+            kernel::tagged(&root)
                 .into_iter()
                 .map(|(pid, tag)| format!("tool process pid {pid} of run {tag}")),
         );

@@ -15,6 +15,14 @@ use crate::verdict::Violation;
 /// The seeds `cargo xtask test` runs: one, two and three brokers.
 pub const FIXED_SEEDS: &[u64] = &[11, 23, 5];
 
+/// The seed `cargo xtask test` runs for isolated checkouts, over [`ISOLATED_EPOCHS`]
+/// epochs (`cargo xtask soak --seed 18 --epochs 2`, about 8 s): two brokers, three isolated
+/// coders spawned in its first epoch, applied (raced from both brokers, landed as a commit)
+/// and discarded in its second.
+pub const ISOLATED_SEED: u64 = 18;
+/// The epochs of [`ISOLATED_SEED`]'s run.
+pub const ISOLATED_EPOCHS: usize = 2;
+
 const USAGE: &str =
     "usage: subzero-soak [--seed S | --seeds S,S,… | --minutes N] [--steps N] [--epochs E]
                     [--brokers B] [--bin-dir DIR] [--report FILE] [--no-shrink] [--settle-s S]

@@ -7,13 +7,13 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use subzero_protocol::{
-    ArtifactChunk, ChildSnapshot, ErrorCode, Info, ListOutput, ResumeOutput, SendOutput,
-    SpawnOutput, StopOutput,
+    ApplyOutput, ArtifactChunk, CheckoutState, ChildSnapshot, ErrorCode, Info, ListOutput,
+    ResumeOutput, SendOutput, SpawnOutput, StopOutput,
 };
 
 use crate::args;
 use crate::ledger::Ledger;
-use crate::schedule::{Action, Invalid, Op, Schedule};
+use crate::schedule::{Action, Invalid, Landing, Op, Schedule};
 use crate::stats::Stats;
 use crate::verdict::{Invariant, Verdicts};
 use crate::world::{Answer, World};
@@ -100,12 +100,14 @@ impl Ctx {
         match op {
             Op::Retry { of } => self.retry(index, broker, *of).await,
             Op::Invalid(invalid) => self.invalid(broker, *invalid).await,
+            Op::Apply { how, race, .. } => self.apply(index, broker, op, *how, *race).await,
             _ => {
                 let (tool, args, wait_ms) = self.arguments(op);
                 if has_request_id(&args) {
                     self.ledger().record_sent(index, tool, &args);
                 }
                 let answer = self.call(broker, tool, args.clone(), wait_ms).await;
+                self.note_cut(op, &answer);
                 self.absorb(index, op, &args, &answer);
             }
         }
@@ -129,8 +131,23 @@ impl Ctx {
         }
         let child = args["childId"].as_str().unwrap_or_default().to_owned();
         match op {
-            Op::Spawn { slot, plan, .. } => {
+            Op::Spawn {
+                slot,
+                plan,
+                isolated,
+                ..
+            } => {
                 if let Some(out) = self.parse::<SpawnOutput>(tool, value) {
+                    if out.checkout.is_some() != *isolated {
+                        self.violation(
+                            Invariant::TypedAnswers,
+                            format!(
+                                "a spawn {} isolation answered {} checkout: {value}",
+                                if *isolated { "with" } else { "without" },
+                                if out.checkout.is_some() { "a" } else { "no" }
+                            ),
+                        );
+                    }
                     self.ledger()
                         .record_spawn(*slot, &out.child_id, &out.run_id, plan);
                 }
@@ -171,7 +188,7 @@ impl Ctx {
             Op::Info => {
                 self.parse::<Info>(tool, value);
             }
-            Op::Invalid(_) | Op::Retry { .. } => {}
+            Op::Apply { .. } | Op::Invalid(_) | Op::Retry { .. } => {}
         }
     }
 
@@ -192,7 +209,7 @@ impl Ctx {
         let Some(tag) = self.ledger().tag_of(run) else {
             return;
         };
-        let left: Vec<u32> = crate::kernel::tagged(&self.world.workspace)
+        let left: Vec<u32> = crate::kernel::tagged(&self.world.root)
             .into_iter()
             .filter(|(_, t)| *t == tag)
             .map(|(pid, _)| pid)
@@ -219,7 +236,92 @@ impl Ctx {
             return;
         };
         let _ = index;
+        self.note_cut(op, &answer);
         self.absorb(of, op, &args, &answer);
+    }
+
+    /// An isolated spawn cut by a broker kill may leave a checkout directory behind whose
+    /// child was never stored (`subzero doctor` reports it): the ledger counts them.
+    fn note_cut(&self, op: &Op, answer: &Answer) {
+        if matches!(op, Op::Spawn { isolated: true, .. }) && matches!(answer, Answer::Lost) {
+            self.ledger().note_cut_isolated_spawn();
+        }
+    }
+
+    /// `subzero_apply` of a child, once or raced from two brokers at the same moment. At
+    /// most one apply of a child ever succeeds; a refusal is one `subzero_apply` documents.
+    async fn apply(&self, index: usize, broker: usize, op: &Op, how: Landing, race: bool) {
+        let (tool, args, _) = self.arguments(op);
+        let answers = if race {
+            let other = (broker + 1) % self.world.broker_count();
+            let (a, b) = tokio::join!(
+                self.call(broker, tool, args.clone(), 0),
+                self.call(other, tool, args.clone(), 0)
+            );
+            vec![a, b]
+        } else {
+            vec![self.call(broker, tool, args.clone(), 0).await]
+        };
+        let child = args["childId"].as_str().unwrap_or_default().to_owned();
+        for answer in answers {
+            match answer {
+                Answer::Ok(value) => self.applied(index, &child, how, &value).await,
+                Answer::Refused(code, message) => {
+                    self.ledger().note_apply_refused(&child, &code.to_string());
+                    if !args::APPLY_REFUSALS.contains(&code) && code != ErrorCode::Internal {
+                        self.violation(
+                            Invariant::TypedAnswers,
+                            format!("{tool} refused with `{code}`, which it does not document ({message}; arguments {args})"),
+                        );
+                    }
+                }
+                Answer::Lost => self.ledger().note_apply_cut(&child),
+                Answer::Broken(_) | Answer::Unanswered => {}
+            }
+        }
+    }
+
+    /// A successful apply: its answer says what was asked (applied, or discarded/removed),
+    /// names a commit only when one was asked for, and is the child's first success.
+    async fn applied(&self, index: usize, child: &str, how: Landing, value: &Value) {
+        let Some(out) = self.parse::<ApplyOutput>("subzero_apply", value) else {
+            return;
+        };
+        let expected: &[CheckoutState] = match how {
+            Landing::Edits | Landing::Commit => &[CheckoutState::Applied],
+            Landing::Discard => &[CheckoutState::Discarded, CheckoutState::Removed],
+        };
+        if !expected.contains(&out.state) || (how != Landing::Commit && out.commit.is_some()) {
+            self.violation(
+                Invariant::TypedAnswers,
+                format!("subzero_apply ({how:?}) of child {child} answered {value}"),
+            );
+        }
+        if let Some(commit) = &out.commit {
+            let workspace = self.world.workspace.clone();
+            let commit = commit.to_string();
+            let message = tokio::task::spawn_blocking(move || {
+                crate::repo::commit_message(&workspace, &commit)
+            })
+            .await
+            .ok()
+            .flatten();
+            if message.as_deref() != Some(args::commit_message(child).as_str()) {
+                self.violation(
+                    Invariant::ChangesLandOnce,
+                    format!(
+                        "subzero_apply of child {child} named commit {} whose message in the workspace is {message:?}",
+                        out.commit.as_ref().map(|c| c.to_string()).unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        let detail = self
+            .ledger()
+            .record_apply(child, index, &out.state.to_string());
+        if let Some(detail) = detail {
+            self.violation(Invariant::ChangesLandOnce, detail);
+        }
     }
 
     /// A call the broker must refuse, with the codes it may refuse it with.

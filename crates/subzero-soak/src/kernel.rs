@@ -109,7 +109,9 @@ fn holds_flock(pid: u32, fd: &str) -> bool {
     })
 }
 
-/// Processes running in `root` whose environment carries `SOAK_TAG=…`, with the tag.
+/// Processes running in `root` whose environment carries `SOAK_TAG=…`, with the tag. The
+/// soak passes its whole directory: a shared coder's tools run in the workspace, an
+/// isolated coder's in its checkout beside the state directory.
 pub fn tagged(root: &Path) -> Vec<(u32, String)> {
     processes()
         .into_iter()

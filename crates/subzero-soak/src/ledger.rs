@@ -26,6 +26,23 @@ pub struct Ledger {
     sent: HashMap<usize, (String, Value)>,
     /// The first ok answer of each such call (or of its retries), by step.
     receipts: HashMap<usize, Value>,
+    /// Every `subzero_apply` answer that tells something, by child.
+    applies: BTreeMap<String, ApplyLog>,
+    /// Isolated spawns cut by a broker kill: each may have left a checkout directory whose
+    /// child was never stored.
+    cut_isolated_spawns: u64,
+}
+
+/// What the `subzero_apply` calls of one child were answered.
+#[derive(Clone, Debug, Default)]
+pub struct ApplyLog {
+    /// The steps whose call succeeded, with the state it answered.
+    pub ok: Vec<(usize, String)>,
+    /// Whether a call was cut by a broker kill (it may have landed the change before the
+    /// ledger heard of it).
+    pub cut: bool,
+    /// Refusals, by code.
+    pub refused: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -138,6 +155,49 @@ impl Ledger {
                 first.1
             )),
         }
+    }
+
+    /// An isolated spawn cut by a broker kill.
+    pub fn note_cut_isolated_spawn(&mut self) {
+        self.cut_isolated_spawns += 1;
+    }
+
+    pub fn cut_isolated_spawns(&self) -> u64 {
+        self.cut_isolated_spawns
+    }
+
+    /// A successful `subzero_apply` of `child` at `step`; an earlier one is returned as a
+    /// violation (a change lands or is thrown away once).
+    pub fn record_apply(&mut self, child: &str, step: usize, state: &str) -> Option<String> {
+        let log = self.applies.entry(child.to_owned()).or_default();
+        let earlier = log.ok.first().cloned();
+        log.ok.push((step, state.to_owned()));
+        earlier.map(|(first, was)| {
+            format!(
+                "subzero_apply of child {child} succeeded twice: at step {first} ({was}), then at step {step} ({state})"
+            )
+        })
+    }
+
+    /// A `subzero_apply` of `child` cut by a broker kill.
+    pub fn note_apply_cut(&mut self, child: &str) {
+        self.applies.entry(child.to_owned()).or_default().cut = true;
+    }
+
+    /// A `subzero_apply` of `child` refused with `code`.
+    pub fn note_apply_refused(&mut self, child: &str, code: &str) {
+        *self
+            .applies
+            .entry(child.to_owned())
+            .or_default()
+            .refused
+            .entry(code.to_owned())
+            .or_default() += 1;
+    }
+
+    /// What `child`'s applies were answered (nothing when none was sent).
+    pub fn applies_of(&self, child: &str) -> ApplyLog {
+        self.applies.get(child).cloned().unwrap_or_default()
     }
 
     /// A call with a `requestId` as it was sent at `step`.

@@ -9,6 +9,7 @@
 //! ([`run::shrink`]) and replayed with `cargo xtask soak --seed S --steps N`.
 
 pub mod args;
+pub mod checkouts;
 pub mod checks;
 pub mod cli;
 pub mod exec;
@@ -18,6 +19,7 @@ pub mod ledger;
 pub mod model;
 pub mod monitor;
 pub mod plan;
+pub mod repo;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -147,13 +147,15 @@ fn tool_call(tag: &str, turn: usize, call: Turn) -> Reply {
         Turn::Grep => ("grep", json!({"pattern": "soak", "path": "."})),
         Turn::Ls => ("ls", json!({"path": "."})),
         Turn::Find => ("find", json!({"pattern": "**/*.md"})),
-        Turn::Bash(kind) => ("bash", json!({"command": bash_command(tag, kind)})),
+        Turn::Bash(kind) => ("bash", json!({"command": bash_command(tag, turn, kind)})),
     };
     Reply::tool_call(&id, name, &arguments.to_string())
 }
 
-/// The command of a `bash` call; every process it starts carries `SOAK_TAG=<tag>`.
-pub fn bash_command(tag: &str, kind: Bash) -> String {
+/// The command of a `bash` call; every process it starts carries `SOAK_TAG=<tag>`. A write
+/// appends the line [`written_line`], which names this one call: no line is ever written
+/// twice, so a line found twice in the workspace landed twice.
+pub fn bash_command(tag: &str, turn: usize, kind: Bash) -> String {
     let export = format!("export SOAK_TAG={tag}");
     match kind {
         Bash::Quick => format!("{export}; echo soak-{tag}; ls"),
@@ -161,10 +163,27 @@ pub fn bash_command(tag: &str, kind: Bash) -> String {
             "{export}; sleep 60 >/dev/null 2>&1 & setsid sleep 60 >/dev/null 2>&1 & \
              (sleep 60 >/dev/null 2>&1 &); echo tree-{tag}"
         ),
-        Bash::Write => format!("{export}; echo {tag} >> soak-writes.txt; wc -l soak-writes.txt"),
+        Bash::Write => format!(
+            "{export}; echo {line} >> {WRITES}; wc -l {WRITES}",
+            line = written_line(tag, turn)
+        ),
+        Bash::Note => format!(
+            "{export}; mkdir -p {NOTES}; echo {line} >> {NOTES}/{tag}.txt",
+            line = written_line(tag, turn)
+        ),
         Bash::Hold => format!("{export}; sleep 60"),
         Bash::Slow => format!("{export}; sleep 1.5; echo slow-{tag}"),
     }
+}
+
+/// The file every writing coder appends to (relative to its working directory).
+pub const WRITES: &str = "soak-writes.txt";
+/// The directory of the per-run files `bash-note` calls append to.
+pub const NOTES: &str = "soak-notes";
+
+/// The line the `turn`-th call of run `tag` writes.
+pub fn written_line(tag: &str, turn: usize) -> String {
+    format!("{tag}:{turn}")
 }
 
 fn ending(plan: &Plan) -> Reply {

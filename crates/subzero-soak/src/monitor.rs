@@ -2,7 +2,11 @@
 //! the whole run and reports two workers of one child, or two writers of one write scope,
 //! the moment it sees them. It reads the descriptors the workers hold (and the kernel's
 //! `flock` on them), never the store's claims; the store is read only to learn which
-//! children are write-capable.
+//! children are write-capable and which of those write their own checkout.
+//!
+//! A write scope is the workspace for every shared coder, and one checkout for an isolated
+//! coder: isolated coders of one workspace rightly run at once, and two workers of one
+//! checkout are two workers of one child, which `one-worker-per-child` catches.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -25,9 +29,11 @@ pub struct Monitor {
 }
 
 impl Monitor {
+    /// Samples the workers of `state`, and the tool processes under `root` (the soak's
+    /// directory: the workspace and the checkouts).
     pub fn start(
         state: PathBuf,
-        workspace: PathBuf,
+        root: PathBuf,
         verdicts: Arc<Verdicts>,
         step: Arc<AtomicUsize>,
     ) -> Monitor {
@@ -41,13 +47,13 @@ impl Monitor {
                 let mut round = 0u64;
                 while !s.load(Ordering::SeqCst) {
                     let workers = kernel::workers(&state);
-                    for (invariant, detail) in judge(&workers, &mut |c| store.is_coder(c)) {
+                    for (invariant, detail) in judge(&workers, &mut |c| store.writes(c)) {
                         if confirmed(&workers, &state, &detail) {
                             verdicts.add(invariant, step.load(Ordering::SeqCst), detail);
                         }
                     }
                     if round.is_multiple_of(4) {
-                        for detail in outlived(&workspace, &mut store) {
+                        for detail in outlived(&root, &mut store) {
                             verdicts.add(
                                 Invariant::NoLeftoverProcess,
                                 step.load(Ordering::SeqCst),
@@ -77,11 +83,23 @@ impl Monitor {
     }
 }
 
-/// What one sample of the workers breaks. `is_coder` says whether a child is
-/// write-capable (unknown counts as not).
+/// Where a child's runs may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// Nowhere (a researcher), or not known (yet).
+    Nothing,
+    /// The workspace: a shared coder, one of the workspace's one writer at a time.
+    Workspace,
+    /// Its own checkout: an isolated coder, a write scope of its own.
+    Checkout,
+}
+
+/// What one sample of the workers breaks. `writes` says where a child writes (unknown
+/// counts as nowhere). Workers holding a writer slot of the workspace, and shared coders'
+/// workers with or without one, are the workspace's writers: never two at once.
 pub fn judge(
     workers: &[WorkerProc],
-    is_coder: &mut dyn FnMut(&str) -> bool,
+    writes: &mut dyn FnMut(&str) -> Writes,
 ) -> Vec<(Invariant, String)> {
     let mut found = Vec::new();
     let mut by_child: BTreeMap<&str, Vec<&WorkerProc>> = BTreeMap::new();
@@ -104,7 +122,10 @@ pub fn judge(
     }
     let writers: Vec<&WorkerProc> = workers
         .iter()
-        .filter(|w| w.child.as_deref().is_some_and(&mut *is_coder) || !w.writer_slots.is_empty())
+        .filter(|w| {
+            w.child.as_deref().map(&mut *writes) == Some(Writes::Workspace)
+                || !w.writer_slots.is_empty()
+        })
         .collect();
     let mut by_slot: BTreeMap<&Path, Vec<&WorkerProc>> = BTreeMap::new();
     for w in &writers {
@@ -176,8 +197,8 @@ fn confirmed(workers: &[WorkerProc], state: &Path, detail: &str) -> bool {
 /// tree before it reports the end, and the broker records it only then. The store is read
 /// *before* the second look at the processes, so a process seen after its run's end was
 /// recorded outlived it (never a process that died in between).
-fn outlived(workspace: &Path, store: &mut Store) -> Vec<String> {
-    let tagged = kernel::tagged(workspace);
+fn outlived(root: &Path, store: &mut Store) -> Vec<String> {
+    let tagged = kernel::tagged(root);
     if tagged.is_empty() {
         return Vec::new();
     }
@@ -192,7 +213,7 @@ fn outlived(workspace: &Path, store: &mut Store) -> Vec<String> {
     if ended.is_empty() {
         return Vec::new();
     }
-    kernel::tagged(workspace)
+    kernel::tagged(root)
         .into_iter()
         .filter_map(|(pid, tag)| {
             let (run, status) = ended.get(&tag)?;
@@ -203,11 +224,11 @@ fn outlived(workspace: &Path, store: &mut Store) -> Vec<String> {
         .collect()
 }
 
-/// What the monitor reads of the store (read-only): which children are write-capable,
-/// and whether a tagged run has ended.
+/// What the monitor reads of the store (read-only): where each child writes, and whether
+/// a tagged run has ended.
 struct Store {
     db: PathBuf,
-    known: HashMap<String, bool>,
+    known: HashMap<String, Writes>,
     conn: Option<rusqlite::Connection>,
 }
 
@@ -252,23 +273,32 @@ impl Store {
         ENDED.contains(&status.as_str()).then_some((run, status))
     }
 
-    fn is_coder(&mut self, child: &str) -> bool {
+    /// Where `child` writes, from its template and whether the ledger holds a checkout of
+    /// it. Both are written before its first worker starts and never change, so what a
+    /// live worker's child reads once is kept.
+    fn writes(&mut self, child: &str) -> Writes {
         if let Some(known) = self.known.get(child) {
             return *known;
         }
-        let found: Option<bool> = self.conn().and_then(|c| {
+        let found: Option<Writes> = self.conn().and_then(|c| {
             c.query_row(
-                "SELECT write_capable FROM children WHERE child_id = ?1",
+                "SELECT write_capable, \
+                 EXISTS (SELECT 1 FROM checkouts k WHERE k.child_id = c.child_id) AS isolated \
+                 FROM children c WHERE c.child_id = ?1",
                 [child],
-                |row| row.get::<_, i64>(0),
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
             )
             .ok()
-            .map(|w| w != 0)
+            .map(|(writer, isolated)| match (writer != 0, isolated != 0) {
+                (false, _) => Writes::Nothing,
+                (true, false) => Writes::Workspace,
+                (true, true) => Writes::Checkout,
+            })
         });
         if let Some(found) = found {
             self.known.insert(child.to_owned(), found);
         }
-        found.unwrap_or(false)
+        found.unwrap_or(Writes::Nothing)
     }
 }
 
@@ -297,20 +327,31 @@ mod tests {
             worker(2, "ch_a", false),
             worker(3, "ch_b", false),
         ];
-        let found = judge(&ws, &mut |_| false);
+        let found = judge(&ws, &mut |_| Writes::Nothing);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, Invariant::OneWorkerPerChild);
         assert!(found[0].1.contains("pid 1 ") && found[0].1.contains("pid 2 "));
     }
 
+    /// `ch_s…` children are shared coders, `ch_i…` isolated ones, the rest researchers.
+    fn writes(child: &str) -> Writes {
+        if child.starts_with("ch_s") {
+            Writes::Workspace
+        } else if child.starts_with("ch_i") {
+            Writes::Checkout
+        } else {
+            Writes::Nothing
+        }
+    }
+
     #[test]
-    fn two_coders_running_at_once_are_a_finding_even_without_a_slot() {
-        let ws = [worker(1, "ch_a", false), worker(2, "ch_b", false)];
-        let found = judge(&ws, &mut |c| c == "ch_a" || c == "ch_b");
+    fn two_shared_coders_running_at_once_are_a_finding_even_without_a_slot() {
+        let ws = [worker(1, "ch_sa", false), worker(2, "ch_sb", false)];
+        let found = judge(&ws, &mut writes);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, Invariant::OneWriterPerScope);
         let shared = [worker(1, "ch_a", true), worker(2, "ch_b", true)];
-        let found = judge(&shared, &mut |_| false);
+        let found = judge(&shared, &mut writes);
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.iter().all(|f| f.0 == Invariant::OneWriterPerScope));
     }
@@ -318,10 +359,38 @@ mod tests {
     #[test]
     fn one_coder_beside_researchers_is_fine() {
         let ws = [
-            worker(1, "ch_a", true),
+            worker(1, "ch_sa", true),
             worker(2, "ch_b", false),
             worker(3, "ch_c", false),
         ];
-        assert!(judge(&ws, &mut |c| c == "ch_a").is_empty());
+        assert!(judge(&ws, &mut writes).is_empty());
+    }
+
+    #[test]
+    fn isolated_coders_run_beside_each_other_and_beside_one_shared_coder() {
+        let ws = [
+            worker(1, "ch_ia", false),
+            worker(2, "ch_ib", false),
+            worker(3, "ch_ic", false),
+            worker(4, "ch_sd", true),
+        ];
+        assert!(judge(&ws, &mut writes).is_empty());
+        let two_shared = [
+            worker(1, "ch_ia", false),
+            worker(2, "ch_sb", true),
+            worker(3, "ch_sc", false),
+        ];
+        let found = judge(&two_shared, &mut writes);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("pid 2 ") && found[0].1.contains("pid 3 "));
+        assert!(!found[0].1.contains("pid 1 "), "{found:?}");
+    }
+
+    #[test]
+    fn an_isolated_coder_holding_the_workspace_slot_counts_as_its_writer() {
+        let ws = [worker(1, "ch_ia", true), worker(2, "ch_sb", false)];
+        let found = judge(&ws, &mut writes);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, Invariant::OneWriterPerScope);
     }
 }

@@ -28,8 +28,12 @@ pub enum Bash {
     /// Starts a tree that outlives the call: a background `sleep`, a `setsid` escapee and a
     /// double-forked one, all carrying the run's tag in their environment.
     Tree,
-    /// Appends a line to a file of the workspace (a write).
+    /// Appends a line naming the call (`<tag>:<turn>`) to `soak-writes.txt`, a file every
+    /// writer shares (a write; an isolated coder's lands in its checkout).
     Write,
+    /// Appends a line naming the call to `soak-notes/<tag>.txt`, a file of this run alone
+    /// (so an isolated coder's change applies cleanly unless another change is in its way).
+    Note,
     /// Sleeps past the run's tool timeout: the call is killed and answered as timed out.
     Hold,
     /// Sleeps a second and a half, then prints.
@@ -160,6 +164,7 @@ fn turn_name(turn: &Turn) -> String {
         Turn::Bash(Bash::Quick) => "bash-quick",
         Turn::Bash(Bash::Tree) => "bash-tree",
         Turn::Bash(Bash::Write) => "bash-write",
+        Turn::Bash(Bash::Note) => "bash-note",
         Turn::Bash(Bash::Hold) => "bash-hold",
         Turn::Bash(Bash::Slow) => "bash-slow",
     }
@@ -175,6 +180,7 @@ fn parse_turn(name: &str) -> Option<Turn> {
         "bash-quick" => Turn::Bash(Bash::Quick),
         "bash-tree" => Turn::Bash(Bash::Tree),
         "bash-write" => Turn::Bash(Bash::Write),
+        "bash-note" => Turn::Bash(Bash::Note),
         "bash-hold" => Turn::Bash(Bash::Hold),
         "bash-slow" => Turn::Bash(Bash::Slow),
         _ => return None,
@@ -220,7 +226,12 @@ mod tests {
     fn a_plan_survives_its_prompt() {
         let plan = Plan {
             tag: "s1e2n3".into(),
-            turns: vec![Turn::Read, Turn::Bash(Bash::Tree), Turn::Bash(Bash::Hold)],
+            turns: vec![
+                Turn::Read,
+                Turn::Bash(Bash::Tree),
+                Turn::Bash(Bash::Note),
+                Turn::Bash(Bash::Hold),
+            ],
             ending: Ending::Slow {
                 bytes: 900,
                 ms: 700,

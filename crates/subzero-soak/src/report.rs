@@ -57,6 +57,23 @@ pub fn markdown(
         stats.artifacts_checked,
         stats.resumed
     );
+    let checkouts: Vec<String> = stats
+        .checkouts
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Isolated checkouts at each run's end: {}; {} lines of recorded changes looked for in \
+         the workspace; {} directories left by isolated spawns cut by a broker kill.\n",
+        if checkouts.is_empty() {
+            "none".to_owned()
+        } else {
+            checkouts.join(", ")
+        },
+        stats.landed_lines,
+        stats.orphans
+    );
     calls_and_invariants(&mut out, stats, violations);
     out
 }

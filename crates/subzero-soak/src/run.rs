@@ -76,7 +76,7 @@ pub async fn run(schedule: &Schedule, options: &Options) -> Result<Outcome, Stri
     }
     let monitor = Monitor::start(
         world.state.clone(),
-        world.workspace.clone(),
+        world.root.clone(),
         verdicts.clone(),
         step.clone(),
     );

@@ -22,6 +22,13 @@ pub struct Stats {
     pub resumed: u64,
     /// Kernel samples the monitor took.
     pub samples: u64,
+    /// Isolated checkouts by state, at the last checkpoint.
+    pub checkouts: BTreeMap<String, u64>,
+    /// Lines of recorded changes looked for in the workspace at the last checkpoint.
+    pub landed_lines: u64,
+    /// Checkout directories of never-stored children (spawns cut by a broker kill) at the
+    /// last checkpoint.
+    pub orphans: u64,
 }
 
 impl Stats {
@@ -73,6 +80,11 @@ impl Stats {
         self.artifacts_checked += other.artifacts_checked;
         self.resumed += other.resumed;
         self.samples += other.samples;
+        for (state, n) in &other.checkouts {
+            *self.checkouts.entry(state.clone()).or_default() += n;
+        }
+        self.landed_lines += other.landed_lines;
+        self.orphans += other.orphans;
     }
 
     /// `(min, median, p90, max)` of the settle times, in milliseconds.

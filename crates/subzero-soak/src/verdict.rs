@@ -15,7 +15,8 @@ pub enum Invariant {
     /// descriptors they hold).
     OneWorkerPerChild,
     /// At no moment do two write-capable runs of one write scope run (the process table,
-    /// the writer-slot descriptors and the children's templates).
+    /// the writer-slot descriptors and the children's templates). The workspace is one
+    /// scope for every shared coder; an isolated coder's checkout is a scope of its own.
     OneWriterPerScope,
     /// Each child's event sequence only grows: a sequence number once seen always names the
     /// same event, and no cursor goes back.
@@ -33,10 +34,19 @@ pub enum Invariant {
     IdempotentRetries,
     /// The model key is in no file the soak's brokers, workers and tools could write.
     KeyNeverOnDisk,
+    /// Every checkout the ledger holds unfinished still has its directory, and a recorded
+    /// change not applied or discarded still has its ref `refs/subzero/children/<child>` at
+    /// its head commit; no checkout directory is unknown to the ledger, save one a spawn
+    /// cut by a broker kill left before its child was stored.
+    CheckoutsKept,
+    /// A change lands at most once: of all `subzero_apply` calls of one child at most one
+    /// succeeds, every line an applied change added is in the workspace exactly once, a
+    /// discarded change's lines are not there, and no line a tool wrote is there twice.
+    ChangesLandOnce,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::Settles,
         Invariant::ResultsKept,
         Invariant::OneWorkerPerChild,
@@ -48,6 +58,8 @@ impl Invariant {
         Invariant::TypedAnswers,
         Invariant::IdempotentRetries,
         Invariant::KeyNeverOnDisk,
+        Invariant::CheckoutsKept,
+        Invariant::ChangesLandOnce,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -63,6 +75,8 @@ impl Invariant {
             Invariant::TypedAnswers => "typed-answers",
             Invariant::IdempotentRetries => "idempotent-retries",
             Invariant::KeyNeverOnDisk => "key-never-on-disk",
+            Invariant::CheckoutsKept => "checkouts-kept",
+            Invariant::ChangesLandOnce => "changes-land-once",
         }
     }
 }

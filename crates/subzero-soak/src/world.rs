@@ -1,6 +1,7 @@
-//! The soak's world: one workspace, one state directory (a small tmpfs when the soak runs
-//! as root, so the disk can be filled), one configuration, the model server, and 1–3 real
-//! `subzero mcp` brokers talked to over stdio by rmcp's client.
+//! The soak's world: one workspace (a git repository with a commit, so coders may have
+//! checkouts of their own), one state directory (a small tmpfs when the soak runs as root,
+//! so the disk can be filled) and the checkouts beside it, one configuration, the model
+//! server, and 1–3 real `subzero mcp` brokers talked to over stdio by rmcp's client.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,8 +52,11 @@ pub struct World {
     /// Canonical path of the run's directory.
     pub root: PathBuf,
     dir: Option<tempfile::TempDir>,
+    /// A git repository with one commit, so coders may be isolated.
     pub workspace: PathBuf,
     pub state: PathBuf,
+    /// Where the brokers make isolated checkouts: `<state>-checkouts/<child>`.
+    pub checkouts: PathBuf,
     config: PathBuf,
     exe: PathBuf,
     pub model: Model,
@@ -109,6 +113,8 @@ impl World {
         for (name, text) in files {
             std::fs::write(workspace.join(name), text).map_err(|e| format!("{name}: {e}"))?;
         }
+        crate::repo::init(&workspace)
+            .map_err(|e| format!("cannot make the workspace a git repository: {e}"))?;
         let tmpfs = mount_tmpfs(&state);
         if !tmpfs {
             return Err(format!(
@@ -121,6 +127,7 @@ impl World {
         std::fs::write(&config, config_text(&model.server.origin()))
             .map_err(|e| format!("config: {e}"))?;
         Ok(World {
+            checkouts: root.join("state-checkouts"),
             root,
             dir: Some(dir),
             workspace,

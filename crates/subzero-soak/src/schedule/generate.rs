@@ -2,7 +2,7 @@
 //! slots spawned, their templates and home brokers, the calls that carry a `requestId`), so
 //! later calls name children and retries that exist.
 
-use super::{Action, Cursor, Fault, Invalid, Op, Schedule, Shape, Step};
+use super::{Action, Cursor, Fault, Invalid, Landing, Op, Schedule, Shape, Step};
 use crate::plan::{Bash, Ending, Plan, Turn};
 use crate::rng::Rng;
 
@@ -31,13 +31,21 @@ pub(super) fn schedule(seed: u64, shape: Shape) -> Schedule {
 struct Generator {
     rng: Rng,
     seed: u64,
-    /// Whether each slot's child is a coder, and the broker its spawn went to.
-    slots: Vec<(bool, usize)>,
+    /// What each slot's spawn asked for, and the broker it went to.
+    slots: Vec<Slot>,
     /// Steps whose call carries a `requestId`.
     requests: Vec<usize>,
     /// The next step's index over the whole schedule.
     index: usize,
     brokers: usize,
+}
+
+/// One spawned slot as the generator remembers it.
+#[derive(Clone, Copy)]
+struct Slot {
+    coder: bool,
+    isolated: bool,
+    home: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -51,6 +59,7 @@ enum Kind {
     List,
     Output,
     Info,
+    Apply,
     Invalid,
     Retry,
 }
@@ -73,10 +82,10 @@ impl Generator {
                     // one that holds its key); now and then to another one.
                     let broker = match (&op, op.slot().and_then(|s| self.slots.get(s))) {
                         (Op::Spawn { slot, .. }, _) => {
-                            self.slots[*slot].1 = any;
+                            self.slots[*slot].home = any;
                             any
                         }
-                        (_, Some((_, home))) if self.rng.chance(75) => *home,
+                        (_, Some(slot)) if self.rng.chance(75) => slot.home,
                         _ => any,
                     };
                     Action::Call { broker, op }
@@ -154,6 +163,7 @@ impl Generator {
                 (4, Kind::List),
                 (6, Kind::Output),
                 (2, Kind::Info),
+                (if self.isolated_slots() > 0 { 8 } else { 0 }, Kind::Apply),
                 (9, Kind::Invalid),
                 (if self.requests.is_empty() { 0 } else { 6 }, Kind::Retry),
             ])
@@ -162,12 +172,18 @@ impl Generator {
 
     fn spawn(&mut self, epoch: usize) -> Op {
         let coder = self.rng.chance(45);
+        let isolated = coder && self.rng.chance(45);
         let slot = self.slots.len();
-        self.slots.push((coder, 0));
+        self.slots.push(Slot {
+            coder,
+            isolated,
+            home: 0,
+        });
         Op::Spawn {
             slot,
             coder,
-            plan: self.plan(epoch, coder),
+            isolated,
+            plan: self.plan(epoch, self.slots[slot]),
             request: self.request("sp"),
             budget: self.rng.chance(50),
         }
@@ -178,18 +194,18 @@ impl Generator {
         match kind {
             Kind::Followup => {
                 let slot = self.slot();
-                let coder = slot.is_some_and(|s| self.slots[s].0);
+                let drawn = self.drawn(slot);
                 Op::Followup {
                     slot,
-                    plan: self.plan(epoch, coder),
+                    plan: self.plan(epoch, drawn),
                     request: self.request("fu"),
                     compact: self.rng.chance(10),
                 }
             }
             _ => {
                 let slot = self.slot();
-                let coder = slot.is_some_and(|s| self.slots[s].0);
-                let plan = self.rng.chance(50).then(|| self.plan(epoch, coder));
+                let drawn = self.drawn(slot);
+                let plan = self.rng.chance(50).then(|| self.plan(epoch, drawn));
                 Op::Resume {
                     slot,
                     plan,
@@ -230,6 +246,15 @@ impl Generator {
                 }
             }
             Kind::Info => Op::Info,
+            Kind::Apply => Op::Apply {
+                slot: self.isolated_slot(),
+                how: self.rng.weighted(&[
+                    (45, Landing::Edits),
+                    (30, Landing::Commit),
+                    (25, Landing::Discard),
+                ]),
+                race: self.rng.chance(30),
+            },
             Kind::Invalid => {
                 Op::Invalid(Invalid::ALL[self.rng.below(Invalid::ALL.len() as u64) as usize])
             }
@@ -249,16 +274,44 @@ impl Generator {
         }
     }
 
+    /// What the slot's spawn drew (a researcher's for no slot).
+    fn drawn(&self, slot: Option<usize>) -> Slot {
+        slot.map_or(
+            Slot {
+                coder: false,
+                isolated: false,
+                home: 0,
+            },
+            |s| self.slots[s],
+        )
+    }
+
+    fn isolated_slots(&self) -> usize {
+        self.slots.iter().filter(|s| s.isolated).count()
+    }
+
+    /// Mostly an isolated slot (the ones with a change to apply); now and then any slot,
+    /// whose shared child's apply is refused.
+    fn isolated_slot(&mut self) -> Option<usize> {
+        let isolated: Vec<usize> = (0..self.slots.len())
+            .filter(|s| self.slots[*s].isolated)
+            .collect();
+        if isolated.is_empty() || self.rng.chance(12) {
+            return self.slot();
+        }
+        Some(isolated[self.rng.below(isolated.len() as u64) as usize])
+    }
+
     fn request(&mut self, kind: &str) -> Option<String> {
         self.rng
             .chance(50)
             .then(|| format!("{kind}-{}-{}", self.seed, self.index))
     }
 
-    fn plan(&mut self, epoch: usize, coder: bool) -> Plan {
+    fn plan(&mut self, epoch: usize, slot: Slot) -> Plan {
         let tag = format!("s{}e{epoch}n{}", self.seed, self.index);
         let count = self.rng.weighted(&[(25, 0), (35, 1), (25, 2), (15, 3)]);
-        let turns = (0..count).map(|_| self.turn(coder)).collect();
+        let turns = (0..count).map(|_| self.turn(slot)).collect();
         let ending = self.rng.weighted(&[
             (40, 0u8),
             (16, 1),
@@ -295,8 +348,18 @@ impl Generator {
         }
     }
 
-    fn turn(&mut self, coder: bool) -> Turn {
-        if coder && self.rng.chance(75) {
+    fn turn(&mut self, slot: Slot) -> Turn {
+        if slot.isolated && self.rng.chance(80) {
+            // An isolated coder mostly writes, so most of its runs leave a change to apply.
+            Turn::Bash(self.rng.weighted(&[
+                (2, Bash::Quick),
+                (2, Bash::Tree),
+                (3, Bash::Write),
+                (6, Bash::Note),
+                (1, Bash::Hold),
+                (1, Bash::Slow),
+            ]))
+        } else if slot.coder && self.rng.chance(75) {
             Turn::Bash(self.rng.weighted(&[
                 (3, Bash::Quick),
                 (4, Bash::Tree),
@@ -325,6 +388,78 @@ mod tests {
         for seed in 0..40 {
             let s = Schedule::generate(seed, Shape::default());
             eprintln!("seed {seed}: {} brokers, {} steps", s.brokers, s.len());
+        }
+    }
+
+    #[test]
+    #[ignore = "prints which seeds spawn isolated coders early and apply them after a checkpoint (for choosing the isolated fixed seed)"]
+    fn isolated_work_by_seed() {
+        let shape = Shape {
+            epochs: 2,
+            ..Shape::default()
+        };
+        for seed in 0..200 {
+            let s = Schedule::generate(seed, shape);
+            let isolated: Vec<usize> = s.epochs[0]
+                .iter()
+                .filter_map(|st| match &st.action {
+                    Action::Call {
+                        op:
+                            Op::Spawn {
+                                slot,
+                                isolated: true,
+                                ..
+                            },
+                        ..
+                    } => Some(*slot),
+                    _ => None,
+                })
+                .collect();
+            let later_applies = s.epochs[1]
+                .iter()
+                .filter(|st| {
+                    matches!(&st.action, Action::Call { op: Op::Apply { slot: Some(k), .. }, .. }
+                        if isolated.contains(k))
+                })
+                .count();
+            if later_applies >= 2 {
+                eprintln!(
+                    "seed {seed}: {} brokers, {} steps, {} isolated spawns in epoch 1, {later_applies} applies of them in epoch 2",
+                    s.brokers,
+                    s.len(),
+                    isolated.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_coders_are_isolated_and_applies_follow_an_isolated_spawn() {
+        for seed in 0..50 {
+            let s = Schedule::generate(seed, Shape::default());
+            let mut isolated_yet = false;
+            for step in s.epochs.iter().flatten() {
+                match &step.action {
+                    Action::Call {
+                        op:
+                            Op::Spawn {
+                                coder, isolated, ..
+                            },
+                        ..
+                    } => {
+                        assert!(coder | !isolated, "seed {seed}: an isolated researcher");
+                        isolated_yet |= isolated;
+                    }
+                    Action::Call {
+                        op: Op::Apply { .. },
+                        ..
+                    } => assert!(
+                        isolated_yet,
+                        "seed {seed}: an apply before any isolated spawn"
+                    ),
+                    _ => {}
+                }
+            }
         }
     }
 

@@ -73,6 +73,8 @@ pub enum Op {
     Spawn {
         slot: usize,
         coder: bool,
+        /// A coder with its own checkout (`isolation: "checkout"`).
+        isolated: bool,
         plan: Plan,
         request: Option<String>,
         budget: bool,
@@ -112,6 +114,14 @@ pub enum Op {
         length: u64,
     },
     Info,
+    /// `subzero_apply` of the slot's child (meant for an isolated one; a shared child's is
+    /// refused). With `race`, the same call goes to two brokers at once (to one broker
+    /// twice when there is one).
+    Apply {
+        slot: Option<usize>,
+        how: Landing,
+        race: bool,
+    },
     Invalid(Invalid),
     /// The call of step `of` (an earlier step, counted over the whole schedule), sent again
     /// with the same `requestId` and the same arguments.
@@ -131,6 +141,7 @@ impl Op {
             Op::List { .. } => "subzero_list",
             Op::Output { .. } => "subzero_output",
             Op::Info => "subzero_info",
+            Op::Apply { .. } => "subzero_apply",
             Op::Invalid(invalid) => invalid.tool(),
             Op::Retry { .. } => "retry",
         }
@@ -145,7 +156,8 @@ impl Op {
             | Op::Stop { slot, .. }
             | Op::Resume { slot, .. }
             | Op::Get { slot, .. }
-            | Op::Output { slot, .. } => *slot,
+            | Op::Output { slot, .. }
+            | Op::Apply { slot, .. } => *slot,
             _ => None,
         }
     }
@@ -158,6 +170,17 @@ impl Op {
             _ => None,
         }
     }
+}
+
+/// What a `subzero_apply` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// Land the change as uncommitted edits.
+    Edits,
+    /// Land it as one commit with a message naming the step.
+    Commit,
+    /// Throw it away (`discard: true`).
+    Discard,
 }
 
 /// Where a `get` reads events from.
