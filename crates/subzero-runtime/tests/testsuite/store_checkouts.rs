@@ -216,3 +216,50 @@ async fn a_ledger_row_that_describes_no_legal_checkout_does_not_load() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn an_isolated_spawn_stores_its_child_and_its_checkout_together_or_neither() {
+    let fx = Fixture::new();
+    let input = crate::testsuite::common::spawn_input(&fx.scope, "token");
+    let child = input.child.child_id;
+    let decided = Checkout::prepare(child, site(&fx, child));
+    let admitted = fx
+        .store
+        .admit_isolated_spawn(input, decided, 4096)
+        .await
+        .unwrap();
+    assert!(matches!(admitted, subzero_runtime::store::Admit::New(_)));
+    assert_eq!(
+        stored_state(&fx.store, child).await,
+        CheckoutState::Prepared
+    );
+    assert!(fx.store.child(&fx.scope, child).await.is_ok());
+
+    // The same child again: the admission is refused, and no second row appears.
+    let mut again = crate::testsuite::common::spawn_input(&fx.scope, "token");
+    again.child.child_id = child;
+    let other = Checkout::prepare(child, site(&fx, child));
+    assert!(
+        fx.store
+            .admit_isolated_spawn(again, other, 1)
+            .await
+            .is_err()
+    );
+    let row = fx.store.checkout_row(child).await.unwrap().unwrap();
+    assert_eq!(row.record().unwrap().version, 1);
+
+    // A checkout the ledger refuses (here: one for a child that is not being stored)
+    // takes the child's admission back with it.
+    let input = crate::testsuite::common::spawn_input(&fx.scope, "token");
+    let admitted_child = input.child.child_id;
+    let stranger = ChildId::generate();
+    let decided = Checkout::prepare(stranger, site(&fx, stranger));
+    assert!(
+        fx.store
+            .admit_isolated_spawn(input, decided, 1)
+            .await
+            .is_err()
+    );
+    assert!(fx.store.child(&fx.scope, admitted_child).await.is_err());
+    assert!(fx.store.checkout_row(stranger).await.unwrap().is_none());
+}

@@ -9,14 +9,11 @@ use subzero_protocol as p;
 use super::{Command, Context};
 use crate::broker::admit::{model_row, wire_grant};
 use crate::broker::engines::Asked;
-use crate::broker::isolation::PreparedCheckout;
 use crate::broker::live::{Live, ModelKey};
 use crate::broker::receipts::{Receipt, replayed};
 use crate::broker::worker::{FirstRun, StartFrom};
 use crate::broker::{Broker, BrokerError};
-use crate::error::RuntimeError;
 use crate::locks::ChildLock;
-use crate::scope::WorkspaceScope;
 use crate::store::{Admit, AdmitSpawn, NewChild};
 
 /// `subzero_spawn`.
@@ -69,24 +66,28 @@ impl Command for p::SpawnInput {
             child_id: child.into(),
             run_id: run.into(),
         };
-        let admitted = broker
-            .store
-            .admit_spawn(AdmitSpawn {
-                child: NewChild {
-                    child_id: child,
-                    scope: scope.clone(),
-                    template_id: snapshot.template_id().as_str().to_owned(),
-                    snapshot: snapshot_json.clone(),
-                    write_capable,
-                    model: model_row(&model),
-                },
-                run_id: run,
-                prompt: prompt.clone(),
-                owner_token: broker.owner_token().to_owned(),
-                receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
-            })
-            .await;
-        let admitted = keep_or_drop(broker, &scope, child, admitted, checkout).await?;
+        let admission = AdmitSpawn {
+            child: NewChild {
+                child_id: child,
+                scope: scope.clone(),
+                template_id: snapshot.template_id().as_str().to_owned(),
+                snapshot: snapshot_json.clone(),
+                write_capable,
+                model: model_row(&model),
+            },
+            run_id: run,
+            prompt: prompt.clone(),
+            owner_token: broker.owner_token().to_owned(),
+            receipt: receipt.map(|r| r.with_output(&output)).transpose()?,
+        };
+        let admitted = match checkout {
+            None => broker.store.admit_spawn(admission).await?,
+            Some(checkout) => {
+                broker
+                    .admit_isolated(&scope, child, admission, checkout)
+                    .await?
+            }
+        };
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_spawn", stored);
         }
@@ -109,30 +110,6 @@ impl Command for p::SpawnInput {
 /// The revision an isolated spawn's checkout starts from, if it names one.
 fn base(input: &p::SpawnInput) -> Option<String> {
     input.base_revision.as_deref().map(String::to_owned)
-}
-
-/// A new child's checkout goes into the ledger; a checkout of a spawn that was refused or
-/// replayed is removed, as nothing refers to it.
-async fn keep_or_drop<T>(
-    broker: &Broker,
-    scope: &WorkspaceScope,
-    child: ChildId,
-    admitted: Result<Admit<T>, RuntimeError>,
-    checkout: Option<PreparedCheckout>,
-) -> Result<Admit<T>, BrokerError> {
-    let Some(checkout) = checkout else {
-        return Ok(admitted?);
-    };
-    match admitted {
-        Ok(Admit::New(admitted)) => {
-            broker.keep_checkout(scope, checkout).await?;
-            Ok(Admit::New(admitted))
-        }
-        other => {
-            broker.drop_prepared(scope, child, checkout).await;
-            Ok(other?)
-        }
-    }
 }
 
 /// Whether the spawn asks for its own checkout (else its template's default), checked

@@ -12,8 +12,6 @@ mod land;
 mod prepare;
 mod run;
 
-pub(super) use prepare::PreparedCheckout;
-
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};

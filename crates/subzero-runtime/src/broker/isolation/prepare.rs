@@ -1,5 +1,5 @@
 //! Making a spawn's checkout: before anything is stored (a workspace that cannot have one
-//! is refused with nothing changed), then entered in the ledger once the child exists.
+//! is refused with nothing changed), then entered in the ledger with the child.
 
 use std::path::PathBuf;
 
@@ -13,6 +13,7 @@ use super::{base_ref, blocking, change_ref, core_oid, create_private_dir, wire_o
 use crate::broker::{Broker, BrokerError};
 use crate::checkout::{self, Base, PrepareRequest};
 use crate::scope::WorkspaceScope;
+use crate::store::{Admission, Admit, AdmitSpawn};
 
 /// A checkout made for a spawn, not yet in the ledger.
 #[derive(Debug)]
@@ -83,16 +84,29 @@ impl Broker {
         })
     }
 
-    /// Enter `child`'s prepared checkout in the ledger (the child is stored by now).
-    pub(in crate::broker) async fn keep_checkout(
+    /// Admit `child`'s spawn with its prepared checkout in the ledger, in one
+    /// transaction; a checkout of a spawn that was refused or replayed is removed, as
+    /// nothing refers to it.
+    pub(in crate::broker) async fn admit_isolated(
         &self,
         scope: &WorkspaceScope,
+        child: ChildId,
+        admission: AdmitSpawn,
         prepared: PreparedCheckout,
-    ) -> Result<(), BrokerError> {
-        self.store
-            .insert_checkout(scope, prepared.decided, prepared.size)
-            .await?;
-        Ok(())
+    ) -> Result<Admit<Admission>, BrokerError> {
+        let PreparedCheckout {
+            decided,
+            path,
+            size,
+        } = prepared;
+        let admitted = self
+            .store
+            .admit_isolated_spawn(admission, decided, size)
+            .await;
+        if !matches!(admitted, Ok(Admit::New(_))) {
+            self.drop_prepared(scope, child, path).await;
+        }
+        Ok(admitted?)
     }
 
     /// Remove a checkout whose spawn was refused after it was made: nothing refers to it.
@@ -100,10 +114,9 @@ impl Broker {
         &self,
         scope: &WorkspaceScope,
         child: ChildId,
-        prepared: PreparedCheckout,
+        path: PathBuf,
     ) {
         let workspace = scope.root().to_path_buf();
-        let path = prepared.path;
         let removed = blocking(move || {
             checkout::remove(
                 &workspace,

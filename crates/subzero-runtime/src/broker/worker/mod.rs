@@ -12,6 +12,7 @@ mod phase;
 mod reserve;
 mod retire;
 mod settle;
+pub(in crate::broker) use settle::transient;
 mod start;
 
 pub(super) use start::{FirstRun, StartFrom, mcp_env};

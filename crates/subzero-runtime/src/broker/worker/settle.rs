@@ -111,7 +111,7 @@ pub(super) enum Ended {
 
 /// Whether a failure is the file system or the database refusing for now: worth another
 /// attempt once it takes writes again.
-fn transient(err: &RuntimeError) -> bool {
+pub(in crate::broker) fn transient(err: &RuntimeError) -> bool {
     match err {
         RuntimeError::StorageUnavailable { .. } | RuntimeError::Locked(_) => true,
         RuntimeError::Io { source, .. } => matches!(

@@ -18,12 +18,15 @@ use subzero_core::lifecycle::{
 };
 use subzero_core::{CheckoutState, ChildId};
 
+use super::ops::admit::admit_spawn_tx;
 use super::ops::settle::insert_artifact;
 use super::rows::{Timestamp, table_row};
 use super::sql::{Column, RowExt, Sql, int};
+use super::{Admission, AdmitSpawn};
 use super::{NewArtifact, Store, now, storage_key};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::scope::WorkspaceScope;
+use crate::store::Admit;
 use rusqlite::Row;
 
 table_row! {
@@ -160,6 +163,28 @@ impl Store {
         self.transact(move |tx, _| {
             let at = now(tx)?;
             decided.commit(|c| write::insert(tx, &scope, c, size_bytes, &at))
+        })
+        .await
+    }
+
+    /// Admission of an isolated spawn: [`Store::admit_spawn`] and the child's prepared
+    /// checkout in the ledger, in one transaction, so a stored child of an isolated spawn
+    /// never lacks its checkout row (a run of it would then write the workspace). A replay
+    /// or a refusal writes neither.
+    pub async fn admit_isolated_spawn(
+        &self,
+        input: AdmitSpawn,
+        checkout: CheckoutDecided<Prepared>,
+        size_bytes: u64,
+    ) -> RuntimeResult<Admit<Admission>> {
+        let scope = input.child.scope.clone();
+        self.transact(move |tx, options| {
+            let admitted = admit_spawn_tx(tx, options, &input)?;
+            if let Admit::New(_) = &admitted {
+                let at = now(tx)?;
+                checkout.commit(|c| write::insert(tx, &scope, c, size_bytes, &at))?;
+            }
+            Ok(admitted)
         })
         .await
     }

@@ -59,7 +59,7 @@ pub enum FollowupDelivery {
     },
 }
 
-pub(super) fn admit_spawn_tx(
+pub(in crate::store) fn admit_spawn_tx(
     conn: &Connection,
     options: &StoreOptions,
     input: &AdmitSpawn,

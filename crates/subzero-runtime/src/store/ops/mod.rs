@@ -22,7 +22,7 @@ use super::{Store, StoreOptions, now};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::scope::WorkspaceScope;
 
-mod admit;
+pub(in crate::store) mod admit;
 mod claim;
 mod reads;
 mod recover;

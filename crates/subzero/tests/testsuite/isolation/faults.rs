@@ -132,3 +132,58 @@ async fn a_template_that_isolates_by_default_gives_each_spawn_a_checkout() {
     assert!(g.workspace().join("u.txt").exists());
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_that_landed_while_the_state_disk_was_full_is_answered_applied_and_recorded() {
+    let g = GitEnv::new();
+    let Some(disk) = crate::support::tmpfs::Tmpfs::mount(&g.env.state_dir()) else {
+        return;
+    };
+    disk.grow();
+    let mut reaper = Reaper::new(g.env.dir.path());
+    let s = g.broker("broker", &mut reaper).await;
+    let child = g
+        .isolated_coder(&s, "PLAN write landed.txt on a full disk\\n")
+        .await;
+    settled_child(&s, &child).await;
+    // The workspace's disk has room; the state directory's has none.
+    disk.fill();
+    let reply = apply(
+        &s,
+        json!({"childId": child, "commitMessage": "from the child"}),
+    )
+    .await;
+    assert!(
+        !reply.is_error,
+        "the change landed, so the answer must say so: {}",
+        reply.text
+    );
+    let out: p::ApplyOutput = parse("subzero_apply", &reply.structured);
+    assert_eq!(out.state, p::CheckoutState::Applied);
+    let commit = out.commit.expect("a commit").to_string();
+    assert_eq!(git(&g.workspace(), &["rev-parse", "HEAD"]).trim(), commit);
+    // A second apply while the ledger is behind must not land it again.
+    let again = apply(&s, json!({"childId": child})).await;
+    assert!(again.is_error, "{}", again.text);
+    // Space returns: the landing is recorded and the checkout removed.
+    disk.free();
+    let snap = until_snap(&s, &child, std::time::Duration::from_secs(20), |snap| {
+        snap.checkout
+            .as_ref()
+            .is_some_and(|c| c.state == p::CheckoutState::Applied)
+    })
+    .await;
+    let co = checkout(&snap);
+    assert_eq!(co.state, p::CheckoutState::Applied, "{snap:#?}");
+    assert!(
+        crate::support::faults::eventually(std::time::Duration::from_secs(10), || {
+            !std::path::Path::new(&co.path).exists()
+        }),
+        "the checkout was not removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.workspace().join("landed.txt")).expect("landed"),
+        "on a full disk\n"
+    );
+    s.close().await.expect("close");
+}

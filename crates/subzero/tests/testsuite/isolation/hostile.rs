@@ -80,11 +80,36 @@ async fn hooks_and_fsmonitor_a_child_plants_in_its_checkout_never_run_in_the_bro
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_included_env_file_and_a_shared_node_modules_reach_the_child_but_not_its_change() {
+async fn a_submodule_an_included_env_file_and_a_shared_node_modules_reach_the_child_but_not_its_change()
+ {
     let g = GitEnv::new();
     let ws = g.workspace();
+    // A library repository beside the workspace, added as a submodule.
+    let lib = g.env.dir.path().join("lib");
+    std::fs::create_dir_all(&lib).expect("lib");
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "from the submodule\n").expect("lib.txt");
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let lib_url = lib.to_string_lossy().into_owned();
+    git(
+        &ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &lib_url,
+            "vendor/lib",
+        ],
+    );
     std::fs::write(ws.join(".gitignore"), "ignored/\n.env\nnode_modules/\n").expect("ignore");
-    git(&ws, &["commit", "-q", "-am", "ignore env and modules"]);
+    git(&ws, &["add", "-A"]);
+    git(
+        &ws,
+        &["commit", "-q", "-m", "ignore env and modules; vendor lib"],
+    );
     std::fs::write(ws.join(".env"), "TOKEN=local\n").expect(".env");
     std::fs::create_dir_all(ws.join("node_modules/left-pad")).expect("node_modules");
     std::fs::write(
@@ -100,14 +125,14 @@ async fn an_included_env_file_and_a_shared_node_modules_reach_the_child_but_not_
     .expect("config");
     let mut reaper = Reaper::new(g.env.dir.path());
     let s = g.broker("broker", &mut reaper).await;
-    let plan = "PLAN bash cat .env node_modules/left-pad/index.js > seen.txt; echo x >> node_modules/left-pad/index.js";
+    let plan = "PLAN bash cat .env node_modules/left-pad/index.js vendor/lib/lib.txt > seen.txt; echo x >> node_modules/left-pad/index.js";
     let child = g.isolated_coder(&s, plan).await;
     let snap = settled_child(&s, &child).await;
     let co = checkout(&snap);
     assert_eq!(
         std::fs::read_to_string(Path::new(&co.path).join("seen.txt")).expect("seen"),
-        "TOKEN=local\nmodule.exports = 1;\n",
-        "the child sees the included .env and the shared node_modules"
+        "TOKEN=local\nmodule.exports = 1;\nfrom the submodule\n",
+        "the child sees the included .env, the shared node_modules and the submodule"
     );
     assert_eq!(
         std::fs::read_to_string(ws.join("node_modules/left-pad/index.js")).expect("module"),

@@ -19,4 +19,5 @@ pub mod prereq;
 pub mod pty;
 pub mod real_host;
 pub mod scenario;
+pub mod tmpfs;
 pub mod worker;
