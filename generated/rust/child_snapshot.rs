@@ -58,6 +58,9 @@ pub struct ChildSnapshot {
     ///Set when the requested cursor was older than retained history.
     #[serde(deserialize_with = "::std::option::Option::deserialize")]
     pub gap: ::std::option::Option<CursorGap>,
+    ///The child's label (absent for a child spawned before labels existed).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub label: ::std::option::Option<super::common::ChildLabel>,
     ///When the child last made progress (model or tool activity); null before any.
     #[serde(
         rename = "lastProgressAt",
@@ -381,6 +384,10 @@ impl crate::validate::Validate for ChildSnapshot {
         crate::validate::Validate::validate_at(
             &self.gap,
             &crate::validate::join(path, "gap"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.label,
+            &crate::validate::join(path, "label"),
         )?;
         crate::validate::Validate::validate_at(
             &self.last_progress_at,

@@ -47,6 +47,9 @@ pub struct ChildSummary {
     ///When the child was spawned.
     #[serde(rename = "createdAt")]
     pub created_at: super::common::Timestamp,
+    ///The child's label (absent for a child spawned before labels existed).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub label: ::std::option::Option<super::common::ChildLabel>,
     ///When the child last made progress; null before any.
     #[serde(
         rename = "lastProgressAt",
@@ -139,6 +142,10 @@ impl crate::validate::Validate for ChildSummary {
         crate::validate::Validate::validate_at(
             &self.created_at,
             &crate::validate::join(path, "createdAt"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.label,
+            &crate::validate::join(path, "label"),
         )?;
         crate::validate::Validate::validate_at(
             &self.last_progress_at,

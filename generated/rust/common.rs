@@ -383,6 +383,81 @@ impl<'de> ::serde::Deserialize<'de> for ChildId {
             })
     }
 }
+///A short name a parent recognises a child by: 1 to 64 characters, no control characters.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(
+    extend("pattern" = "^[^\\u0000-\\u001f\\u007f]+$", "minLength" = 1, "maxLength" = 64)
+)]
+#[serde(transparent)]
+pub struct ChildLabel(::std::string::String);
+impl ::std::ops::Deref for ChildLabel {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ChildLabel> for ::std::string::String {
+    fn from(value: ChildLabel) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ChildLabel {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 64usize {
+            return Err("longer than 64 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^[^\\u0000-\\u001f\\u007f]+$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[^\\u0000-\\u001f\\u007f]+$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ChildLabel {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ChildLabel {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ChildLabel {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Child state; what the child accepts next depends only on it (see each value).
 #[derive(
     ::serde::Deserialize,
@@ -2919,6 +2994,16 @@ impl crate::validate::Validate for CheckoutState {
     }
 }
 impl crate::validate::Validate for ChildId {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for ChildLabel {
     #[allow(unused_variables)]
     fn validate_at(
         &self,

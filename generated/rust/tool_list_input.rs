@@ -16,9 +16,21 @@ pub struct ListInput {
     ///Return children after this one (the previous page's `nextAfter`).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub after: ::std::option::Option<super::common::ChildId>,
+    ///Only children whose label contains this text (ASCII letters in any case).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub label: ::std::option::Option<super::common::ChildLabel>,
     ///Maximum children returned (1..200, default 50).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limit: ::std::option::Option<ListLimit>,
+    ///Only children in this state.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub state: ::std::option::Option<super::common::ChildState>,
+    ///Only children of this template.
+    #[serde(
+        rename = "templateId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub template_id: ::std::option::Option<super::common::TemplateId>,
     ///Workspace to list; default: the broker's workspace.
     #[serde(
         rename = "workspaceRoot",
@@ -120,8 +132,20 @@ impl crate::validate::Validate for ListInput {
             &crate::validate::join(path, "after"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.label,
+            &crate::validate::join(path, "label"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.limit,
             &crate::validate::join(path, "limit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.state,
+            &crate::validate::join(path, "state"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.template_id,
+            &crate::validate::join(path, "templateId"),
         )?;
         crate::validate::Validate::validate_at(
             &self.workspace_root,

@@ -27,6 +27,9 @@ pub struct SpawnInput {
     ///Absent: the template's (default `shared`). `checkout`: the child gets its own git checkout; `not_isolatable` says why a workspace cannot have one.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub isolation: ::std::option::Option<super::common::Isolation>,
+    ///What `list`, `get` and the CLI call the child. Default: the prompt's first line, cut to 64 characters, secrets redacted.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub label: ::std::option::Option<super::common::ChildLabel>,
     ///Model endpoint, model name and credential reference.
     pub model: super::common::ModelRef,
     ///The first prompt of the child (1..65536 bytes).
@@ -168,6 +171,10 @@ impl crate::validate::Validate for SpawnInput {
         crate::validate::Validate::validate_at(
             &self.isolation,
             &crate::validate::join(path, "isolation"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.label,
+            &crate::validate::join(path, "label"),
         )?;
         crate::validate::Validate::validate_at(
             &self.model,

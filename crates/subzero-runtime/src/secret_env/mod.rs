@@ -101,6 +101,20 @@ impl SecretEnv {
         self.get(name)
             .is_some_and(|value| !value.expose_secret().is_empty())
     }
+    /// `text` with every captured value (a model key, an MCP server's secret) replaced by
+    /// `[redacted]`, longest first, so no part of one survives.
+    pub fn redact(&self, text: &str) -> String {
+        let mut values: Vec<&str> = self
+            .values
+            .values()
+            .map(|v| v.expose_secret())
+            .filter(|v| !v.is_empty())
+            .collect();
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.into_iter().fold(text.to_owned(), |text, secret| {
+            text.replace(secret, "[redacted]")
+        })
+    }
 }
 
 #[cfg(test)]

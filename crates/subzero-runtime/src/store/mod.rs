@@ -56,9 +56,9 @@ use file::DatabaseFile;
 pub use grant::StoredSnapshot;
 pub use ledger::{CheckoutFilter, CheckoutRow};
 pub use ops::{
-    Admission, AdmitFollowup, AdmitSpawn, ChildView, Claim, FollowupDelivery, LockObservation,
-    NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed, Settled,
-    Settlement, StopBegun,
+    Admission, AdmitFollowup, AdmitSpawn, ChildFilter, ChildView, Claim, FollowupDelivery,
+    LockObservation, NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed,
+    Settled, Settlement, StopBegun,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, ErrorDetails, EventGap, EventPage, EventRow, LeafRef, ModelApi,

@@ -196,6 +196,8 @@ pub struct NewChild {
     pub write_capable: bool,
     /// The model (never a key).
     pub model: ModelRow,
+    /// What the parent calls it.
+    pub label: String,
 }
 
 table_row! {
@@ -245,6 +247,8 @@ table_row! {
         pub oldest_event_seq: EventSeq,
         /// Seq the next event gets.
         pub next_event_seq: EventSeq,
+        /// What the parent calls it (`None` for a child spawned before labels existed).
+        pub label: Option<String>,
     }
 }
 
@@ -516,7 +520,7 @@ mod tests {
         ] {
             assert!(children.contains(column), "{children}");
         }
-        assert!(children.ends_with("oldest_event_seq, next_event_seq"));
+        assert!(children.ends_with("oldest_event_seq, next_event_seq, label"));
         assert_eq!(
             EventRow::columns(),
             "child_id, seq, at, type, run_id, payload"

@@ -207,6 +207,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX checkouts_by_scope ON checkouts (scope_key, state);
     CREATE INDEX checkouts_by_state ON checkouts (state, updated_at);
     "#,
+    // 8: a child's label, what a parent recognises it by (NULL for a child spawned before
+    // labels existed).
+    r#"
+    ALTER TABLE children ADD COLUMN label TEXT
+        CHECK (label IS NULL OR length(label) BETWEEN 1 AND 64);
+    "#,
 ];
 
 /// The schema version this binary writes.

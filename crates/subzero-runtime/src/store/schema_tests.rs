@@ -50,7 +50,7 @@ fn runs_stored_before_v4_are_reported_and_uncut_and_the_columns_are_checked() {
 }
 
 #[test]
-fn a_v6_database_upgrades_to_the_checkouts_ledger_keeping_its_children() {
+fn a_v6_database_upgrades_to_the_checkouts_ledger_and_labels_keeping_its_children() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("subzero.db");
     let conn = Connection::open(&path).unwrap();
@@ -75,11 +75,13 @@ fn a_v6_database_upgrades_to_the_checkouts_ledger_keeping_its_children() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get("user_version"))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (7, 7));
-    let kept: String = conn
-        .query_row("SELECT child_id FROM children", [], |r| r.get("child_id"))
+    assert_eq!((version, SCHEMA_VERSION), (8, 8));
+    let (kept, label): (String, Option<String>) = conn
+        .query_row("SELECT child_id, label FROM children", [], |r| {
+            Ok((r.get("child_id")?, r.get("label")?))
+        })
         .unwrap();
-    assert_eq!(kept, child);
+    assert_eq!((kept.as_str(), label), (child.as_str(), None));
     let insert = |child: &str, state: &str| {
         conn.execute(
             "INSERT INTO checkouts (child_id, scope_key, path, base_commit, workspace_head, \

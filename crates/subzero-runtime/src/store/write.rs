@@ -153,8 +153,8 @@ pub(super) fn insert(
         "INSERT INTO children (child_id, scope_key, scope_uid, workspace_root, scope_dev, scope_ino, \
          template_id, snapshot_json, write_capable, model_url, model_name, model_api, credential_ref, \
          state, phase, ownership, owner_token, owner_generation, active_run_id, created_at, updated_at, \
-         model_context_window) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?20, ?21)",
+         model_context_window, label) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?20, ?21, ?22)",
         params![
             Sql(new.child_id),
             new.scope.key(),
@@ -177,6 +177,7 @@ pub(super) fn insert(
             c.active_run,
             Sql(at),
             new.model.context_window,
+            new.label,
         ],
     )?;
     for moved in decided.moves() {

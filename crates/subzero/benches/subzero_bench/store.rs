@@ -58,6 +58,7 @@ impl BenchStore {
         let input = AdmitSpawn {
             child: NewChild {
                 child_id,
+                label: "look around".to_owned(),
                 scope: self.scope.clone(),
                 template_id: "researcher".to_owned(),
                 snapshot: json!({"templateId": "researcher", "tools": ["read", "grep", "find", "ls"], "writeCapable": false}),

@@ -133,6 +133,7 @@ fn id(child: &Read<ChildSummary>) -> Option<&str> {
 fn table(children: &[Listed]) -> Table {
     let mut table = Table::new(vec![
         "CHILD",
+        "LABEL",
         "TEMPLATE",
         "STATE",
         "ACTIVE RUN",
@@ -158,7 +159,7 @@ fn change_cell(checkout: Option<&CheckoutRow>) -> Cell {
 /// One line of the table; a refused summary shows `-` throughout.
 fn row(child: Option<&ChildSummary>, checkout: Option<&CheckoutRow>) -> Vec<Cell> {
     let Some(c) = child else {
-        let mut cells: Vec<Cell> = (0..7).map(|_| Cell::plain("-")).collect();
+        let mut cells: Vec<Cell> = (0..8).map(|_| Cell::plain("-")).collect();
         cells.push(Cell::new("-", Tone::Dim));
         return cells;
     };
@@ -175,6 +176,7 @@ fn row(child: Option<&ChildSummary>, checkout: Option<&CheckoutRow>) -> Vec<Cell
     let activity = c.last_progress_at.as_ref().unwrap_or(&c.updated_at);
     vec![
         Cell::plain(c.child_id.as_str()),
+        Cell::plain(c.label.as_ref().map_or("-", |l| l.as_str())),
         Cell::plain(c.template_id.as_str()),
         Cell::new(c.state.to_string(), tone),
         Cell::plain(c.active_run_id.as_ref().map_or("-", |r| r.as_str())),

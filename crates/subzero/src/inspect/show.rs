@@ -139,6 +139,10 @@ fn text(doc: Option<&ChildSnapshot>, of: impl Fn(&ChildSnapshot) -> Option<Strin
 fn summary(sheet: &mut Sheet, doc: Option<&ChildSnapshot>) -> std::io::Result<()> {
     let owned = |s: &str| Some(s.to_owned());
     sheet.field("child", text(doc, |d| owned(&d.child_id)))?;
+    sheet.field(
+        "label",
+        text(doc, |d| d.label.as_deref().and_then(|l| owned(l))),
+    )?;
     sheet.field("template", text(doc, |d| owned(&d.template_id)))?;
     sheet.field("workspace", text(doc, |d| owned(&d.workspace_root)))?;
     let state = |d: &ChildSnapshot| format!("{} ({})", d.state, d.phase);

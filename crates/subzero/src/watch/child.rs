@@ -53,6 +53,8 @@ pub struct ChildLine {
     pub scope: WorkspaceScope,
     /// Template id.
     pub template: String,
+    /// What the parent calls it (empty for a child spawned before labels existed).
+    pub label: String,
     /// `ready`, `running`, `interrupted`.
     pub state: String,
     /// `idle`, `starting`, `model`, `tool`, `stopping`, `recovery_required`.
@@ -124,6 +126,7 @@ impl ChildLine {
             id: row.child_id.to_string(),
             scope: row.scope.clone(),
             template: text(|s| s.template_id.as_str().to_owned(), &row.template_id),
+            label: row.label.clone().unwrap_or_default(),
             state: text(|s| s.state.to_string(), "?"),
             phase: text(|s| s.phase.to_string(), "?"),
             model: row.model.model.clone(),

@@ -1,4 +1,5 @@
-//! `subzero_list`: the children of a workspace, a page at a time.
+//! `subzero_list`: the children of a workspace, a page at a time, by label, template or
+//! state when asked.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use subzero_protocol as p;
 use super::{Command, Context};
 use crate::broker::wire::snapshot;
 use crate::broker::{Broker, BrokerError};
+use crate::store::ChildFilter;
 
 /// `subzero_list`.
 impl Command for p::ListInput {
@@ -30,7 +32,15 @@ impl Command for p::ListInput {
             .as_ref()
             .map(|a| ChildId::parse(a.as_str()))
             .transpose()?;
-        let rows = broker.store.list_children(&scope, limit + 1, after).await?;
+        let filter = ChildFilter {
+            label: input.label.as_deref().map(|l| l.to_string()),
+            template: input.template_id.as_deref().map(|t| t.to_string()),
+            state: input.state.map(Into::into),
+        };
+        let rows = broker
+            .store
+            .list_children_where(&scope, limit + 1, after, filter.clone())
+            .await?;
         let more = rows.len() > limit as usize;
         let mut children = Vec::with_capacity(rows.len());
         for row in rows.iter().take(limit as usize) {
@@ -43,6 +53,10 @@ impl Command for p::ListInput {
             // The row again with its runs, from one read: the page's row and runs read
             // apart could show a run settled in between as both active and last.
             let (row, runs) = broker.store.child_and_runs(&scope, row.child_id).await?;
+            // Recovered just now, it may have left the state asked for.
+            if filter.state.is_some_and(|state| state != row.state) {
+                continue;
+            }
             children.push(snapshot::summary(&row, &runs)?);
         }
         let next_after = if more {

@@ -33,11 +33,8 @@ impl Command for p::SpawnInput {
         let scope = broker
             .scopes
             .for_root(input.workspace_root.as_deref().map(String::as_str))?;
-        let receipt = Receipt::prepare(
-            "subzero_spawn",
-            input.request_id.as_deref().map(String::as_str),
-            &input,
-        )?;
+        let request_id = input.request_id.as_deref().map(String::as_str);
+        let receipt = Receipt::prepare("subzero_spawn", request_id, &input)?;
         if let Some(replayed) = broker.replay(&scope, receipt.as_ref()).await? {
             return Ok(replayed);
         }
@@ -66,15 +63,17 @@ impl Command for p::SpawnInput {
             child_id: child.into(),
             run_id: run.into(),
         };
+        let child_row = NewChild {
+            label: label_of(&input, &broker.policy.secrets),
+            child_id: child,
+            scope: scope.clone(),
+            template_id: snapshot.template_id().as_str().to_owned(),
+            snapshot: snapshot_json.clone(),
+            write_capable,
+            model: model_row(&model),
+        };
         let admission = AdmitSpawn {
-            child: NewChild {
-                child_id: child,
-                scope: scope.clone(),
-                template_id: snapshot.template_id().as_str().to_owned(),
-                snapshot: snapshot_json.clone(),
-                write_capable,
-                model: model_row(&model),
-            },
+            child: child_row,
             run_id: run,
             prompt: prompt.clone(),
             owner_token: broker.owner_token().to_owned(),
@@ -82,28 +81,46 @@ impl Command for p::SpawnInput {
         };
         let admitted = match checkout {
             None => broker.store.admit_spawn(admission).await?,
-            Some(checkout) => {
+            Some(made) => {
                 broker
-                    .admit_isolated(&scope, child, admission, checkout)
+                    .admit_isolated(&scope, child, admission, made)
                     .await?
             }
         };
         if let Admit::Replayed(stored) = admitted {
             return replayed("subzero_spawn", stored);
         }
-        broker
-            .workers
-            .live()
-            .insert(child, Live::new(model, sent_snapshot));
-        let first = FirstRun {
-            run,
-            prompt,
-            from: StartFrom::default(),
-        };
+        let live = Live::new(model, sent_snapshot);
+        broker.workers.live().insert(child, live);
+        let from = StartFrom::default();
+        let first = FirstRun { run, prompt, from };
         broker
             .start_worker(child, &scope, child_lock, slots, first)
             .await?;
         Ok(output)
+    }
+}
+
+/// The most characters of a label.
+const LABEL_CHARS: usize = 64;
+
+/// What the child is called: the spawn's label, else its prompt's first line that has
+/// any text, else its template; secrets redacted, control characters turned to spaces,
+/// cut to [`LABEL_CHARS`] characters.
+fn label_of(input: &p::SpawnInput, secrets: &crate::secret_env::SecretEnv) -> String {
+    let given = input.label.as_deref().map(String::as_str);
+    let line = given
+        .or_else(|| input.prompt.lines().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or(input.template_id.as_str());
+    let shown: String = secrets
+        .redact(line)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let cut: String = shown.trim().chars().take(LABEL_CHARS).collect();
+    match cut.trim_end() {
+        "" => input.template_id.to_string(),
+        label => label.to_owned(),
     }
 }
 

@@ -142,6 +142,14 @@ fn workspace_root(row: &ChildRow, what: &str) -> Result<p::WorkspaceRoot, Broker
     )
 }
 
+/// The child's label as the wire carries it.
+fn label(row: &ChildRow, what: &str) -> Result<Option<p::ChildLabel>, BrokerError> {
+    row.label
+        .as_deref()
+        .map(|label| wire(label, what, "label"))
+        .transpose()
+}
+
 /// The `subzero_get` document of `row`, its `runs` and one `page` of at most
 /// `event_limit` of its events, waited as `waited` says.
 pub(in crate::broker) fn snapshot(
@@ -160,6 +168,7 @@ pub(in crate::broker) fn snapshot(
         child_id: row.child_id.into(),
         // Filled by the caller from the child's live worker (`Broker::get`).
         containment: None,
+        label: label(row, GET)?,
         created_at: row.created_at.clone(),
         events: p::ChildSnapshotEvents(events),
         gap: page.gap.map(|g| p::CursorGap {
@@ -230,6 +239,7 @@ pub(in crate::broker) fn summary(
         active_run_id: row.active_run_id.map(Into::into),
         child_id: row.child_id.into(),
         created_at: row.created_at.clone(),
+        label: label(row, LIST)?,
         last_progress_at: row.last_progress_at.clone(),
         last_run_status: last_terminal(runs)
             .map(|run| terminal(run, LIST, "lastRunStatus"))

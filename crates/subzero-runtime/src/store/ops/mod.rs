@@ -33,7 +33,7 @@ mod worker_writes;
 
 pub use admit::{Admission, AdmitFollowup, AdmitSpawn, FollowupDelivery};
 pub use claim::Claim;
-pub use reads::ChildView;
+pub use reads::{ChildFilter, ChildView};
 pub use recover::RecoveryOutcome;
 pub use resume::{ResumeCommit, Resumed};
 use settle::insert_artifact;

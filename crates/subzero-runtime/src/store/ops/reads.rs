@@ -32,16 +32,42 @@ impl Store {
         limit: u32,
         after: Option<ChildId>,
     ) -> RuntimeResult<Vec<ChildRow>> {
+        self.list_children_where(scope, limit, after, ChildFilter::default())
+            .await
+    }
+
+    /// [`Store::list_children`] of the children `filter` lets through.
+    pub async fn list_children_where(
+        &self,
+        scope: &WorkspaceScope,
+        limit: u32,
+        after: Option<ChildId>,
+        filter: ChildFilter,
+    ) -> RuntimeResult<Vec<ChildRow>> {
         let key = scope.key();
         self.read(move |c| {
             let mut stmt = c.prepare_cached(&format!(
-                "SELECT {} FROM children WHERE scope_key = ?1 AND child_id > ?2 ORDER BY child_id LIMIT ?3",
+                "SELECT {} FROM children WHERE scope_key = ?1 AND child_id > ?2 \
+                 AND (?4 IS NULL OR instr(lower(label), lower(?4)) > 0) \
+                 AND (?5 IS NULL OR template_id = ?5) AND (?6 IS NULL OR state = ?6) \
+                 ORDER BY child_id LIMIT ?3",
                 ChildRow::columns()
             ))?;
             // Every child id sorts after the empty text.
             let after = after.map(|a| a.to_string()).unwrap_or_default();
+            let state = filter.state.map(Sql);
             let rows = stmt
-                .query_map(params![key, after, limit.max(1)], ChildRow::from_row)?
+                .query_map(
+                    params![
+                        key,
+                        after,
+                        limit.max(1),
+                        filter.label,
+                        filter.template,
+                        state
+                    ],
+                    ChildRow::from_row,
+                )?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
@@ -159,4 +185,15 @@ fn runs_of(c: &Connection, child: ChildId) -> RuntimeResult<Vec<RunRow>> {
         .query_map(params![Sql(child)], RunRow::from_row)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// Which children a listing shows (all of them by default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChildFilter {
+    /// Only children whose label contains this (ASCII letters in any case).
+    pub label: Option<String>,
+    /// Only children of this template.
+    pub template: Option<String>,
+    /// Only children in this state.
+    pub state: Option<ChildState>,
 }

@@ -129,6 +129,7 @@ pub fn model() -> ModelRow {
 pub fn new_child(scope: &WorkspaceScope, child_id: ChildId) -> NewChild {
     NewChild {
         child_id,
+        label: "look around".to_owned(),
         scope: scope.clone(),
         template_id: "researcher".to_owned(),
         snapshot: json!({"templateId": "researcher", "tools": ["read"], "writeCapable": false}),

@@ -1,5 +1,6 @@
-//! The selected child's details: its template, state, checkout and workspace; its model; its run
-//! (running, or how the last one ended, with turns and tokens); its last event.
+//! The selected child's details: its id and label; its template, state, checkout and
+//! workspace; its model; its run (running, or how the last one ended, with turns and tokens);
+//! its last event.
 
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
@@ -34,7 +35,11 @@ pub(super) fn details_pane(
         labelled(run_label, run, room, palette),
         labelled("last event", last_event(line), room, palette),
     ];
-    Paragraph::new(text).block(Block::bordered().title(format!(" {} ", line.id)))
+    let title = match line.label.as_str() {
+        "" => format!(" {} ", line.id),
+        label => format!(" {} · {} ", line.id, palette.printing.field(label)),
+    };
+    Paragraph::new(text).block(Block::bordered().title(title))
 }
 
 /// The template in bold, the state (and phase, unless idle) in its tone, an isolated

@@ -181,12 +181,12 @@ async fn doctor_measures_checkouts_and_names_an_orphan_and_ls_shows_the_change()
     let shared = shared.child_id.to_string();
     settled_child(&s, &shared).await;
 
-    // `ls` (tab-separated to a pipe): CHANGE is the seventh column, empty for a shared child.
+    // `ls` (tab-separated to a pipe): CHANGE is the eighth column, empty for a shared child.
     let listing = run(&g, &["ls"]);
     let change_of = |child: &str| -> String {
         let line = listing.lines().find(|l| l.starts_with(child));
         let line = line.unwrap_or_else(|| panic!("{child} not listed:\n{listing}"));
-        line.split('\t').nth(6).unwrap_or_default().to_owned()
+        line.split('\t').nth(7).unwrap_or_default().to_owned()
     };
     assert_eq!(
         change_of(&isolated),

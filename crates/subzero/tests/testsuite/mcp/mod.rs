@@ -9,6 +9,7 @@ mod contract_gaps;
 mod get_wakes;
 mod info;
 mod inputs;
+mod labels;
 mod lifecycle;
 mod opening;
 mod parent_cost;
