@@ -7,7 +7,8 @@
 //!
 //! Bounded like the handoff: at most [`SUMMARY_MAX_OUTPUT_TOKENS`] output tokens and
 //! [`SUMMARY_MAX_BYTES`] of summary text (the stream is not read past it) — less for a
-//! small window: [`SUMMARY_PERCENT`] of it — and [`HANDOFF_TIMEOUT`]. A summary request that fails, times out or answers no text leaves
+//! small window: [`SUMMARY_PERCENT`] of it — and in time by the run's deadline (at least
+//! [`HANDOFF_TIMEOUT`]). A summary request that fails, times out or answers no text leaves
 //! the transcript as it was and ends the run `context_exhausted`, saying why.
 
 use crate::context::{ContextMeter, exhausted};
@@ -47,6 +48,15 @@ pub(crate) struct Compactor<'a> {
     pub declared: &'a [ToolSpec],
     pub meter: &'a ContextMeter,
     pub progress: &'a SharedProgress,
+    /// When the run's `deadlineMs` is reached.
+    pub deadline: tokio::time::Instant,
+}
+
+/// How long a summary request may take when started at `now`: until the run's `deadline`,
+/// and at least [`HANDOFF_TIMEOUT`] (so a summary started just before the deadline still
+/// ends within the worker's backstop, `deadline` + [`HANDOFF_TIMEOUT`]).
+fn summary_bound(now: tokio::time::Instant, deadline: tokio::time::Instant) -> std::time::Duration {
+    deadline.saturating_duration_since(now).max(HANDOFF_TIMEOUT)
 }
 
 impl Compactor<'_> {
@@ -157,8 +167,11 @@ impl Compactor<'_> {
             max_text_bytes: Some(max_bytes),
         };
         let mut text_events = TextEvents::new(&self.start.run_id, self.progress.clone());
+        // A slow local model may take minutes to summarise a full window: the run's own
+        // deadline bounds it, as it bounds every other request of the run.
+        let bound = summary_bound(tokio::time::Instant::now(), self.deadline);
         let answered = tokio::time::timeout(
-            HANDOFF_TIMEOUT,
+            bound,
             self.client
                 .complete(request, &mut |delta| text_events.push(delta)),
         )
@@ -169,7 +182,7 @@ impl Compactor<'_> {
             Err(_) => {
                 return Err(failed(format!(
                     "compacting failed: the summary request took longer than {} s",
-                    HANDOFF_TIMEOUT.as_secs()
+                    bound.as_secs()
                 )));
             }
             Ok(Err(err)) => return Err(failed(format!("compacting failed: {err}"))),
@@ -265,6 +278,19 @@ mod tests {
         let mut e = Entry::new(kind, "user");
         e.content = Some(content.to_owned());
         e
+    }
+
+    #[test]
+    fn a_summary_may_take_until_the_deadline_and_at_least_the_handoff_bound() {
+        let now = tokio::time::Instant::now();
+        let far = now + std::time::Duration::from_secs(1_500);
+        assert_eq!(
+            summary_bound(now, far),
+            std::time::Duration::from_secs(1_500)
+        );
+        let near = now + std::time::Duration::from_secs(5);
+        assert_eq!(summary_bound(now, near), HANDOFF_TIMEOUT);
+        assert_eq!(summary_bound(far, now), HANDOFF_TIMEOUT);
     }
 
     #[test]

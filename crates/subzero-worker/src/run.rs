@@ -358,6 +358,7 @@ impl<'a> Run<'a> {
             declared: &self.declared,
             meter: &self.meter,
             progress: &self.ctx.progress,
+            deadline: self.ctx.deadline,
         }
     }
 
