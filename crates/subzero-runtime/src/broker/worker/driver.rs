@@ -325,7 +325,13 @@ impl Driver {
     }
 
     /// Record the change an isolated child's checkout holds (its worker's tree is gone).
+    /// A child whose runs work in the workspace has nothing to record: no store read.
     async fn record_checkout(&self) {
+        let isolated = (self.broker.workers.live().get(&self.child))
+            .is_some_and(|entry| entry.workdir.is_some());
+        if !isolated {
+            return;
+        }
         if let Err(e) = self.broker.settle_checkout(&self.scope, self.child).await {
             tracing::warn!(child = %self.child, error = %e.message(), "the checkout's change was not recorded; subzero_apply records it");
         }
