@@ -34,6 +34,7 @@
 #[path = "../../../generated/rust/mod.rs"]
 pub mod v1;
 
+pub mod advertised;
 #[cfg(any(feature = "core", test))]
 pub mod convert;
 pub mod defaults;

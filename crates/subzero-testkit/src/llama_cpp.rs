@@ -121,6 +121,10 @@ impl LlamaServer {
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--ctx-size", &ctx_size.to_string(), "--parallel", "1"])
             .args(["--threads", &threads.to_string()])
+            // Threads that wait for work sleep instead of spinning: the suite runs the server
+            // beside other lanes on two cores, where a spinning thread holds a core another
+            // of its threads (or a test) needs, and each step waits for the slowest thread.
+            .args(["--poll", "0"])
             .args(["--temp", "0", "--seed", "42", "--no-webui"])
             .arg("--jinja")
             .arg("--chat-template-file")

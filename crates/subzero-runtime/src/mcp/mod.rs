@@ -36,9 +36,11 @@ use subzero_protocol as p;
 pub use tools::{TOOL_NAMES, tool_list};
 
 /// What the server tells a host about itself at `initialize`.
-const INSTRUCTIONS: &str = "Subzero delegates work to persistent child agents. Spawn a child \
-with subzero_spawn, then wait for its result with subzero_get (waitMs=30000) instead of polling \
-with short waits. Read the full result with subzero_output only when the preview is truncated.";
+const INSTRUCTIONS: &str = "Subzero runs child agents for you in the background, each in its \
+own process: researchers that read and answer, coders that write and run commands (several at \
+once, each in its own git checkout). Delegate a self-contained task with subzero_spawn and keep \
+working; wait for its result with subzero_get (waitMs=30000) instead of polling with short \
+waits. Read the full result with subzero_output only when the preview is truncated.";
 
 /// The broker as it opens. `initialize` and `tools/list` need nothing of it, so the host
 /// is answered before the state is opened and recovered: the opening starts once the host

@@ -1,6 +1,7 @@
-//! The advertised tool list: names, descriptions, and the JSON Schemas the protocol
-//! types produce (the same documents `cargo xtask` exports and checks against
-//! `schema-src/`).
+//! The advertised tool list: names, descriptions, the input schemas a model reads
+//! (`subzero_protocol::advertised`: the contract's, compacted) and the full output schemas
+//! the protocol types produce (the same documents `cargo xtask` exports and checks against
+//! `schema-src/`; hosts check results against them and do not show them to the model).
 
 use std::sync::{Arc, OnceLock};
 
@@ -104,7 +105,10 @@ fn tool<I: JsonSchema, O: JsonSchema>(
     Tool::new(
         name,
         description,
-        object(p::export::schema_of::<I>(input_stem)),
+        object(p::advertised::advertised_input(
+            input_stem,
+            &p::export::schema_of::<I>(input_stem),
+        )),
     )
     .with_raw_output_schema(object(p::export::schema_of::<O>(output_stem)))
     .with_annotations(annotations)
@@ -143,6 +147,41 @@ mod tests {
             problems.is_empty(),
             "non-standard keywords or formats:\n{}",
             problems.join("\n")
+        );
+    }
+
+    /// What a host puts before its model for one tool: name, description and input
+    /// schema as compact JSON.
+    fn definition_bytes(tool: &Tool) -> usize {
+        serde_json::to_vec(&serde_json::json!({
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": Value::Object(JsonObject::clone(&tool.input_schema)),
+        }))
+        .map_or(usize::MAX, |bytes| bytes.len())
+    }
+
+    /// Claude Code 2.1.332's own `Agent` tool definition in a request to its model
+    /// (measured at the model server: docs/benchmarks.md).
+    const CLAUDE_CODE_AGENT_TOOL_BYTES: usize = 5_309;
+
+    #[test]
+    fn the_definitions_fit_the_parents_budget() {
+        let bytes = |name: &str| {
+            tool_list()
+                .iter()
+                .find(|t| t.name == name)
+                .map_or(0, definition_bytes)
+        };
+        let total: usize = tool_list().iter().map(definition_bytes).sum();
+        assert!(
+            total <= 8_000,
+            "the nine definitions are {total} bytes (budget 8,000)"
+        );
+        let spawn_get = bytes("subzero_spawn") + bytes("subzero_get");
+        assert!(
+            spawn_get <= CLAUDE_CODE_AGENT_TOOL_BYTES,
+            "subzero_spawn + subzero_get are {spawn_get} bytes, Claude Code's Agent tool {CLAUDE_CODE_AGENT_TOOL_BYTES}"
         );
     }
 }

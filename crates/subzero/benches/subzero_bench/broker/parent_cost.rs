@@ -1,5 +1,6 @@
 //! What a parent pays for one standard delegated task: get calls, bytes of tool results
-//! read, the child's run time, and the worker's peak RSS meanwhile.
+//! read, the child's run time, and the worker's peak RSS meanwhile; and what it pays on
+//! every model turn, the tool definitions.
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,6 +19,33 @@ pub struct ParentCost {
     pub bytes: Samples,
     pub child_ms: Samples,
     pub worker_hwm_mib: Samples,
+    /// The nine tool definitions (name, description, input schema) as compact JSON.
+    pub definitions: Samples,
+    /// `subzero_spawn`'s and `subzero_get`'s definitions.
+    pub spawn_get: Samples,
+}
+
+/// The bytes of each tool's definition as a host sends it to its model: name, description
+/// and input schema, compact JSON.
+async fn definitions(
+    s: &subzero_testkit::mcp_client::McpSession,
+) -> Result<Vec<(String, usize)>, Fail> {
+    let tools = s
+        .list_tools()
+        .await
+        .map_err(|e| format!("tools/list: {e}"))?;
+    Ok(tools
+        .iter()
+        .map(|tool| {
+            let definition = json!({
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": serde_json::Value::Object((*tool.input_schema).clone()),
+            });
+            let bytes = serde_json::to_vec(&definition).map_or(0, |b| b.len());
+            (tool.name.to_string(), bytes)
+        })
+        .collect())
 }
 
 /// One model turn: `deltas` text deltas `delay_ms` apart, then a tool call (or a stop).
@@ -57,11 +85,23 @@ pub async fn parent_cost(exe: &Path, runs: usize) -> Result<ParentCost, Fail> {
         bytes: Samples::default(),
         child_ms: Samples::default(),
         worker_hwm_mib: Samples::default(),
+        definitions: Samples::default(),
+        spawn_get: Samples::default(),
     };
     for _ in 0..runs {
         let env = BenchEnv::new(exe, standard_task())?;
         let s = env.broker().await?;
         let broker = s.pid().ok_or("no broker pid")?;
+        let defined = definitions(&s).await?;
+        out.definitions
+            .push(defined.iter().map(|(_, b)| *b).sum::<usize>() as f64);
+        out.spawn_get.push(
+            defined
+                .iter()
+                .filter(|(name, _)| name == "subzero_spawn" || name == "subzero_get")
+                .map(|(_, b)| *b)
+                .sum::<usize>() as f64,
+        );
         let peak = HwmSampler::start(broker);
         let start = Instant::now();
         let spawned = call(

@@ -173,6 +173,22 @@ async fn parent_cost_figures(exe: &Path, plan: &Plan, sink: &mut Sink) {
             );
             sink.add(
                 PARENT,
+                "tool definitions a host sends its model on every turn (9 tools)",
+                "bytes",
+                cost.definitions,
+                Some(Target::MaxAtMost(8000.0)),
+                "name, description and input schema of each tool from `tools/list`, compact JSON (was 24.9 KB)",
+            );
+            sink.add(
+                PARENT,
+                "`subzero_spawn` + `subzero_get` definitions",
+                "bytes",
+                cost.spawn_get,
+                Some(Target::MaxAtMost(5309.0)),
+                "the same measure; target: Claude Code 2.1.332's own `Agent` tool in a request to its model, 5,309 bytes (was 11,492 there)",
+            );
+            sink.add(
+                PARENT,
                 "child run duration",
                 "ms",
                 cost.child_ms,
