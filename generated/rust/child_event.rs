@@ -17,11 +17,15 @@ pub enum ChildEvent {
 A run was queued behind the active run.*/
     #[serde(rename = "run_queued")]
     RunQueued {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///1-based position in the follow-up queue.
         position: ::std::num::NonZeroU64,
         ///The run the event belongs to.
@@ -35,11 +39,15 @@ A run was queued behind the active run.*/
 A run started executing.*/
     #[serde(rename = "run_started")]
     RunStarted {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///The run the event belongs to.
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
@@ -51,11 +59,15 @@ A run started executing.*/
 Coalesced model text (never one event per token).*/
     #[serde(rename = "text")]
     Text {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///The run the event belongs to.
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
@@ -71,11 +83,15 @@ Coalesced model text (never one event per token).*/
 Tool activity, by name only (arguments are never recorded).*/
     #[serde(rename = "tool")]
     Tool {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///Tool name; `setup` is the template's setup command, run before an isolated child's first run.
         name: super::common::ToolName,
         ///The run the event belongs to.
@@ -91,11 +107,15 @@ Tool activity, by name only (arguments are never recorded).*/
 A steering message was delivered to the active run between model turns.*/
     #[serde(rename = "steer_applied")]
     SteerApplied {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///The send's requestId, when one was given.
         #[serde(
             rename = "requestId",
@@ -116,11 +136,15 @@ A steering message was delivered to the active run between model turns.*/
 A steering message was not delivered.*/
     #[serde(rename = "steer_discarded")]
     SteerDiscarded {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///Why it was discarded.
         reason: super::common::SteerDiscardReason,
         ///The send's requestId, when one was given.
@@ -143,14 +167,18 @@ A steering message was not delivered.*/
 The child's transcript was compacted before its next request (past `compactAtPercent` of a known context window, after the endpoint refused a prompt as too long, or because the parent asked with `compact: true`): a new branch starts with the summary and the most recent turns, and the branch left behind is kept whole.*/
     #[serde(rename = "compacted")]
     Compacted {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
         ///The transcript entry that ends the branch compaction left; it stays in the transcript (`subzero show`).
         #[serde(rename = "branchFrom")]
         branch_from: CompactedBranchFrom,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///The run that compacted.
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
@@ -168,11 +196,15 @@ The child's transcript was compacted before its next request (past `compactAtPer
 A stop was requested for the active run.*/
     #[serde(rename = "stop_requested")]
     StopRequested {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///Number of queued follow-up runs cleared by the stop.
         #[serde(rename = "clearedQueued")]
         cleared_queued: u64,
@@ -187,11 +219,15 @@ A stop was requested for the active run.*/
 The worker confirmed cancellation and its whole process tree is gone.*/
     #[serde(rename = "stop_confirmed")]
     StopConfirmed {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///Number of tool processes that were killed.
         reaped: u64,
         ///The run the event belongs to.
@@ -208,16 +244,24 @@ The run completed; the full result is an artifact.*/
         ///Artifact holding the full result.
         #[serde(rename = "artifactId")]
         artifact_id: super::common::ArtifactId,
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
-        ///Bounded preview of the result.
-        preview: super::common::Preview,
-        ///True when the preview is shorter than the result.
-        #[serde(rename = "previewTruncated")]
-        preview_truncated: bool,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
+        ///Bounded preview of the result; absent in `subzero_get` for the run its `lastRun` describes (which carries it).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        preview: ::std::option::Option<super::common::Preview>,
+        ///True when the preview is shorter than the result; absent in `subzero_get` for the run its `lastRun` describes (which carries it).
+        #[serde(
+            rename = "previewTruncated",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        preview_truncated: ::std::option::Option<bool>,
         ///The run the event belongs to.
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
@@ -232,19 +276,27 @@ The run reached a budget; its result (the child's handoff summary) is an artifac
         ///Artifact holding the handoff summary.
         #[serde(rename = "artifactId")]
         artifact_id: super::common::ArtifactId,
-        ///When the event was recorded.
-        at: super::common::Timestamp,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
         ///Which budget, its value and what was used.
         #[serde(rename = "budgetReached")]
         budget_reached: super::common::BudgetReached,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
-        ///Bounded preview of the handoff summary.
-        preview: super::common::Preview,
-        ///True when the preview is shorter than the result.
-        #[serde(rename = "previewTruncated")]
-        preview_truncated: bool,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
+        ///Bounded preview of the handoff summary; absent in `subzero_get` for the run its `lastRun` describes (which carries it).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        preview: ::std::option::Option<super::common::Preview>,
+        ///True when the preview is shorter than the result; absent in `subzero_get` for the run its `lastRun` describes (which carries it).
+        #[serde(
+            rename = "previewTruncated",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        preview_truncated: ::std::option::Option<bool>,
         ///The run the event belongs to.
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
@@ -256,11 +308,15 @@ The run reached a budget; its result (the child's handoff summary) is an artifac
 The run failed; nothing is retried.*/
     #[serde(rename = "failed")]
     Failed {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///Stable error code.
         code: super::error::ErrorCode,
         ///Failure message, at most 512 bytes.
@@ -276,11 +332,15 @@ The run failed; nothing is retried.*/
 Execution ended without a confirmed terminal result (e.g. the worker or broker died).*/
     #[serde(rename = "interrupted")]
     Interrupted {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///What was observed, at most 512 bytes.
         reason: super::common::ShortText,
         ///The run the event belongs to.
@@ -297,11 +357,15 @@ Execution ended without a confirmed terminal result (e.g. the worker or broker d
 Explicit cursor gap: events between `requested` and `oldest` were pruned.*/
     #[serde(rename = "gap")]
     Gap {
-        ///When the event was recorded.
-        at: super::common::Timestamp,
-        ///The child the event belongs to.
-        #[serde(rename = "childId")]
-        child_id: super::common::ChildId,
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
         ///The oldest retained cursor; reading resumes there.
         oldest: u64,
         ///The cursor the reader asked for.

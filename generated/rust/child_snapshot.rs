@@ -35,7 +35,7 @@ pub struct ChildSnapshot {
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
-    ///What the kernel enforces for this child's tool processes on this broker's machine.
+    ///What the kernel enforces for this child's tool processes on this broker's machine; only when the call asked for it (`containment: true`).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub containment: ::std::option::Option<super::info::ChildContainment>,
     ///How full the child's context window is: `contextTokens` of its last ended run's usage (prompt tokens of its last model request; after a compaction, of the compacted conversation). Absent when no run reported it.

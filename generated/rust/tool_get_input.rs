@@ -66,6 +66,9 @@ pub struct GetInput {
     ///The child to read.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///Also answer the child's containment receipt (`containment`: what the kernel enforces for its tool processes on this machine). Absent or false: the snapshot has none; the receipt does not change between calls.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub containment: ::std::option::Option<bool>,
     ///Return events with seq greater than this (default 0).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cursor: ::std::option::Option<u64>,
@@ -249,6 +252,10 @@ impl crate::validate::Validate for GetInput {
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.containment,
+            &crate::validate::join(path, "containment"),
         )?;
         crate::validate::Validate::validate_at(
             &self.cursor,

@@ -1,5 +1,6 @@
 //! What every [`ChildEvent`] carries, read without matching on its type: its sequence
-//! number, its time, its `type` tag, its child and its run.
+//! number, its time, its `type` tag, its child and its run; and the compact form a
+//! `subzero_get` snapshot shows.
 
 use crate::{ChildEvent, ChildId, RunId, Timestamp};
 
@@ -44,8 +45,8 @@ impl ChildEvent {
         }
     }
 
-    /// When it was recorded.
-    pub fn at(&self) -> &Timestamp {
+    /// When it was recorded (absent in a `subzero_get` snapshot).
+    pub fn at(&self) -> Option<&Timestamp> {
         match self {
             ChildEvent::RunQueued { at, .. }
             | ChildEvent::RunStarted { at, .. }
@@ -60,12 +61,12 @@ impl ChildEvent {
             | ChildEvent::BudgetExhausted { at, .. }
             | ChildEvent::Failed { at, .. }
             | ChildEvent::Interrupted { at, .. }
-            | ChildEvent::Gap { at, .. } => at,
+            | ChildEvent::Gap { at, .. } => at.as_ref(),
         }
     }
 
-    /// The child it belongs to.
-    pub fn child_id(&self) -> &ChildId {
+    /// The child it belongs to (absent in a `subzero_get` snapshot).
+    pub fn child_id(&self) -> Option<&ChildId> {
         match self {
             ChildEvent::RunQueued { child_id, .. }
             | ChildEvent::RunStarted { child_id, .. }
@@ -80,7 +81,7 @@ impl ChildEvent {
             | ChildEvent::BudgetExhausted { child_id, .. }
             | ChildEvent::Failed { child_id, .. }
             | ChildEvent::Interrupted { child_id, .. }
-            | ChildEvent::Gap { child_id, .. } => child_id,
+            | ChildEvent::Gap { child_id, .. } => child_id.as_ref(),
         }
     }
 
@@ -103,11 +104,54 @@ impl ChildEvent {
             ChildEvent::Gap { .. } => None,
         }
     }
+
+    /// The event as a `subzero_get` snapshot shows it to a parent's model: without its
+    /// child and time (the snapshot names the child once, and `lastProgressAt` says when it
+    /// last moved), and, for the run `last_run` names, without the preview `lastRun`
+    /// already carries.
+    pub fn compact(&mut self, last_run: Option<&RunId>) {
+        match self {
+            ChildEvent::RunQueued { at, child_id, .. }
+            | ChildEvent::RunStarted { at, child_id, .. }
+            | ChildEvent::Text { at, child_id, .. }
+            | ChildEvent::Tool { at, child_id, .. }
+            | ChildEvent::SteerApplied { at, child_id, .. }
+            | ChildEvent::SteerDiscarded { at, child_id, .. }
+            | ChildEvent::Compacted { at, child_id, .. }
+            | ChildEvent::StopRequested { at, child_id, .. }
+            | ChildEvent::StopConfirmed { at, child_id, .. }
+            | ChildEvent::Completed { at, child_id, .. }
+            | ChildEvent::BudgetExhausted { at, child_id, .. }
+            | ChildEvent::Failed { at, child_id, .. }
+            | ChildEvent::Interrupted { at, child_id, .. }
+            | ChildEvent::Gap { at, child_id, .. } => {
+                *at = None;
+                *child_id = None;
+            }
+        }
+        if let ChildEvent::Completed {
+            run_id,
+            preview,
+            preview_truncated,
+            ..
+        }
+        | ChildEvent::BudgetExhausted {
+            run_id,
+            preview,
+            preview_truncated,
+            ..
+        } = self
+            && Some(&*run_id) == last_run
+        {
+            *preview = None;
+            *preview_truncated = None;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::ChildEvent;
+    use crate::{ChildEvent, RunId};
 
     #[test]
     fn the_kind_is_the_type_tag_serde_writes() {
@@ -118,10 +162,48 @@ mod tests {
         .expect("a gap event");
         assert_eq!(event.kind(), "gap");
         assert_eq!(event.seq(), 9);
-        assert_eq!(event.at().as_str(), "2026-11-29T20:05:36.123Z");
+        assert_eq!(
+            event.at().map(|at| at.as_str()),
+            Some("2026-11-29T20:05:36.123Z")
+        );
         assert_eq!(event.run_id(), None);
-        assert_eq!(event.child_id().as_str(), "ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D");
+        assert_eq!(
+            event.child_id().map(|id| id.as_str()),
+            Some("ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D")
+        );
         let json = serde_json::to_value(&event).expect("encodes");
         assert_eq!(json["type"], event.kind());
+    }
+
+    #[test]
+    fn a_compact_event_drops_its_child_time_and_the_preview_last_run_carries() {
+        let completed = |run: &str| -> ChildEvent {
+            serde_json::from_value(serde_json::json!({
+                "type": "completed", "at": "2026-11-29T20:05:36.123Z",
+                "childId": "ch_01JH8Z6Q2V3W4X5Y6Z7A8B9C0D", "seq": 4, "runId": run,
+                "artifactId": "art_01JH8Z6Q2V3W4X5Y6Z7A8B9C0E", "preview": "done",
+                "previewTruncated": false
+            }))
+            .expect("a completed event")
+        };
+        let last: RunId = "run_01JH8Z6Q2V3W4X5Y6Z7A8B9C0F".parse().expect("a run id");
+        let mut settled = completed(last.as_str());
+        settled.compact(Some(&last));
+        assert_eq!(
+            serde_json::to_value(&settled).expect("encodes"),
+            serde_json::json!({"type": "completed", "seq": 4, "runId": last.as_str(),
+                "artifactId": "art_01JH8Z6Q2V3W4X5Y6Z7A8B9C0E"})
+        );
+        let mut earlier = completed("run_01JH8Z6Q2V3W4X5Y6Z7A8B9C0G");
+        earlier.compact(Some(&last));
+        let json = serde_json::to_value(&earlier).expect("encodes");
+        assert_eq!(
+            json["preview"], "done",
+            "an earlier run keeps its preview: {json}"
+        );
+        assert!(
+            json.get("at").is_none() && json.get("childId").is_none(),
+            "{json}"
+        );
     }
 }

@@ -15,7 +15,7 @@ pub fn line(event: Option<&ChildEvent>, color: bool, printing: Printing) -> Stri
     let (seq, at, kind, details) = match event {
         Some(event) => (
             event.seq(),
-            event.at().as_str(),
+            event.at().map_or("", |at| at.as_str()),
             event.kind(),
             details(event),
         ),
@@ -51,7 +51,11 @@ fn details(event: &ChildEvent) -> String {
             preview,
             artifact_id,
             ..
-        } => format!("{}  [{}]", shorten(preview), artifact_id.as_str()),
+        } => format!(
+            "{}  [{}]",
+            shorten(preview.as_ref().map_or("", |p| p.as_str())),
+            artifact_id.as_str()
+        ),
         ChildEvent::Failed { code, message, .. } => format!("{code}: {}", message.as_str()),
         ChildEvent::Interrupted { reason, .. } => reason.as_str().to_owned(),
         ChildEvent::RunQueued { position, .. } => format!("position {position}"),

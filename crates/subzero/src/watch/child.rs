@@ -235,7 +235,9 @@ pub fn last_event(event: Option<&ChildEvent>) -> LastEvent {
     };
     LastEvent {
         seq: event.seq(),
-        at: event.at().as_str().to_owned(),
+        at: event
+            .at()
+            .map_or_else(String::new, |at| at.as_str().to_owned()),
         text,
     }
 }

@@ -87,6 +87,7 @@ impl Command for p::GetInput {
                     events: usize::try_from(limit).unwrap_or(50),
                     preview: preview_limit.min(2048),
                     waited,
+                    containment: input.containment.unwrap_or(false),
                 };
                 return broker.answer(&row, &runs, &page, view).await;
             }
@@ -109,6 +110,9 @@ impl Command for p::GetInput {
 struct View {
     events: usize,
     preview: usize,
+    /// Whether the answer carries the containment receipt (asked with `containment: true`;
+    /// it does not change between calls, so it is not repeated in every snapshot).
+    containment: bool,
     waited: p::Waited,
 }
 
@@ -172,7 +176,7 @@ impl Broker {
     }
 
     /// The snapshot a `get` answers with: the child, its runs and one page of events (all
-    /// from one read), and the containment of its live worker.
+    /// from one read), its checkout, and its containment when the call asked for it.
     async fn answer(
         &self,
         row: &ChildRow,
@@ -182,7 +186,18 @@ impl Broker {
     ) -> Result<p::ChildSnapshot, BrokerError> {
         let child = row.child_id;
         let mut snap = snapshot::snapshot(row, runs, page, view.events, view.preview, view.waited)?;
-        if let Some(process) = self.live_process(child) {
+        snap.checkout = self.checkout_view(child).await?;
+        if view.containment {
+            self.containment(row, &mut snap).await;
+        }
+        Ok(snap)
+    }
+
+    /// The child's containment receipt: its live worker's process tree, its filesystem
+    /// grant, the receipts every worker of this broker shares, and where an isolated child
+    /// may write.
+    async fn containment(&self, row: &ChildRow, snap: &mut p::ChildSnapshot) {
+        if let Some(process) = self.live_process(row.child_id) {
             snap.containment
                 .get_or_insert_with(Default::default)
                 .process = Some(process);
@@ -197,9 +212,7 @@ impl Broker {
             self.child_receipts(grant, snap.containment.get_or_insert_with(Default::default))
                 .await;
         }
-        snap.checkout = self.checkout_view(child).await?;
-        isolated_receipt(&mut snap);
-        Ok(snap)
+        isolated_receipt(snap);
     }
 
     /// Whether an event whose type satisfies `wanted` landed after `scanned`, reading every

@@ -113,7 +113,7 @@ impl TryFrom<&EventRow> for p::ChildEvent {
         );
         let what = what.as_str();
         let seq = NonZeroU64::new(row.seq.get()).ok_or_else(|| broken(what, "seq", "is 0"))?;
-        let (at, child_id) = (row.at.clone(), p::ChildId::from(row.child_id));
+        let (at, child_id) = (Some(row.at.clone()), Some(p::ChildId::from(row.child_id)));
         Ok(match &row.body {
             EventBody::RunQueued { run_id, position } => p::ChildEvent::RunQueued {
                 at,
@@ -176,8 +176,8 @@ impl TryFrom<&EventRow> for p::ChildEvent {
 fn settlement_or_steer(
     body: &EventBody,
     what: &str,
-    at: Timestamp,
-    child_id: p::ChildId,
+    at: Option<Timestamp>,
+    child_id: Option<p::ChildId>,
     seq: NonZeroU64,
 ) -> Result<p::ChildEvent, BrokerError> {
     let request = |id: &Option<String>| -> Result<Option<p::RequestId>, BrokerError> {
@@ -237,8 +237,8 @@ fn settlement_or_steer(
 fn terminal(
     body: &EventBody,
     what: &str,
-    at: Timestamp,
-    child_id: p::ChildId,
+    at: Option<Timestamp>,
+    child_id: Option<p::ChildId>,
     seq: NonZeroU64,
 ) -> Result<p::ChildEvent, BrokerError> {
     Ok(match body {
@@ -251,8 +251,8 @@ fn terminal(
             artifact_id: (*artifact_id).into(),
             at,
             child_id,
-            preview: wire(preview.as_str(), what, "preview")?,
-            preview_truncated: *preview_truncated,
+            preview: Some(wire(preview.as_str(), what, "preview")?),
+            preview_truncated: Some(*preview_truncated),
             run_id: (*run_id).into(),
             seq,
         },
@@ -267,8 +267,8 @@ fn terminal(
             at,
             budget_reached: budget_reached.into(),
             child_id,
-            preview: wire(preview.as_str(), what, "preview")?,
-            preview_truncated: *preview_truncated,
+            preview: Some(wire(preview.as_str(), what, "preview")?),
+            preview_truncated: Some(*preview_truncated),
             run_id: (*run_id).into(),
             seq,
         },
@@ -309,8 +309,8 @@ pub(in crate::broker) fn gap_marker(
     at: Timestamp,
 ) -> Result<p::ChildEvent, BrokerError> {
     Ok(p::ChildEvent::Gap {
-        at,
-        child_id: child.into(),
+        at: Some(at),
+        child_id: Some(child.into()),
         oldest: gap.oldest.get(),
         requested: gap.requested.get(),
         seq: NonZeroU64::new(gap.oldest.get()).unwrap_or(NonZeroU64::MIN),

@@ -151,7 +151,7 @@ fn label(row: &ChildRow, what: &str) -> Result<Option<p::ChildLabel>, BrokerErro
 }
 
 /// The `subzero_get` document of `row`, its `runs` and one `page` of at most
-/// `event_limit` of its events, waited as `waited` says.
+/// `event_limit` of its events (compact: `ChildEvent::compact`), waited as `waited` says.
 pub(in crate::broker) fn snapshot(
     row: &ChildRow,
     runs: &[RunRow],
@@ -160,7 +160,12 @@ pub(in crate::broker) fn snapshot(
     preview_limit: usize,
     waited: p::Waited,
 ) -> Result<p::ChildSnapshot, BrokerError> {
-    let (events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
+    let (mut events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
+    let last_run = last_run(runs, preview_limit)?;
+    let described = last_run.as_ref().map(|run| &run.run_id);
+    for event in &mut events {
+        event.compact(described);
+    }
     Ok(p::ChildSnapshot {
         active_run_id: row.active_run_id.map(Into::into),
         // Filled by the caller from the checkout ledger (`Broker::get`).
@@ -176,7 +181,7 @@ pub(in crate::broker) fn snapshot(
             requested: g.requested.get(),
         }),
         last_progress_at: row.last_progress_at.clone(),
-        last_run: last_run(runs, preview_limit)?,
+        last_run,
         context_tokens: context_tokens(runs),
         context_window: context_window(row),
         model: p::ModelInfo {

@@ -137,7 +137,7 @@ async fn a_tool_that_releases_every_descriptor_changes_no_ownership(path: Path_)
     );
 
     // The receipts say so.
-    let snap = snapshot(&s, &child).await;
+    let snap = receipts(&s, &child).await;
     assert_eq!(
         child_ownership(&snap).map(|o| o.tools_hold_locks),
         Some(false),
@@ -217,7 +217,7 @@ async fn on_the_subreaper_fallback_the_receipts_say_tools_hold_the_locks() {
     })
     .expect("the tool listed its descriptors");
     assert!(listing.contains("locks/children"), "{listing}");
-    let snap = snapshot(&s, &child).await;
+    let snap = receipts(&s, &child).await;
     let ownership = child_ownership(&snap);
     assert_eq!(
         ownership.map(|o| o.tools_hold_locks),

@@ -153,6 +153,7 @@ async fn a_tool_tree_past_its_bounds_gets_the_kernels_errors(path: Path_) {
             .as_ref()
             .is_some_and(|c| c.resources.is_some())
     );
+    let snap = receipts(&s, &child).await;
     let resources = resources_of(&snap);
     for (key, bound, limit) in [
         ("processes", &resources.processes, PROCESSES),
@@ -170,7 +171,8 @@ async fn a_tool_tree_past_its_bounds_gets_the_kernels_errors(path: Path_) {
     // A child without tool_limits gets the shipped defaults.
     env.server.push(Reply::text("default"));
     let (plain, _) = spawn(&s, env, "coder", "Say default").await;
-    let plain = settled(&s, &plain, Duration::from_secs(60)).await;
+    settled(&s, &plain, Duration::from_secs(60)).await;
+    let plain = receipts(&s, &plain).await;
     assert_eq!(
         resources_of(&plain).processes.limit.map(|l| l.get()),
         Some(4096),

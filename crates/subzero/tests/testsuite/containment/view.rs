@@ -218,6 +218,7 @@ async fn a_tool_sees_nothing_of_subzeros_state_or_configuration(path: Path_) {
             "the model saw the file key"
         );
     }
+    let snap = receipts(&s, &child).await;
     let receipt = snap
         .containment
         .as_ref()

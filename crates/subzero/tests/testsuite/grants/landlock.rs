@@ -414,7 +414,7 @@ async fn a_template_requiring_enforcement_is_refused_at_spawn_where_landlock_is_
     // enforced and why.
     let (child, _run) = spawn(&s, &env, "researcher", "read").await;
     settled(&s, &child, std::time::Duration::from_secs(20)).await;
-    let snap = get(&s, json!({"childId": child})).await;
+    let snap = get(&s, json!({"childId": child, "containment": true})).await;
     let fs = child_filesystem(&snap);
     assert_eq!(fs.access, p::FilesystemAccess::ReadOnly, "{snap:#?}");
     assert!(!fs.enforced, "{snap:#?}");
@@ -449,7 +449,7 @@ async fn info_and_snapshots_name_the_landlock_enforcement_in_force() {
     for (template, access) in [("strict", "read-only"), ("coder", "workspace")] {
         let (child, _run) = spawn(&s, &env, template, "go").await;
         settled(&s, &child, std::time::Duration::from_secs(20)).await;
-        let snap = get(&s, json!({"childId": child})).await;
+        let snap = get(&s, json!({"childId": child, "containment": true})).await;
         let fs = child_filesystem(&snap);
         assert_eq!(fs.access.to_string(), access, "{snap:#?}");
         assert!(fs.enforced, "{snap:#?}");

@@ -162,6 +162,7 @@ async fn as_nobody_a_read_only_templates_bash_and_mcp_server_get_eacces_on_every
 
     // What was in force: the child's filesystem receipt, and the process containment a
     // worker of this broker gets (the handshake worker's, as `info` reports it).
+    let snap = receipts(&s, &child).await;
     let filesystem = snap
         .containment
         .as_ref()

@@ -28,6 +28,7 @@ async fn a_tool_writing_the_main_checkout_gets_eacces_and_the_receipt_names_the_
             .expect("the child writes its checkout"),
         "in\n"
     );
+    let snap = crate::support::mcp::receipts(&s, &child).await;
     let fs = snap
         .containment
         .as_ref()

@@ -3,6 +3,7 @@
 
 mod budgets;
 mod budgets_bounded;
+mod compact_answers;
 mod compaction;
 mod contract_cases;
 mod contract_gaps;

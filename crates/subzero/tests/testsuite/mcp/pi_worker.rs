@@ -336,6 +336,7 @@ async fn a_pi_childs_receipts_say_that_node_is_confined_as_a_tool_and_bash_neste
         Some(p::TerminalRunStatus::Completed),
         "{done:#?}"
     );
+    let done = receipts(&broker, &child).await;
     let containment = done.containment.as_ref().expect("containment");
     assert_eq!(containment.worker.as_ref(), Some(receipt), "{done:#?}");
     assert!(

@@ -324,7 +324,12 @@ async fn no_second_writer_while_the_tree_lives(
 
 /// The child's `containment.process` as its snapshot reports it.
 pub async fn process_receipt(s: &McpSession, child: &str) -> Value {
-    let snap = ok(s, "subzero_get", json!({"childId": child})).await;
+    let snap = ok(
+        s,
+        "subzero_get",
+        json!({"childId": child, "containment": true}),
+    )
+    .await;
     snap["containment"]["process"].clone()
 }
 

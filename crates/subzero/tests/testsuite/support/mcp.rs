@@ -177,6 +177,12 @@ pub async fn snapshot(s: &McpSession, child: &str) -> p::ChildSnapshot {
     get(s, json!({"childId": child})).await
 }
 
+/// `subzero_get` of `child` with its containment receipt (`containment: true`): a snapshot
+/// carries it only when asked.
+pub async fn receipts(s: &McpSession, child: &str) -> p::ChildSnapshot {
+    get(s, json!({"childId": child, "containment": true})).await
+}
+
 /// `subzero_send` with these arguments.
 pub async fn send(s: &McpSession, args: Value) -> p::SendOutput {
     typed(s, "subzero_send", args).await
@@ -278,9 +284,9 @@ pub fn seq(event: &p::ChildEvent) -> u64 {
     event.seq()
 }
 
-/// The child an event belongs to.
+/// The child an event belongs to ("" where the document leaves it out: `subzero_get`).
 pub fn event_child(event: &p::ChildEvent) -> &str {
-    event.child_id().as_str()
+    event.child_id().map_or("", |child| child.as_str())
 }
 
 /// The run an event belongs to (none for a gap or a run-less interruption).
