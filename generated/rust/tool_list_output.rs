@@ -21,6 +21,9 @@ pub struct ListOutput {
         deserialize_with = "::std::option::Option::deserialize"
     )]
     pub next_after: ::std::option::Option<super::common::ChildId>,
+    ///The workspace listed (every child of the page works in it).
+    #[serde(rename = "workspaceRoot")]
+    pub workspace_root: super::common::WorkspaceRoot,
 }
 ///Children, oldest first.
 #[derive(
@@ -97,6 +100,10 @@ impl crate::validate::Validate for ListOutput {
         crate::validate::Validate::validate_at(
             &self.next_after,
             &crate::validate::join(path, "nextAfter"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.workspace_root,
+            &crate::validate::join(path, "workspaceRoot"),
         )?;
         Ok(())
     }

@@ -43,6 +43,7 @@ pub mod export;
 pub mod roots;
 pub mod schema_fix;
 pub mod secret;
+mod summary;
 pub mod timestamp;
 pub mod transcript;
 pub mod validate;

@@ -168,21 +168,29 @@ fn row(child: Option<&ChildSummary>, checkout: Option<&CheckoutRow>) -> Vec<Cell
         p::ChildState::Interrupted => Tone::Yellow,
         p::ChildState::Ready => Tone::Plain,
     };
-    let phase_tone = if c.phase == p::Phase::RecoveryRequired {
+    let phase = c.phase.unwrap_or(p::Phase::Idle);
+    let phase_tone = if phase == p::Phase::RecoveryRequired {
         Tone::Red
     } else {
         Tone::Plain
     };
-    let activity = c.last_progress_at.as_ref().unwrap_or(&c.updated_at);
+    let activity = c
+        .last_progress_at
+        .as_ref()
+        .or(c.updated_at.as_ref())
+        .map_or("-", |at| at.as_str());
     vec![
         Cell::plain(c.child_id.as_str()),
         Cell::plain(c.label.as_ref().map_or("-", |l| l.as_str())),
         Cell::plain(c.template_id.as_str()),
         Cell::new(c.state.to_string(), tone),
         Cell::plain(c.active_run_id.as_ref().map_or("-", |r| r.as_str())),
-        Cell::new(c.phase.to_string(), phase_tone),
-        Cell::plain(activity.as_str()),
+        Cell::new(phase.to_string(), phase_tone),
+        Cell::plain(activity),
         change_cell(checkout),
-        Cell::new(c.workspace_root.as_str(), Tone::Dim),
+        Cell::new(
+            c.workspace_root.as_ref().map_or("-", |w| w.as_str()),
+            Tone::Dim,
+        ),
     ]
 }

@@ -120,7 +120,7 @@ impl ChildLine {
             Some(end - started(r)?)
         });
         let activity = summary
-            .map(|s| s.last_progress_at.as_ref().unwrap_or(&s.updated_at))
+            .and_then(|s| s.last_progress_at.as_ref().or(s.updated_at.as_ref()))
             .and_then(|at| format::epoch_ms(at));
         ChildLine {
             id: row.child_id.to_string(),
@@ -128,14 +128,14 @@ impl ChildLine {
             template: text(|s| s.template_id.as_str().to_owned(), &row.template_id),
             label: row.label.clone().unwrap_or_default(),
             state: text(|s| s.state.to_string(), "?"),
-            phase: text(|s| s.phase.to_string(), "?"),
+            phase: text(|s| s.phase.unwrap_or(p::Phase::Idle).to_string(), "?"),
             model: row.model.model.clone(),
             model_url: row.model.url.clone(),
             api: row.model.api.to_string(),
             tool: active.as_deref().and_then(|run| current_tool(tail, run)),
             active_run: active,
             run_started_ms: active_row.and_then(started),
-            queued: summary.map_or(0, |s| s.queued_run_count),
+            queued: summary.and_then(|s| s.queued_run_count).unwrap_or(0),
             last_run: last_terminal.map(|r| (r.run_id.to_string(), r.status.as_str().to_owned())),
             last_usage: summary
                 .and_then(|s| s.last_run_usage.as_ref())

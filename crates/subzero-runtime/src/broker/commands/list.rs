@@ -57,7 +57,9 @@ impl Command for p::ListInput {
             if filter.state.is_some_and(|state| state != row.state) {
                 continue;
             }
-            children.push(snapshot::summary(&row, &runs)?);
+            let mut summary = snapshot::summary(&row, &runs)?;
+            summary.compact();
+            children.push(summary);
         }
         let next_after = if more {
             rows.get(limit as usize - 1).map(|r| r.child_id.into())
@@ -67,6 +69,11 @@ impl Command for p::ListInput {
         Ok(p::ListOutput {
             children: p::ListOutputChildren(children),
             next_after,
+            workspace_root: crate::broker::wire::wire(
+                scope.root().to_string_lossy().into_owned(),
+                Self::TOOL,
+                "workspaceRoot",
+            )?,
         })
     }
 }

@@ -151,7 +151,7 @@ fn label(row: &ChildRow, what: &str) -> Result<Option<p::ChildLabel>, BrokerErro
 }
 
 /// The `subzero_get` document of `row`, its `runs` and one `page` of at most
-/// `event_limit` of its events (compact: `ChildEvent::compact`), waited as `waited` says.
+/// `event_limit` of its events, waited as `waited` says.
 pub(in crate::broker) fn snapshot(
     row: &ChildRow,
     runs: &[RunRow],
@@ -160,12 +160,7 @@ pub(in crate::broker) fn snapshot(
     preview_limit: usize,
     waited: p::Waited,
 ) -> Result<p::ChildSnapshot, BrokerError> {
-    let (mut events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
-    let last_run = last_run(runs, preview_limit)?;
-    let described = last_run.as_ref().map(|run| &run.run_id);
-    for event in &mut events {
-        event.compact(described);
-    }
+    let (events, next_cursor) = events_with_gap(row.child_id, page, event_limit)?;
     Ok(p::ChildSnapshot {
         active_run_id: row.active_run_id.map(Into::into),
         // Filled by the caller from the checkout ledger (`Broker::get`).
@@ -181,7 +176,7 @@ pub(in crate::broker) fn snapshot(
             requested: g.requested.get(),
         }),
         last_progress_at: row.last_progress_at.clone(),
-        last_run,
+        last_run: last_run(runs, preview_limit)?,
         context_tokens: context_tokens(runs),
         context_window: context_window(row),
         model: p::ModelInfo {
@@ -243,7 +238,7 @@ pub(in crate::broker) fn summary(
     Ok(p::ChildSummary {
         active_run_id: row.active_run_id.map(Into::into),
         child_id: row.child_id.into(),
-        created_at: row.created_at.clone(),
+        created_at: Some(row.created_at.clone()),
         label: label(row, LIST)?,
         last_progress_at: row.last_progress_at.clone(),
         last_run_status: last_terminal(runs)
@@ -252,12 +247,12 @@ pub(in crate::broker) fn summary(
         last_run_usage: last_terminal(runs).map(usage),
         context_tokens: context_tokens(runs),
         context_window: context_window(row),
-        phase: phase(row).into(),
-        queued_run_count: queued(runs).len() as u64,
+        phase: Some(phase(row).into()),
+        queued_run_count: Some(queued(runs).len() as u64),
         state: row.state.into(),
         template_id: wire(row.template_id.as_str(), LIST, "templateId")?,
-        updated_at: row.updated_at.clone(),
-        workspace_root: workspace_root(row, LIST)?,
+        updated_at: Some(row.updated_at.clone()),
+        workspace_root: Some(workspace_root(row, LIST)?),
     })
 }
 

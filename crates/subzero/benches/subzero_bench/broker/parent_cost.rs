@@ -23,6 +23,54 @@ pub struct ParentCost {
     pub definitions: Samples,
     /// `subzero_spawn`'s and `subzero_get`'s definitions.
     pub spawn_get: Samples,
+    /// A settled one-tool task's `subzero_get`, without its preview text.
+    pub settled_get: Samples,
+    /// That child's `subzero_list` entry.
+    pub list_entry: Samples,
+}
+
+/// A one-tool task: an `ls` call, then a one-line answer.
+fn one_tool_task() -> Vec<Reply> {
+    vec![
+        turn(0, 0, Some(0)),
+        Reply::text("The workspace holds README.md."),
+    ]
+}
+
+/// Bytes of compact JSON.
+fn compact_bytes(value: &serde_json::Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |b| b.len())
+}
+
+/// What a parent reads back about a settled one-tool task: its `subzero_get` (without
+/// the preview text, which is the answer) and its `subzero_list` entry.
+async fn answers(exe: &Path) -> Result<(f64, f64), Fail> {
+    let env = BenchEnv::new(exe, one_tool_task())?;
+    let s = env.broker().await?;
+    let spawned = call(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "List the workspace.", "templateId": "researcher", "model": env.model()}),
+    )
+    .await?;
+    let child = string(&spawned.structured, "childId")?;
+    let settled = call(
+        &s,
+        "subzero_get",
+        json!({"childId": child, "waitMs": 30000}),
+    )
+    .await?;
+    if settled.structured["lastRun"]["status"] != "completed" {
+        return Err(format!("the one-tool task did not complete: {}", settled.structured).into());
+    }
+    let preview = settled.structured["lastRun"]["preview"]
+        .as_str()
+        .map_or(0, str::len);
+    let get = compact_bytes(&settled.structured) - preview;
+    let listed = call(&s, "subzero_list", json!({})).await?;
+    let entry = compact_bytes(&listed.structured["children"][0]);
+    s.close().await?;
+    Ok((get as f64, entry as f64))
 }
 
 /// The bytes of each tool's definition as a host sends it to its model: name, description
@@ -87,8 +135,13 @@ pub async fn parent_cost(exe: &Path, runs: usize) -> Result<ParentCost, Fail> {
         worker_hwm_mib: Samples::default(),
         definitions: Samples::default(),
         spawn_get: Samples::default(),
+        settled_get: Samples::default(),
+        list_entry: Samples::default(),
     };
     for _ in 0..runs {
+        let (get, entry) = answers(exe).await?;
+        out.settled_get.push(get);
+        out.list_entry.push(entry);
         let env = BenchEnv::new(exe, standard_task())?;
         let s = env.broker().await?;
         let broker = s.pid().ok_or("no broker pid")?;

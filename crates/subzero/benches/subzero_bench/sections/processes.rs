@@ -189,6 +189,22 @@ async fn parent_cost_figures(exe: &Path, plan: &Plan, sink: &mut Sink) {
             );
             sink.add(
                 PARENT,
+                "a settled one-tool task's `subzero_get`, without its preview",
+                "bytes",
+                cost.settled_get,
+                Some(Target::MaxAtMost(1024.0)),
+                "structured content as compact JSON (an `ls` call, then a one-line answer), less the preview text (was ~3.0 KB)",
+            );
+            sink.add(
+                PARENT,
+                "a `subzero_list` entry",
+                "bytes",
+                cost.list_entry,
+                Some(Target::MaxAtMost(200.0)),
+                "that child's entry, compact JSON (was ~430 bytes)",
+            );
+            sink.add(
+                PARENT,
                 "child run duration",
                 "ms",
                 cost.child_ms,

@@ -235,8 +235,9 @@ async fn a_token_budget_holds_on_an_endpoint_that_never_reports_usage() {
         );
     }
     let listed = list(&s, json!({})).await;
+    let snap = snapshot(&s, listed.children[0].child_id.as_str()).await;
     assert_eq!(
-        listed.children[0].last_run_usage.as_ref().map(|u| u.source),
+        snap.last_run.as_ref().map(|r| r.usage.source),
         Some(p::UsageSource::Estimated),
         "{listed:#?}"
     );

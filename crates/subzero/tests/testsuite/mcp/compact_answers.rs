@@ -58,3 +58,53 @@ async fn a_get_carries_the_containment_receipt_only_when_asked() {
     assert!(settled_reply.bytes < asked_bytes);
     s.close().await.expect("close");
 }
+
+/// The parent's view of a one-tool task (an `ls`, then a one-line answer): its settled
+/// `get` has compact events (its size is printed here and measured by `cargo xtask bench`)
+/// and its `list` entry fits in 200 bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_settled_one_tool_task_reads_back_small() {
+    let answer = "The workspace holds README.md.";
+    let env = Env::new(vec![
+        Reply::tool_call("call_1", "ls", r#"{"path":"."}"#),
+        Reply::text(answer),
+    ]);
+    let s = env.broker("compact").await;
+    let spawned: p::SpawnOutput = typed(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "List the workspace.", "templateId": "researcher", "model": env.model()}),
+    )
+    .await;
+    let child = spawned.child_id.to_string();
+    let got = call(
+        &s,
+        "subzero_get",
+        json!({"childId": child, "waitMs": 30000}),
+    )
+    .await;
+    assert_eq!(
+        got.structured["lastRun"]["status"], "completed",
+        "{}",
+        got.text
+    );
+    let bytes = |v: &serde_json::Value| serde_json::to_vec(v).expect("json").len();
+    let get_bytes = bytes(&got.structured) - answer.len();
+    // Nothing in an event repeats the child, a time or the preview lastRun carries.
+    for event in got.structured["events"].as_array().expect("events") {
+        assert!(
+            event.get("childId").is_none() && event.get("at").is_none(),
+            "{event}"
+        );
+        if event["type"] == "completed" {
+            assert!(event.get("preview").is_none(), "{event}");
+        }
+    }
+    let listed = call(&s, "subzero_list", json!({})).await;
+    let entry = bytes(&listed.structured["children"][0]);
+    eprintln!(
+        "a settled one-tool get: {get_bytes} bytes besides its preview; a list entry: {entry} bytes"
+    );
+    assert!(entry <= 200, "{}", listed.structured);
+    s.close().await.expect("close");
+}

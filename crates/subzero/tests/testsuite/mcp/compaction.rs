@@ -168,7 +168,7 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
     assert_eq!(compacted.len(), 1, "{all:#?}");
     let (before, after) = compacted[0];
     assert!(before > after, "{all:#?}");
-    // get and list show the compacted context use against the window.
+    // get shows the compacted context use against the window; a list entry leaves it to get.
     assert_eq!(
         window_of(snap.context_window.as_ref()),
         Some(WINDOW),
@@ -178,12 +178,10 @@ async fn a_child_with_a_known_window_compacts_on_its_own_and_resumes_compacted_a
     assert!(used > 0 && used < WINDOW * 80 / 100, "{snap:#?}");
     let listed = list(&s, json!({})).await;
     let item = &listed.children[0];
-    assert_eq!(
-        window_of(item.context_window.as_ref()),
-        Some(WINDOW),
+    assert!(
+        item.context_window.is_none() && item.context_tokens.is_none(),
         "{listed:#?}"
     );
-    assert_eq!(item.context_tokens, Some(used), "{listed:#?}");
     assert_eq!(
         env.server.requests().len(),
         3,
