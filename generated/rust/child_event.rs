@@ -28,9 +28,12 @@ A run was queued behind the active run.*/
         child_id: ::std::option::Option<super::common::ChildId>,
         ///1-based position in the follow-up queue.
         position: ::std::num::NonZeroU64,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -48,9 +51,12 @@ A run started executing.*/
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         child_id: ::std::option::Option<super::common::ChildId>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -68,9 +74,12 @@ Coalesced model text (never one event per token).*/
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         child_id: ::std::option::Option<super::common::ChildId>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
         ///Coalesced text chunk, at most 4096 UTF-8 bytes.
@@ -94,9 +103,12 @@ Tool activity, by name only (arguments are never recorded).*/
         child_id: ::std::option::Option<super::common::ChildId>,
         ///Tool name; `setup` is the template's setup command, run before an isolated child's first run.
         name: super::common::ToolName,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
         ///Tool activity state.
@@ -122,9 +134,12 @@ A steering message was delivered to the active run between model turns.*/
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         request_id: ::std::option::Option<super::common::RequestId>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
         ///The steer that was applied (from the send receipt).
@@ -153,9 +168,12 @@ A steering message was not delivered.*/
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         request_id: ::std::option::Option<super::common::RequestId>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
         ///The steer that was discarded (from the send receipt).
@@ -179,9 +197,12 @@ The child's transcript was compacted before its next request (past `compactAtPer
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         child_id: ::std::option::Option<super::common::ChildId>,
-        ///The run that compacted.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run that compacted; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
         ///Prompt tokens of the compacted conversation, measured the same way.
@@ -208,9 +229,12 @@ A stop was requested for the active run.*/
         ///Number of queued follow-up runs cleared by the stop.
         #[serde(rename = "clearedQueued")]
         cleared_queued: u64,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -230,9 +254,12 @@ The worker confirmed cancellation and its whole process tree is gone.*/
         child_id: ::std::option::Option<super::common::ChildId>,
         ///Number of tool processes that were killed.
         reaped: u64,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -262,9 +289,12 @@ The run completed; the full result is an artifact.*/
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         preview_truncated: ::std::option::Option<bool>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -297,9 +327,12 @@ The run reached a budget; its result (the child's handoff summary) is an artifac
             skip_serializing_if = "::std::option::Option::is_none"
         )]
         preview_truncated: ::std::option::Option<bool>,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },
@@ -321,9 +354,12 @@ The run failed; nothing is retried.*/
         code: super::error::ErrorCode,
         ///Failure message, at most 512 bytes.
         message: super::common::ShortText,
-        ///The run the event belongs to.
-        #[serde(rename = "runId")]
-        run_id: super::common::RunId,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
         ///Per-child monotonic sequence number, starting at 1.
         seq: ::std::num::NonZeroU64,
     },

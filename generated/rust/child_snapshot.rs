@@ -50,9 +50,12 @@ pub struct ChildSnapshot {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub context_window: ::std::option::Option<super::common::ContextWindow>,
-    ///When the child was spawned.
-    #[serde(rename = "createdAt")]
-    pub created_at: super::common::Timestamp,
+    ///When the child was spawned; absent in `subzero_get` (`subzero show` has it).
+    #[serde(
+        rename = "createdAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub created_at: ::std::option::Option<super::common::Timestamp>,
     ///Events after the requested cursor, oldest first.
     pub events: ChildSnapshotEvents,
     ///Set when the requested cursor was older than retained history.
@@ -88,9 +91,12 @@ pub struct ChildSnapshot {
     ///Template the child was spawned from.
     #[serde(rename = "templateId")]
     pub template_id: super::common::TemplateId,
-    ///When the child's row last changed.
-    #[serde(rename = "updatedAt")]
-    pub updated_at: super::common::Timestamp,
+    ///When the child's row last changed; absent in `subzero_get` (`subzero show` has it).
+    #[serde(
+        rename = "updatedAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub updated_at: ::std::option::Option<super::common::Timestamp>,
     ///How long the call waited and why it returned.
     pub waited: Waited,
     ///Workspace the child works in.

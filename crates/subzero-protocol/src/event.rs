@@ -85,7 +85,8 @@ impl ChildEvent {
         }
     }
 
-    /// The run it belongs to (none for a gap, or an interruption outside a run).
+    /// The run it belongs to (none for a gap, an interruption outside a run, or, in a
+    /// `subzero_get` snapshot, an event of the run its `lastRun` describes).
     pub fn run_id(&self) -> Option<&RunId> {
         match self {
             ChildEvent::RunQueued { run_id, .. }
@@ -99,16 +100,26 @@ impl ChildEvent {
             | ChildEvent::StopConfirmed { run_id, .. }
             | ChildEvent::Completed { run_id, .. }
             | ChildEvent::BudgetExhausted { run_id, .. }
-            | ChildEvent::Failed { run_id, .. } => Some(run_id),
-            ChildEvent::Interrupted { run_id, .. } => run_id.as_ref(),
+            | ChildEvent::Failed { run_id, .. }
+            | ChildEvent::Interrupted { run_id, .. } => run_id.as_ref(),
             ChildEvent::Gap { .. } => None,
+        }
+    }
+
+    /// The run it belongs to in a `subzero_get` snapshot whose `lastRun` is `last_run`:
+    /// its own `runId`, else (an event of that run, which leaves it out) `last_run`; none
+    /// for a gap or an interruption outside a run.
+    pub fn run_in<'a>(&'a self, last_run: Option<&'a RunId>) -> Option<&'a RunId> {
+        match self {
+            ChildEvent::Gap { .. } | ChildEvent::Interrupted { .. } => self.run_id(),
+            _ => self.run_id().or(last_run),
         }
     }
 
     /// The event as a `subzero_get` snapshot shows it to a parent's model: without its
     /// child and time (the snapshot names the child once, and `lastProgressAt` says when it
-    /// last moved), and, for the run `last_run` names, without the preview `lastRun`
-    /// already carries.
+    /// last moved), and, for the run `last_run` names, without the run id and the preview
+    /// `lastRun` already carries (read it back with [`ChildEvent::run_in`]).
     pub fn compact(&mut self, last_run: Option<&RunId>) {
         match self {
             ChildEvent::RunQueued { at, child_id, .. }
@@ -129,6 +140,7 @@ impl ChildEvent {
                 *child_id = None;
             }
         }
+        self.leave_out_run(last_run);
         if let ChildEvent::Completed {
             run_id,
             preview,
@@ -141,10 +153,35 @@ impl ChildEvent {
             preview_truncated,
             ..
         } = self
-            && Some(&*run_id) == last_run
+            && run_id.is_none()
+            && last_run.is_some()
         {
             *preview = None;
             *preview_truncated = None;
+        }
+    }
+
+    /// Leaves out `runId` where it is `last_run`'s (an interruption keeps it: without
+    /// one it says it happened outside a run).
+    fn leave_out_run(&mut self, last_run: Option<&RunId>) {
+        match self {
+            ChildEvent::RunQueued { run_id, .. }
+            | ChildEvent::RunStarted { run_id, .. }
+            | ChildEvent::Text { run_id, .. }
+            | ChildEvent::Tool { run_id, .. }
+            | ChildEvent::SteerApplied { run_id, .. }
+            | ChildEvent::SteerDiscarded { run_id, .. }
+            | ChildEvent::Compacted { run_id, .. }
+            | ChildEvent::StopRequested { run_id, .. }
+            | ChildEvent::StopConfirmed { run_id, .. }
+            | ChildEvent::Completed { run_id, .. }
+            | ChildEvent::BudgetExhausted { run_id, .. }
+            | ChildEvent::Failed { run_id, .. } => {
+                if run_id.as_ref() == last_run {
+                    *run_id = None;
+                }
+            }
+            ChildEvent::Interrupted { .. } | ChildEvent::Gap { .. } => {}
         }
     }
 }
@@ -176,7 +213,7 @@ mod tests {
     }
 
     #[test]
-    fn a_compact_event_drops_its_child_time_and_the_preview_last_run_carries() {
+    fn a_compact_event_drops_its_child_time_and_the_run_and_preview_last_run_carries() {
         let completed = |run: &str| -> ChildEvent {
             serde_json::from_value(serde_json::json!({
                 "type": "completed", "at": "2026-11-29T20:05:36.123Z",
@@ -191,9 +228,10 @@ mod tests {
         settled.compact(Some(&last));
         assert_eq!(
             serde_json::to_value(&settled).expect("encodes"),
-            serde_json::json!({"type": "completed", "seq": 4, "runId": last.as_str(),
+            serde_json::json!({"type": "completed", "seq": 4,
                 "artifactId": "art_01JH8Z6Q2V3W4X5Y6Z7A8B9C0E"})
         );
+        assert_eq!(settled.run_in(Some(&last)), Some(&last));
         let mut earlier = completed("run_01JH8Z6Q2V3W4X5Y6Z7A8B9C0G");
         earlier.compact(Some(&last));
         let json = serde_json::to_value(&earlier).expect("encodes");

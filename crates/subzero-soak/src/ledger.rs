@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
-use subzero_protocol::{ChildEvent, ChildSnapshot};
+use subzero_protocol::{ChildEvent, ChildSnapshot, RunId};
 
 use crate::plan::Plan;
 use crate::verdict::{Invariant, Violation};
@@ -249,7 +249,7 @@ impl Ledger {
         let mut terminals: Vec<(String, String, Option<String>)> = snapshot
             .events
             .iter()
-            .filter_map(|e| EventFact::of(e).terminal)
+            .filter_map(|e| EventFact::of(e, last_run_of(snapshot)).terminal)
             .collect();
         if let Some(last_run) = &snapshot.last_run {
             terminals.push((
@@ -286,7 +286,11 @@ impl Ledger {
         let mut found = Vec::new();
         let mut last = requested;
         let log = self.children.entry(child.to_owned()).or_default();
-        for fact in snapshot.events.iter().map(EventFact::of) {
+        for fact in snapshot
+            .events
+            .iter()
+            .map(|e| EventFact::of(e, last_run_of(snapshot)))
+        {
             if fact.kind == "gap" {
                 continue;
             }
@@ -357,6 +361,11 @@ impl Ledger {
 }
 
 /// What the soak reads of one event.
+/// The run a snapshot's `lastRun` describes.
+fn last_run_of(snapshot: &ChildSnapshot) -> Option<&RunId> {
+    snapshot.last_run.as_ref().map(|run| &run.run_id)
+}
+
 struct EventFact {
     seq: u64,
     kind: &'static str,
@@ -366,68 +375,29 @@ struct EventFact {
 }
 
 impl EventFact {
-    fn of(event: &ChildEvent) -> EventFact {
-        let fact =
-            |seq: &std::num::NonZeroU64, kind, run: Option<&subzero_protocol::RunId>| EventFact {
-                seq: seq.get(),
-                kind,
-                run: run.map(|r| r.to_string()),
-                terminal: None,
-            };
-        let ends = |mut fact: EventFact, status: &str, artifact: Option<String>| {
-            fact.terminal = fact
-                .run
-                .clone()
-                .map(|run| (run, status.to_owned(), artifact));
-            fact
+    /// The facts of one event of a snapshot whose `lastRun` is `last_run` (a snapshot's
+    /// events of that run leave their run id out).
+    fn of(event: &ChildEvent, last_run: Option<&RunId>) -> EventFact {
+        let run = event.run_in(last_run).map(|r| r.to_string());
+        let ended = match event {
+            ChildEvent::StopConfirmed { .. } => Some(("stopped", None)),
+            ChildEvent::Completed { artifact_id, .. } => {
+                Some(("completed", Some(artifact_id.to_string())))
+            }
+            ChildEvent::BudgetExhausted { artifact_id, .. } => {
+                Some(("budget_exhausted", Some(artifact_id.to_string())))
+            }
+            ChildEvent::Failed { .. } => Some(("failed", None)),
+            ChildEvent::Interrupted { .. } => Some(("interrupted", None)),
+            _ => None,
         };
-        match event {
-            ChildEvent::RunQueued { seq, run_id, .. } => fact(seq, "run_queued", Some(run_id)),
-            ChildEvent::RunStarted { seq, run_id, .. } => fact(seq, "run_started", Some(run_id)),
-            ChildEvent::Text { seq, run_id, .. } => fact(seq, "text", Some(run_id)),
-            ChildEvent::Tool { seq, run_id, .. } => fact(seq, "tool", Some(run_id)),
-            ChildEvent::SteerApplied { seq, run_id, .. } => {
-                fact(seq, "steer_applied", Some(run_id))
-            }
-            ChildEvent::SteerDiscarded { seq, run_id, .. } => {
-                fact(seq, "steer_discarded", Some(run_id))
-            }
-            ChildEvent::Compacted { seq, run_id, .. } => fact(seq, "compacted", Some(run_id)),
-            ChildEvent::StopRequested { seq, run_id, .. } => {
-                fact(seq, "stop_requested", Some(run_id))
-            }
-            ChildEvent::StopConfirmed { seq, run_id, .. } => {
-                ends(fact(seq, "stop_confirmed", Some(run_id)), "stopped", None)
-            }
-            ChildEvent::Completed {
-                seq,
-                run_id,
-                artifact_id,
-                ..
-            } => ends(
-                fact(seq, "completed", Some(run_id)),
-                "completed",
-                Some(artifact_id.to_string()),
-            ),
-            ChildEvent::BudgetExhausted {
-                seq,
-                run_id,
-                artifact_id,
-                ..
-            } => ends(
-                fact(seq, "budget_exhausted", Some(run_id)),
-                "budget_exhausted",
-                Some(artifact_id.to_string()),
-            ),
-            ChildEvent::Failed { seq, run_id, .. } => {
-                ends(fact(seq, "failed", Some(run_id)), "failed", None)
-            }
-            ChildEvent::Interrupted { seq, run_id, .. } => ends(
-                fact(seq, "interrupted", run_id.as_ref()),
-                "interrupted",
-                None,
-            ),
-            ChildEvent::Gap { seq, .. } => fact(seq, "gap", None),
+        EventFact {
+            seq: event.seq(),
+            kind: event.kind(),
+            terminal: ended.and_then(|(status, artifact)| {
+                run.clone().map(|run| (run, status.to_owned(), artifact))
+            }),
+            run,
         }
     }
 }

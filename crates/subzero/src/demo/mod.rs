@@ -273,15 +273,16 @@ async fn print_first_result(s: &McpSession, child: &str, run: &str) -> DemoResul
         json!({"childId": child, "eventLimit": 50}),
     )
     .await?;
+    let last_run = snapshot.last_run.as_ref().map(|r| &r.run_id);
     let artifact = snapshot
         .events
         .iter()
         .find_map(|e| match e {
-            ChildEvent::Completed {
-                run_id,
-                artifact_id,
-                ..
-            } if run_id.as_str() == run => Some(artifact_id.to_string()),
+            ChildEvent::Completed { artifact_id, .. }
+                if e.run_in(last_run).is_some_and(|r| r.as_str() == run) =>
+            {
+                Some(artifact_id.to_string())
+            }
             _ => None,
         })
         .ok_or("the first run's completed event is not in the snapshot")?;

@@ -165,8 +165,14 @@ fn summary(sheet: &mut Sheet, doc: Option<&ChildSnapshot>) -> std::io::Result<()
         "progress",
         text(doc, |d| d.last_progress_at.as_deref().cloned()),
     )?;
-    sheet.field("created", text(doc, |d| owned(&d.created_at)))?;
-    sheet.field("updated", text(doc, |d| owned(&d.updated_at)))
+    sheet.field(
+        "created",
+        text(doc, |d| d.created_at.as_deref().and_then(|at| owned(at))),
+    )?;
+    sheet.field(
+        "updated",
+        text(doc, |d| d.updated_at.as_deref().and_then(|at| owned(at))),
+    )
 }
 
 /// The last run's id and status, where its full result is, its error, then its preview.

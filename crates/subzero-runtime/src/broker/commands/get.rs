@@ -186,12 +186,14 @@ impl Broker {
     ) -> Result<p::ChildSnapshot, BrokerError> {
         let child = row.child_id;
         let mut snap = snapshot::snapshot(row, runs, page, view.events, view.preview, view.waited)?;
-        // What a parent's model reads: no child, time or repeated preview in its events
-        // (`subzero show` keeps them).
+        // What a parent's model reads: no child, time, or run and preview `lastRun`
+        // repeats in its events, and no row times (`subzero show` keeps them all).
         let described = snap.last_run.as_ref().map(|run| run.run_id.clone());
         for event in &mut snap.events.0 {
             event.compact(described.as_ref());
         }
+        snap.created_at = None;
+        snap.updated_at = None;
         snap.checkout = self.checkout_view(child).await?;
         if view.containment {
             self.containment(row, &mut snap).await;

@@ -169,7 +169,7 @@ pub(in crate::broker) fn snapshot(
         // Filled by the caller from the child's live worker (`Broker::get`).
         containment: None,
         label: label(row, GET)?,
-        created_at: row.created_at.clone(),
+        created_at: Some(row.created_at.clone()),
         events: p::ChildSnapshotEvents(events),
         gap: page.gap.map(|g| p::CursorGap {
             oldest: g.oldest.get(),
@@ -190,7 +190,7 @@ pub(in crate::broker) fn snapshot(
         queued_runs: p::ChildSnapshotQueuedRuns(queued(runs).into_iter().map(Into::into).collect()),
         state: row.state.into(),
         template_id: wire(row.template_id.as_str(), GET, "templateId")?,
-        updated_at: row.updated_at.clone(),
+        updated_at: Some(row.updated_at.clone()),
         waited,
         workspace_root: workspace_root(row, GET)?,
     })

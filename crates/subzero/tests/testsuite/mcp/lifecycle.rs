@@ -87,7 +87,8 @@ async fn followups_run_in_order_each_after_the_previous_settled() {
         .events
         .iter()
         .filter(|e| matches!(e, p::ChildEvent::RunStarted { .. }))
-        .filter_map(event_run)
+        .filter_map(|e| e.run_in(snap.last_run.as_ref().map(|r| &r.run_id)))
+        .map(|r| r.as_str())
         .collect();
     assert_eq!(
         started,

@@ -193,7 +193,10 @@ async fn sigterm_stops_active_runs_clears_queues_and_records_the_outcome() {
         .events
         .iter()
         .filter(|e| matches!(kind(e), "stop_confirmed" | "interrupted"))
-        .map(|e| (kind(e), event_run(e).unwrap_or_default()))
+        .map(|e| {
+            let last = snap.last_run.as_ref().map(|r| &r.run_id);
+            (kind(e), e.run_in(last).map_or("", |r| r.as_str()))
+        })
         .collect();
     assert!(
         runs.iter().any(|(_, r)| *r == run),

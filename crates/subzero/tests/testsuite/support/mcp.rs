@@ -289,11 +289,6 @@ pub fn event_child(event: &p::ChildEvent) -> &str {
     event.child_id().map_or("", |child| child.as_str())
 }
 
-/// The run an event belongs to (none for a gap or a run-less interruption).
-pub fn event_run(event: &p::ChildEvent) -> Option<&str> {
-    event.run_id().map(|run| run.as_str())
-}
-
 /// get with a long wait until the child is not running (bounded by `limit`).
 pub async fn settle(s: &McpSession, child: &str, limit: Duration) -> Value {
     let deadline = Instant::now() + limit;
