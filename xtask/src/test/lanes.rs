@@ -131,7 +131,13 @@ fn build_beside(
 /// `cargo test --workspace --no-run`, and the test binaries it names (diagnostics and
 /// progress go to the terminal as usual).
 fn build(root: &Path) -> Result<Vec<TestBinary>, Vec<String>> {
-    let mut child = cargo_test(root)
+    let mut command = cargo_test(root);
+    if first_build(root) && std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        // A build from nothing has nothing to reuse: writing the incremental caches of
+        // every workspace crate is only cost (CI builds a clean clone every time).
+        command.env("CARGO_INCREMENTAL", "0");
+    }
+    let mut child = command
         .args([
             "--workspace",
             "--no-run",
@@ -156,6 +162,21 @@ fn build(root: &Path) -> Result<Vec<TestBinary>, Vec<String>> {
         )]);
     }
     Ok(binaries)
+}
+
+/// Whether the test suites were never built in this target directory (xtask itself is:
+/// `cargo xtask` built it there a moment ago).
+fn first_build(root: &Path) -> bool {
+    let deps = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("debug/deps");
+    let Ok(entries) = std::fs::read_dir(deps) else {
+        return true;
+    };
+    !entries
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("testsuite-"))
 }
 
 /// The test binary one line of cargo's JSON messages announces, if it announces one.
