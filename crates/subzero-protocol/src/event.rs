@@ -140,30 +140,32 @@ impl ChildEvent {
                 *child_id = None;
             }
         }
-        self.leave_out_run(last_run);
+        // Interrupted keeps its run: without one it says it happened outside a run.
+        let ours = last_run.is_some()
+            && self.run_id() == last_run
+            && !matches!(self, ChildEvent::Interrupted { .. });
+        if !ours {
+            return;
+        }
+        self.leave_out_run();
         if let ChildEvent::Completed {
-            run_id,
             preview,
             preview_truncated,
             ..
         }
         | ChildEvent::BudgetExhausted {
-            run_id,
             preview,
             preview_truncated,
             ..
         } = self
-            && run_id.is_none()
-            && last_run.is_some()
         {
             *preview = None;
             *preview_truncated = None;
         }
     }
 
-    /// Leaves out `runId` where it is `last_run`'s (an interruption keeps it: without
-    /// one it says it happened outside a run).
-    fn leave_out_run(&mut self, last_run: Option<&RunId>) {
+    /// Leaves out `runId` (an interruption's and a gap's are not touched).
+    fn leave_out_run(&mut self) {
         match self {
             ChildEvent::RunQueued { run_id, .. }
             | ChildEvent::RunStarted { run_id, .. }
@@ -176,11 +178,7 @@ impl ChildEvent {
             | ChildEvent::StopConfirmed { run_id, .. }
             | ChildEvent::Completed { run_id, .. }
             | ChildEvent::BudgetExhausted { run_id, .. }
-            | ChildEvent::Failed { run_id, .. } => {
-                if run_id.as_ref() == last_run {
-                    *run_id = None;
-                }
-            }
+            | ChildEvent::Failed { run_id, .. } => *run_id = None,
             ChildEvent::Interrupted { .. } | ChildEvent::Gap { .. } => {}
         }
     }
