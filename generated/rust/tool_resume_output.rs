@@ -12,9 +12,15 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct ResumeOutput {
+    ///An isolated child's checkout and its change when the run settled: only in the result of a task.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub checkout: ::std::option::Option<super::common::Checkout>,
     ///The child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///The run once it settled: only in the result of a task (MCP Tasks extension), never in a direct answer.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub run: ::std::option::Option<super::child_snapshot::LastRun>,
     ///The new run when a message was given.
     #[serde(rename = "runId", skip_serializing_if = "::std::option::Option::is_none")]
     pub run_id: ::std::option::Option<super::common::RunId>,
@@ -118,8 +124,16 @@ impl crate::validate::Validate for ResumeOutput {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(
+            &self.checkout,
+            &crate::validate::join(path, "checkout"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.run,
+            &crate::validate::join(path, "run"),
         )?;
         crate::validate::Validate::validate_at(
             &self.run_id,

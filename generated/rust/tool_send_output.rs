@@ -23,8 +23,14 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct SendOutput {
+    ///An isolated child's checkout and its change when the run settled: only in the result of a task.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub checkout: ::std::option::Option<super::common::Checkout>,
     ///`steered`, `queued` or `started`.
     pub delivery: SendOutputDelivery,
+    ///The run once it settled: only in the result of a task (MCP Tasks extension), never in a direct answer.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub run: ::std::option::Option<super::child_snapshot::LastRun>,
     ///The steered run (steer) or the new run (followup).
     #[serde(rename = "runId")]
     pub run_id: super::common::RunId,
@@ -134,8 +140,16 @@ impl crate::validate::Validate for SendOutput {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(
+            &self.checkout,
+            &crate::validate::join(path, "checkout"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.delivery,
             &crate::validate::join(path, "delivery"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.run,
+            &crate::validate::join(path, "run"),
         )?;
         crate::validate::Validate::validate_at(
             &self.run_id,

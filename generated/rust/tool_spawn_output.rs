@@ -12,12 +12,15 @@
 )]
 #[serde(deny_unknown_fields)]
 pub struct SpawnOutput {
-    ///With isolation `checkout`: the child's checkout, what it started from, and whether the workspace's uncommitted changes were carried.
+    ///With isolation `checkout`: the child's checkout, what it started from, and whether the workspace's uncommitted changes were carried; in a task's result, as it was when the run settled.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub checkout: ::std::option::Option<super::common::Checkout>,
     ///The new child.
     #[serde(rename = "childId")]
     pub child_id: super::common::ChildId,
+    ///The run once it settled: only in the result of a task (MCP Tasks extension), never in a direct answer.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub run: ::std::option::Option<super::child_snapshot::LastRun>,
     ///Its first run.
     #[serde(rename = "runId")]
     pub run_id: super::common::RunId,
@@ -67,6 +70,10 @@ impl crate::validate::Validate for SpawnOutput {
         crate::validate::Validate::validate_at(
             &self.child_id,
             &crate::validate::join(path, "childId"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.run,
+            &crate::validate::join(path, "run"),
         )?;
         crate::validate::Validate::validate_at(
             &self.run_id,

@@ -12,7 +12,8 @@
 //! [`queue`] (bounded FIFO of follow-ups), [`events`] (the typed event body, and the
 //! per-child event log with bounded retention and cursor gaps),
 //! [`template`] (built-in and user templates, the immutable grant snapshot) and
-//! [`limits`] (policy limits with the seed's defaults).
+//! [`limits`] (policy limits with the seed's defaults) and [`task`] (an MCP task as a view
+//! of its run).
 //!
 //! This crate depends on no async runtime, database, MCP, HTTP or process crate; a
 //! test enforces that through `cargo metadata`.
@@ -26,6 +27,7 @@ pub mod lifecycle;
 pub mod limits;
 pub mod queue;
 pub mod state;
+pub mod task;
 pub mod template;
 
 pub use budget::{BudgetName, BudgetReached, BudgetRequest, Budgets};

@@ -202,6 +202,8 @@ impl Broker {
             delivery: p::SendOutputDelivery::Steered,
             run_id: active.into(),
             steer_id: Some(steer_id),
+            checkout: None,
+            run: None,
         };
         if let Some(id) = request_id {
             self.remember_steer(child, id, &message, output.clone());
@@ -353,6 +355,8 @@ pub(super) fn delivered(run: RunId, delivery: p::SendOutputDelivery) -> p::SendO
         delivery,
         run_id: run.into(),
         steer_id: None,
+        checkout: None,
+        run: None,
     }
 }
 

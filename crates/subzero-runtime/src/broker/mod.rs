@@ -23,6 +23,7 @@ mod receipts;
 mod registry;
 mod scopes;
 mod stop;
+mod tasks;
 mod wire;
 mod worker;
 
@@ -46,6 +47,7 @@ use crate::supervisor::{FilesystemMode, ProcessMode, ProcessPlan, Spawner, Worke
 
 pub use commands::{Command, Context, ProgressSink};
 pub use error::BrokerError;
+pub use tasks::{StartsRun, TaskView};
 pub use wire::snapshot::{child_snapshot, child_summary, gap_event, wire_event};
 
 /// The model API protocol used when a caller names none.

@@ -9,7 +9,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ClientConfig, GetTaskParams, GetTaskResult, Implementation, Tool,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -72,7 +75,7 @@ impl ToolReply {
 
 /// A connected MCP session with one broker process.
 pub struct McpSession {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, ClientConfig>,
     pid: Option<u32>,
 }
 
@@ -96,6 +99,24 @@ impl McpSession {
     /// Start `subzero mcp` as `user` (when given) and complete the MCP handshake. The
     /// executable, workspace, state directory and config must be usable by that user.
     pub async fn start_as(cmd: &BrokerCommand, user: Option<RunAs>) -> Result<Self, ClientError> {
+        McpSession::start_with(cmd, user, ClientConfig::default()).await
+    }
+
+    /// Start `subzero mcp` for a client that declares the MCP Tasks extension: a call
+    /// that starts a run answers with a task ([`McpSession::call_once`]).
+    pub async fn start_with_tasks(cmd: &BrokerCommand) -> Result<Self, ClientError> {
+        let config = ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("subzero-tasks-client", env!("CARGO_PKG_VERSION")),
+        );
+        McpSession::start_with(cmd, None, config).await
+    }
+
+    async fn start_with(
+        cmd: &BrokerCommand,
+        user: Option<RunAs>,
+        config: ClientConfig,
+    ) -> Result<Self, ClientError> {
         let stderr = match &cmd.log_file {
             Some(path) => std::process::Stdio::from(std::fs::File::create(path)?),
             None => std::process::Stdio::inherit(),
@@ -117,7 +138,7 @@ impl McpSession {
         });
         let (transport, _) = TokioChildProcess::builder(command).stderr(stderr).spawn()?;
         let pid = transport.id();
-        let service = ().serve(transport).await?;
+        let service = config.serve(transport).await?;
         Ok(McpSession { service, pid })
     }
 
@@ -158,6 +179,33 @@ impl McpSession {
             bytes: text.len(),
             text,
         })
+    }
+
+    /// `tools/call` as it is answered: a result, or (to a client with the Tasks
+    /// extension) a task.
+    pub async fn call_once(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<CallToolResponse, ClientError> {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Value::Object(map) = arguments {
+            params = params.with_arguments(map);
+        }
+        Ok(self.service.call_tool_once(params).await?)
+    }
+
+    /// `tasks/get`.
+    pub async fn get_task(&self, task_id: &str) -> Result<GetTaskResult, ClientError> {
+        Ok(self.service.get_task(GetTaskParams::new(task_id)).await?)
+    }
+
+    /// `tasks/cancel`.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<(), ClientError> {
+        Ok(self
+            .service
+            .cancel_task(CancelTaskParams::new(task_id))
+            .await?)
     }
 
     /// Close stdin and wait for the broker to exit.

@@ -13,6 +13,7 @@ pub mod descriptions;
 mod eof;
 pub mod frames;
 mod stdio;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -20,9 +21,9 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -30,7 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::broker::{Broker, BrokerError, BrokerOptions, Command, Context};
+use crate::broker::{Broker, BrokerError, BrokerOptions, Command, Context, StartsRun, TaskView};
 use subzero_protocol as p;
 
 pub use tools::{TOOL_NAMES, tool_list};
@@ -152,18 +153,19 @@ impl McpServer {
         name: &str,
         arguments: Value,
         progress: Option<mpsc::UnboundedSender<String>>,
-    ) -> Result<(Value, String), BrokerError> {
+        tasks: bool,
+    ) -> Result<Answer, BrokerError> {
         let b = &self.broker.get().await?;
         let ctx = Context { progress };
         match name {
             p::InfoInput::TOOL => run::<p::InfoInput>(b, arguments, ctx).await,
-            p::SpawnInput::TOOL => run::<p::SpawnInput>(b, arguments, ctx).await,
+            p::SpawnInput::TOOL => starts::<p::SpawnInput>(b, arguments, ctx, tasks).await,
             p::GetInput::TOOL => run::<p::GetInput>(b, arguments, ctx).await,
             p::ListInput::TOOL => run::<p::ListInput>(b, arguments, ctx).await,
-            p::SendInput::TOOL => run::<p::SendInput>(b, arguments, ctx).await,
+            p::SendInput::TOOL => starts::<p::SendInput>(b, arguments, ctx, tasks).await,
             p::StopInput::TOOL => run::<p::StopInput>(b, arguments, ctx).await,
             p::ApplyInput::TOOL => run::<p::ApplyInput>(b, arguments, ctx).await,
-            p::ResumeInput::TOOL => run::<p::ResumeInput>(b, arguments, ctx).await,
+            p::ResumeInput::TOOL => starts::<p::ResumeInput>(b, arguments, ctx, tasks).await,
             p::OutputInput::TOOL => run::<p::OutputInput>(b, arguments, ctx).await,
             other => Err(BrokerError::invalid(
                 "name",
@@ -176,12 +178,46 @@ impl McpServer {
     }
 }
 
+/// What a tool call answers: its result, or (to a client with the Tasks extension) the
+/// task that is the run it started.
+enum Answer {
+    /// Structured content and its text rendering.
+    Done(Value, String),
+    /// The handle of the run the call started.
+    Task(TaskView),
+}
+
+/// Runs a call that may start a run (`C`): to a client that declared the Tasks extension,
+/// a call that started one answers with its task. Should keeping the task fail, the
+/// call's own answer goes back instead (its run is started either way, and the client
+/// must take either), so no started run goes unreported.
+async fn starts<C: Command>(
+    broker: &Arc<Broker>,
+    arguments: Value,
+    ctx: Context,
+    tasks: bool,
+) -> Result<Answer, BrokerError>
+where
+    C::Output: StartsRun,
+{
+    let command: C = args::parse(arguments)?;
+    let output = broker.execute(command, ctx).await?;
+    if tasks {
+        match broker.open_task(C::TOOL, &output).await {
+            Ok(Some(task)) => return Ok(Answer::Task(task)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not keep a task; answering directly"),
+        }
+    }
+    finish(Ok(output))
+}
+
 /// Parses a call's `arguments` into the command `C` and runs it.
 async fn run<C: Command>(
     broker: &Arc<Broker>,
     arguments: Value,
     ctx: Context,
-) -> Result<(Value, String), BrokerError> {
+) -> Result<Answer, BrokerError> {
     let command: C = args::parse(arguments)?;
     finish(broker.execute(command, ctx).await)
 }
@@ -189,12 +225,12 @@ async fn run<C: Command>(
 /// Structured content plus its text rendering. The text is the same object as compact
 /// JSON: many hosts hand only the text blocks to the model, so it must be complete, and
 /// compact JSON is both the shortest complete rendering and one models read reliably.
-fn finish<T: Serialize>(outcome: Result<T, BrokerError>) -> Result<(Value, String), BrokerError> {
+fn finish<T: Serialize>(outcome: Result<T, BrokerError>) -> Result<Answer, BrokerError> {
     let output = outcome?;
     let value = serde_json::to_value(&output)
         .map_err(|e| BrokerError::internal(format!("could not encode the result: {e}")))?;
     let text = value.to_string();
-    Ok((value, text))
+    Ok(Answer::Done(value, text))
 }
 
 impl ServerHandler for McpServer {
@@ -214,9 +250,14 @@ impl ServerHandler for McpServer {
     }
 
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("subzero", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("subzero", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -252,8 +293,15 @@ impl ServerHandler for McpServer {
             });
             tx
         });
-        let result = match self.dispatch(&request.name, arguments, progress).await {
-            Ok((structured, text)) => {
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let result = match self
+            .dispatch(&request.name, arguments, progress, tasks)
+            .await
+        {
+            Ok(Answer::Task(task)) => return Ok(CallToolResponse::Task(tasks::created(&task))),
+            Ok(Answer::Done(structured, text)) => {
                 let mut ok = CallToolResult::success(vec![ContentBlock::text(text)]);
                 ok.structured_content = Some(structured);
                 ok
@@ -264,5 +312,40 @@ impl ServerHandler for McpServer {
             Err(err) => CallToolResult::error(vec![ContentBlock::text(err.to_error_text())]),
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let broker = self.broker.get().await.map_err(tasks::error)?;
+        let view = broker.task(&request.task_id).await.map_err(tasks::error)?;
+        Ok(GetTaskResult::new(tasks::detailed(view)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // A child never asks its parent for input, so no task has a request outstanding:
+        // responses are ignored (as the extension says for keys not outstanding), but
+        // the task must exist.
+        let broker = self.broker.get().await.map_err(tasks::error)?;
+        broker.task(&request.task_id).await.map_err(tasks::error)?;
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let broker = self.broker.get().await.map_err(tasks::error)?;
+        broker
+            .cancel_task(&request.task_id)
+            .await
+            .map_err(tasks::error)
     }
 }

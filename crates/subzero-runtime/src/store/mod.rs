@@ -58,7 +58,7 @@ pub use ledger::{CheckoutFilter, CheckoutRow};
 pub use ops::{
     Admission, AdmitFollowup, AdmitSpawn, ChildFilter, ChildView, Claim, FollowupDelivery,
     LockObservation, NewArtifact, NextRun, PartialResult, RecoveryOutcome, ResumeCommit, Resumed,
-    Settled, Settlement, StopBegun,
+    Settled, Settlement, StopBegun, TASK_TOOLS, TaskRow,
 };
 pub use rows::{
     Admit, ArtifactRow, ChildRow, ErrorDetails, EventGap, EventPage, EventRow, LeafRef, ModelApi,

@@ -213,6 +213,18 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE children ADD COLUMN label TEXT
         CHECK (label IS NULL OR length(label) BETWEEN 1 AND 64);
     "#,
+    // 9: the MCP tasks handed out (`store::ops::tasks`): a task is its run (same id), so
+    // only the handle is kept — which call made it and the answer that call would have
+    // given — never a status of its own.
+    r#"
+    CREATE TABLE tasks (
+        task_id    TEXT PRIMARY KEY REFERENCES runs (run_id),
+        child_id   TEXT NOT NULL REFERENCES children (child_id),
+        call       TEXT NOT NULL CHECK (call IN ('subzero_spawn', 'subzero_send', 'subzero_resume')),
+        answer     TEXT NOT NULL CHECK (json_valid(answer)),
+        created_at TEXT NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -75,7 +75,7 @@ fn a_v6_database_upgrades_to_the_checkouts_ledger_and_labels_keeping_its_childre
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get("user_version"))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (8, 8));
+    assert_eq!((version, SCHEMA_VERSION), (9, 9));
     let (kept, label): (String, Option<String>) = conn
         .query_row("SELECT child_id, label FROM children", [], |r| {
             Ok((r.get("child_id")?, r.get("label")?))

@@ -55,14 +55,7 @@ impl Command for p::ResumeInput {
             .await?;
         let run = message.as_ref().map(|_| RunId::generate());
         let (slots, child_lock) = broker.resume_locks(&scope, &row, run.is_some()).await?;
-        let output = p::ResumeOutput {
-            child_id: child.into(),
-            run_id: run.map(Into::into),
-            state: match run {
-                Some(_) => p::ResumeOutputState::Running,
-                None => p::ResumeOutputState::Ready,
-            },
-        };
+        let output = resumed(child, run);
         let first = run.zip(message.clone());
         let admitted = broker
             .store
@@ -101,6 +94,20 @@ impl Command for p::ResumeInput {
                 .await?;
         }
         Ok(output)
+    }
+}
+
+/// The answer to a resume: `running` with the new run when a message was given.
+fn resumed(child: ChildId, run: Option<RunId>) -> p::ResumeOutput {
+    p::ResumeOutput {
+        child_id: child.into(),
+        run_id: run.map(Into::into),
+        state: match run {
+            Some(_) => p::ResumeOutputState::Running,
+            None => p::ResumeOutputState::Ready,
+        },
+        checkout: None,
+        run: None,
     }
 }
 

@@ -62,6 +62,7 @@ impl Command for p::SpawnInput {
             checkout: checkout.as_ref().map(|c| c.view()).transpose()?,
             child_id: child.into(),
             run_id: run.into(),
+            run: None,
         };
         let child_row = NewChild {
             label: label_of(&input, &broker.policy.secrets),

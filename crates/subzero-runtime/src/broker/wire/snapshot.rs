@@ -54,9 +54,18 @@ fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>,
     let Some(run) = last_terminal(runs) else {
         return Ok(None);
     };
+    settled_run(run, preview_limit).map(Some)
+}
+
+/// A terminal run as `lastRun` shows it (and a task's result), its preview cut to
+/// `preview_limit` bytes on a character boundary.
+pub(in crate::broker) fn settled_run(
+    run: &RunRow,
+    preview_limit: usize,
+) -> Result<p::LastRun, BrokerError> {
     let stored = run.preview.as_deref().unwrap_or_default();
     let cut = stored.floor_char_boundary(preview_limit);
-    Ok(Some(p::LastRun {
+    Ok(p::LastRun {
         artifact_id: run.artifact_id.map(Into::into),
         error: last_error(run)?,
         preview: wire(&stored[..cut], GET, "lastRun.preview")?,
@@ -66,7 +75,7 @@ fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>,
         usage: usage(run),
         budget_reached: run.budget.as_ref().map(Into::into),
         cut: output_cut(run),
-    }))
+    })
 }
 
 /// What a run used, as the wire shows it.

@@ -29,6 +29,7 @@ mod recover;
 mod resume;
 pub(super) mod settle;
 mod stop;
+mod tasks;
 mod worker_writes;
 
 pub use admit::{Admission, AdmitFollowup, AdmitSpawn, FollowupDelivery};
@@ -40,6 +41,7 @@ use settle::insert_artifact;
 pub use settle::{NewArtifact, NextRun, PartialResult, Settled, Settlement};
 pub use stop::StopBegun;
 pub use subzero_core::lifecycle::LockObservation;
+pub use tasks::{TASK_TOOLS, TaskRow};
 
 pub(crate) fn load_child(conn: &Connection, child: ChildId) -> RuntimeResult<ChildRow> {
     conn.query_row(

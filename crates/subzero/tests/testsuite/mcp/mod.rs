@@ -21,5 +21,6 @@ mod scenarios;
 mod snapshot_consistency;
 mod stdio_kinds;
 mod steer_while_stopping;
+mod tasks;
 mod tool_limits;
 mod two_brokers;
