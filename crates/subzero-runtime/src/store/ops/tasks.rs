@@ -22,7 +22,8 @@ pub struct TaskRow {
     pub answer: String,
     /// When the handle was given.
     pub created_at: Timestamp,
-    /// When the run last changed: its end, its start, or its admission.
+    /// When the run last changed (its end, its start, or its admission), never before the
+    /// handle was given.
     pub last_updated_at: Timestamp,
     /// The run's status.
     pub run_status: RunStatus,
@@ -46,7 +47,7 @@ fn millis_between(from: &str, to: &str) -> String {
 fn load_task(conn: &Connection, run: RunId) -> RuntimeResult<Option<TaskRow>> {
     let sql = format!(
         "SELECT t.task_id, t.child_id, t.call, t.answer, t.created_at, r.status, \
-         COALESCE(r.ended_at, r.started_at, r.created_at) AS last_updated_at, \
+         MAX(t.created_at, COALESCE(r.ended_at, r.started_at, r.created_at)) AS last_updated_at, \
          {active} AS active_ms, \
          CASE WHEN r.ended_at IS NULL THEN NULL ELSE {settled} END AS settled_for_ms \
          FROM tasks t JOIN runs r ON r.run_id = t.task_id WHERE t.task_id = ?1",

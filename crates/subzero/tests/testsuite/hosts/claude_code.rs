@@ -26,16 +26,16 @@ use subzero_testkit::Reply;
 use subzero_testkit::parent::{Act, Exchange, ParentServer};
 
 /// The version `tests/hosts/claude-code/package.json` pins.
-const VERSION: &str = "2.1.332";
+pub(super) const VERSION: &str = "2.1.332";
 /// One `claude -p` run; the slowest step is a `subzero_get` of a few seconds.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-fn tool(name: &str) -> String {
+pub(super) fn tool(name: &str) -> String {
     format!("mcp__subzero__{name}")
 }
 
 /// Claude Code defers MCP tools: the parent loads them with `ToolSearch` first.
-fn load_tools(seen: &Exchange) -> Option<Act> {
+pub(super) fn load_tools(seen: &Exchange) -> Option<Act> {
     let loaded = seen.declares(&tool("subzero_spawn"));
     if loaded || seen.count_of("ToolSearch") > 0 || !seen.declares("ToolSearch") {
         return None;
