@@ -232,3 +232,70 @@ async fn a_cancel_stops_exactly_its_run_and_answers_once_the_stop_is_confirmed()
     assert_eq!(cleared.status(), TaskStatus::Cancelled);
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_with_a_message_is_a_task_and_one_without_answers_directly() {
+    let env = Env::new(vec![Reply::text("first"), Reply::text("resumed answer")]);
+    let s = env.broker("plain").await;
+    let (child, _) = spawn(&s, &env, "researcher", "Answer.").await;
+    settled(&s, &child, Duration::from_secs(30)).await;
+    s.close().await.expect("close");
+
+    // A new broker holds no key for the child: resume re-arms it.
+    let s = tasks_broker(&env, "tasks").await;
+    let rearmed = s
+        .call_once(
+            "subzero_resume",
+            json!({"childId": child, "model": env.model()}),
+        )
+        .await
+        .expect("tools/call");
+    assert!(
+        matches!(rearmed, CallToolResponse::Complete(_)),
+        "a resume without a message starts no run: {rearmed:?}"
+    );
+    let created = task_of(
+        &s,
+        "subzero_resume",
+        json!({"childId": child, "model": env.model(), "message": "Once more."}),
+    )
+    .await;
+    let done = until_terminal(&s, &created.task.task_id).await;
+    let (_, resumed) = completed(&done);
+    let resumed: p::ResumeOutput = parse("resume task result", &resumed);
+    assert_eq!(resumed.state, p::ResumeOutputState::Running);
+    assert_eq!(
+        resumed.run.as_ref().map(|r| r.preview.as_str()),
+        Some("resumed answer")
+    );
+    s.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_workspaces_broker_cannot_read_or_cancel_a_task() {
+    let env = Env::new(vec![Reply::Hang]);
+    let s = tasks_broker(&env, "owner").await;
+    let created = task_of(
+        &s,
+        "subzero_spawn",
+        json!({"prompt": "Never ends.", "templateId": "researcher", "model": env.model()}),
+    )
+    .await;
+    let elsewhere = env.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let mut command = env.command("other");
+    command.workspace = elsewhere.canonicalize().unwrap();
+    let other = McpSession::start_with_tasks(&command)
+        .await
+        .expect("broker");
+    let id = &created.task.task_id;
+    let read = other.get_task(id).await.expect_err("not its workspace");
+    assert!(read.to_string().contains("-32602"), "{read}");
+    let cancel = other.cancel_task(id).await.expect_err("not its workspace");
+    assert!(cancel.to_string().contains("-32602"), "{cancel}");
+    let still = s.get_task(id).await.expect("tasks/get").task;
+    assert_eq!(still.status(), TaskStatus::Working);
+    s.cancel_task(id).await.expect("its own broker cancels it");
+    other.close().await.expect("close");
+    s.close().await.expect("close");
+}
