@@ -9,10 +9,12 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The npm projects the bench measures, each pinned by its lockfile: the Node reference MCP
-/// server, Pi (whose `--mode rpc` is the peer worker) and the Pi worker.
+/// server, Pi (whose `--mode rpc` is the peer worker), Claude Code (the host whose requests
+/// the `host` section measures) and the Pi worker.
 pub const PEER_PROJECTS: &[&str] = &[
     "crates/subzero/benches/peers",
     "crates/subzero/tests/hosts/pi",
+    "crates/subzero/tests/hosts/claude-code",
     "workers/pi",
 ];
 
@@ -26,7 +28,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         .map(|i| {
             args.get(i + 1).cloned().ok_or_else(|| {
                 vec![
-                    "--only needs a section: lean, processes, store, isolation or real-model"
+                    "--only needs a section: lean, processes, store, isolation, real-model or host"
                         .to_string(),
                 ]
             })
@@ -47,7 +49,14 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         "cargo build --release -p subzero",
     )?;
     let subzero = target_dir(root).join("release/subzero");
+    let host_cost = match only.as_deref() {
+        None | Some("host") => Some(host_cost(root, &cargo)?),
+        Some(_) => None,
+    };
     let mut command = Command::new(&bench_exe);
+    if let Some(figures) = &host_cost {
+        command.arg("--host-cost").arg(figures);
+    }
     command
         .current_dir(root)
         .arg("--subzero")
@@ -76,6 +85,34 @@ pub fn target_dir(root: &Path) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
 }
+
+/// The scenario test that drives Claude Code runs once and writes its figures (JSON) for
+/// the bench's `host` section; returns where.
+fn host_cost(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {
+    let out = target_dir(root).join("bench-host-cost.json");
+    let _ = std::fs::remove_file(&out);
+    run(
+        Command::new(cargo)
+            .current_dir(root)
+            .env("SUBZERO_HOST_COST_OUT", &out)
+            .env("SUBZERO_TEST_STRICT", "1")
+            .args(["test", "-p", "subzero", "--test", "testsuite", "--"])
+            .args(["--exact", HOST_COST_TEST]),
+        "the Claude Code cost scenarios",
+    )?;
+    if out.is_file() {
+        Ok(out)
+    } else {
+        Err(vec![format!(
+            "{HOST_COST_TEST} wrote no figures to {}",
+            out.display()
+        )])
+    }
+}
+
+/// The test whose figures the `host` section reports.
+const HOST_COST_TEST: &str =
+    "hosts::claude_code_cost::tasks_spare_a_claude_code_parent_the_polling_turns";
 
 /// `cargo bench --no-run` for the bench target; returns its executable.
 fn build_bench(root: &Path, cargo: &str) -> Result<PathBuf, Vec<String>> {

@@ -10,18 +10,28 @@ pub struct Args {
     pub out: PathBuf,
     pub quick: bool,
     pub command: String,
-    /// Only this section (`lean`, `processes`, `store`, `isolation`, `real-model`).
+    /// Only this section (`lean`, `processes`, `store`, `isolation`, `real-model`, `host`).
     pub only: Option<String>,
+    /// The Claude Code figures `cargo xtask bench` measured (JSON), for the `host` section.
+    pub host_cost: Option<PathBuf>,
 }
 
 /// The sections, in the order they run.
-const SECTIONS: [&str; 5] = ["lean", "processes", "store", "isolation", "real-model"];
+const SECTIONS: [&str; 6] = [
+    "lean",
+    "processes",
+    "store",
+    "isolation",
+    "real-model",
+    "host",
+];
 
 pub fn parse_args() -> Result<Args, Fail> {
     let mut subzero = None;
     let mut out = None;
     let mut quick = false;
     let mut only = None;
+    let mut host_cost = None;
     let mut command = "cargo xtask bench".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -29,6 +39,7 @@ pub fn parse_args() -> Result<Args, Fail> {
             "--subzero" => subzero = args.next().map(PathBuf::from),
             "--out" => out = args.next().map(PathBuf::from),
             "--command" => command = args.next().unwrap_or(command),
+            "--host-cost" => host_cost = args.next().map(PathBuf::from),
             "--quick" => quick = true,
             "--only" => {
                 let section = args.next().unwrap_or_default();
@@ -48,5 +59,6 @@ pub fn parse_args() -> Result<Args, Fail> {
         quick,
         command,
         only,
+        host_cost,
     })
 }

@@ -3,6 +3,7 @@
 //! naming it, when a figure misses its goal or a scenario fails.
 //!
 //! usage: subzero-bench --subzero PATH --out PATH [--quick] [--only SECTION] [--command TEXT]
+//!        [--host-cost JSON]
 
 mod args;
 mod broker;
@@ -71,6 +72,9 @@ async fn run() -> Result<(), Fail> {
     }
     if wants("real-model") {
         sections::real_model::measure(&exe, &plan, &mut sink).await;
+    }
+    if wants("host") {
+        sections::host::measure(args.host_cost.as_deref(), &mut sink);
     }
 
     let md = Report {

@@ -43,7 +43,7 @@ fn brain(child_model: Value) -> subzero_testkit::parent::Brain {
 
 /// The user's first-run answers, as a person gives them once: onboarding done, the
 /// environment's API key accepted, the project's `.mcp.json` server enabled.
-fn first_run_answers(env: &HostEnv) {
+pub(super) fn first_run_answers(env: &HostEnv) {
     let path = env.home().join(".claude.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "{}".into());
     let mut state: Value = serde_json::from_str(&text).expect("~/.claude.json is JSON");
@@ -54,7 +54,7 @@ fn first_run_answers(env: &HostEnv) {
     std::fs::write(&path, state.to_string()).expect("write ~/.claude.json");
 }
 
-const API_KEY: &str = "sk-ant-host-test";
+pub(super) const API_KEY: &str = "sk-ant-host-test";
 
 /// The `<task-notification>` blocks the parent's last request carries.
 fn notifications(parent: &ParentServer) -> Vec<String> {
@@ -76,6 +76,31 @@ fn notifications(parent: &ParentServer) -> Vec<String> {
         .collect()
 }
 
+/// Interactive Claude Code in a pseudo-terminal, started with `prompt`, until its screen
+/// shows `answer`; then it is quit (Ctrl-C twice). Returns the screen.
+pub(super) fn interactive(
+    env: &HostEnv,
+    bin: &std::path::Path,
+    parent: &ParentServer,
+    prompt: &str,
+    answer: &str,
+) -> String {
+    let mut cmd = env.command(bin);
+    cmd.arg(prompt)
+        .env("ANTHROPIC_BASE_URL", parent.origin())
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("TERM", "xterm-256color");
+    let mut term = Terminal::spawn(cmd, 140, 50);
+    let screen = term.wait_text(answer, Duration::from_secs(90));
+    term.send("\x03\x03");
+    let _ = term.finish(Duration::from_secs(20));
+    screen
+}
+
 #[test]
 fn interactive_claude_code_runs_a_spawn_as_a_task_and_is_woken_with_its_result() {
     let Some(bin) = host_binary("claude-code", "claude") else {
@@ -88,22 +113,9 @@ fn interactive_claude_code_runs_a_spawn_as_a_task_and_is_woken_with_its_result()
     env.install("claude-code", &["--allow-tools", "--trust"]);
     first_run_answers(&env);
 
-    let mut cmd = env.command(&bin);
-    cmd.arg(format!(
-        "{DELEGATE}: summarise README.md with a subzero child."
-    ))
-    .env("ANTHROPIC_BASE_URL", parent.origin())
-    .env("ANTHROPIC_API_KEY", API_KEY)
-    .env("DISABLE_AUTOUPDATER", "1")
-    .env("DISABLE_TELEMETRY", "1")
-    .env("DISABLE_ERROR_REPORTING", "1")
-    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-    .env("TERM", "xterm-256color");
-    let mut term = Terminal::spawn(cmd, 140, 50);
+    let prompt = format!("{DELEGATE}: summarise README.md with a subzero child.");
     let answer = format!("The child answered: {CHILD_ANSWER}");
-    let screen = term.wait_text(&answer, Duration::from_secs(90));
-    term.send("\x03\x03");
-    let _ = term.finish(Duration::from_secs(20));
+    let screen = interactive(&env, &bin, &parent, &prompt, &answer);
 
     let turns = parent.exchanges();
     let spawned = turns

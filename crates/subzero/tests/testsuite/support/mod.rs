@@ -11,6 +11,7 @@ pub mod control;
 pub mod fake_mcp;
 pub mod faults;
 pub mod gate;
+pub mod host_cost;
 pub mod hosts;
 pub mod live;
 pub mod llama_cpp;
