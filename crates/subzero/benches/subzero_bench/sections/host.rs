@@ -1,8 +1,9 @@
 //! What delegating costs a parent in a real host: the figures of the Claude Code scenarios
 //! (`crates/subzero/tests/testsuite/hosts/claude_code_cost.rs`), which `cargo xtask bench`
 //! runs and hands over as JSON (`--host-cost`): bytes of Claude Code's requests to its
-//! model that the delegation caused, for one short task and one that outlives twenty
-//! waits, through Subzero by polling, through Subzero with MCP Tasks, and through Claude
+//! model that the delegation caused, for one short task and one that outlives about twenty
+//! waits (a child that works 5 s, polled with `waitMs` 250, as a ten-minute child is at
+//! 30 s), through Subzero by polling, through Subzero with MCP Tasks, and through Claude
 //! Code's own `Agent`.
 
 use std::path::Path;
@@ -28,7 +29,10 @@ const SCENARIOS: [(&str, &str); 5] = [
         "PLAN-TASKS-ONE",
         "one task through Subzero with MCP Tasks (interactive)",
     ),
-    ("PLAN-POLL-LONG", "a child that outlives 20 waits, polling"),
+    (
+        "PLAN-POLL-LONG",
+        "a long child (~20 waits of `subzero_get`), polling",
+    ),
     (
         "PLAN-TASKS-LONG",
         "a child that outlives 20 waits, with MCP Tasks",
