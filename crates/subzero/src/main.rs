@@ -43,6 +43,8 @@ enum Command {
     Logs(inspect::LogsArgs),
     /// Print an artifact (a run's full result).
     Output(inspect::OutputArgs),
+    /// Wait until a child's run has ended, then print it as JSON.
+    Wait(inspect::WaitArgs),
     /// Watch the workspace's children live: state, phase, turns, tokens, tool, last event.
     Watch(watch::WatchArgs),
 }
@@ -65,6 +67,7 @@ fn main() -> std::process::ExitCode {
         Command::Show(args) => inspect::show(args),
         Command::Logs(args) => inspect::logs(args),
         Command::Output(args) => inspect::output(args),
+        Command::Wait(args) => inspect::wait(args),
         Command::Watch(args) => watch::run(args),
     };
     std::process::ExitCode::from(code)

@@ -48,7 +48,7 @@ use crate::supervisor::{FilesystemMode, ProcessMode, ProcessPlan, Spawner, Worke
 pub use commands::{Command, Context, ProgressSink};
 pub use error::BrokerError;
 pub use tasks::{StartsRun, TaskView};
-pub use wire::snapshot::{child_snapshot, child_summary, gap_event, wire_event};
+pub use wire::snapshot::{child_snapshot, child_summary, gap_event, settled_run, wire_event};
 
 /// The model API protocol used when a caller names none.
 pub const DEFAULT_API: &str = "openai-completions";

@@ -1,4 +1,5 @@
-//! `subzero ls | show | logs | output`: the state database read by a human at a terminal.
+//! `subzero ls | show | logs | output | wait`: the state database read by a human at a
+//! terminal (and, `wait`, by Pi's wake extension).
 //!
 //! What callers may rely on:
 //! - They are read-only: the store is opened with `Store::open_read_only` (SQLite
@@ -26,6 +27,7 @@ mod output;
 mod show;
 pub(crate) mod state;
 pub(crate) mod table;
+mod wait;
 
 use std::fmt;
 use std::io::Write;
@@ -38,6 +40,7 @@ pub use logs::LogsArgs;
 pub use ls::LsArgs;
 pub use output::OutputArgs;
 pub use show::ShowArgs;
+pub use wait::WaitArgs;
 
 /// `--state-dir`, shared by every inspection command.
 #[derive(Debug, Clone, clap::Args)]
@@ -162,4 +165,9 @@ pub fn logs(args: LogsArgs) -> u8 {
 /// `subzero output`.
 pub fn output(args: OutputArgs) -> u8 {
     exit_code(output::run(args))
+}
+
+/// `subzero wait`.
+pub fn wait(args: WaitArgs) -> u8 {
+    exit_code(wait::run(args))
 }

@@ -59,10 +59,7 @@ fn last_run(runs: &[RunRow], preview_limit: usize) -> Result<Option<p::LastRun>,
 
 /// A terminal run as `lastRun` shows it (and a task's result), its preview cut to
 /// `preview_limit` bytes on a character boundary.
-pub(in crate::broker) fn settled_run(
-    run: &RunRow,
-    preview_limit: usize,
-) -> Result<p::LastRun, BrokerError> {
+pub fn settled_run(run: &RunRow, preview_limit: usize) -> Result<p::LastRun, BrokerError> {
     let stored = run.preview.as_deref().unwrap_or_default();
     let cut = stored.floor_char_boundary(preview_limit);
     Ok(p::LastRun {

@@ -7,3 +7,4 @@ mod inspect;
 mod mcp_flags;
 mod quiet;
 mod readonly;
+mod wait;
