@@ -28,7 +28,7 @@ use std::time::SystemTime;
 
 use edit::Outcome;
 pub use error::HostsError;
-use launch::{Launch, resolve};
+use launch::{Launch, Resolved, resolve};
 pub use tested::host_adapters;
 
 /// Name of the server entry in every host file.
@@ -291,8 +291,8 @@ fn print(env: &HostEnv, args: &PrintArgs, out: &mut dyn Write) -> Result<(), Hos
     out.write_all(text.as_bytes()).map_err(HostsError::Output)
 }
 
-/// A second file an opt-in flag edits: Codex's project trust (`--trust`), Claude Code's
-/// allow rule (`--allow-tools`).
+/// A second file `install` edits: Codex's project trust (`--trust`), Claude Code's allow
+/// rule (`--allow-tools`), Pi's wake extension (always).
 struct ExtraEdit {
     path: PathBuf,
     original: Option<String>,
@@ -306,8 +306,9 @@ struct ExtraEdit {
 fn extra_edits(
     env: &HostEnv,
     args: &InstallArgs,
-    project_dir: &Path,
+    resolved: &Resolved,
 ) -> Result<Vec<ExtraEdit>, HostsError> {
+    let project_dir = resolved.project_dir.as_path();
     let refuse = |flag, for_host: &'static str| HostsError::FlagNotForHost {
         flag,
         for_host,
@@ -326,6 +327,14 @@ fn extra_edits(
             return Err(refuse("allow-tools", "claude-code"));
         }
         edits.push(claude_code::allow_edit(args.entry.scope, project_dir, env)?);
+    }
+    if args.host == Host::Pi {
+        edits.push(pi::wake_edit(
+            args.entry.scope,
+            project_dir,
+            &resolved.launch,
+            env,
+        )?);
     }
     Ok(edits)
 }
@@ -359,7 +368,7 @@ fn apply_extra(
 
 fn install(env: &HostEnv, args: &InstallArgs, out: &mut dyn Write) -> Result<(), HostsError> {
     let resolved = resolve(env, &args.entry)?;
-    let extra = extra_edits(env, args, &resolved.project_dir)?;
+    let extra = extra_edits(env, args, &resolved)?;
     let path = match &args.config_path {
         Some(path) => env.cwd.join(path),
         None => default_config_path(args.host, args.entry.scope, &resolved.project_dir, env)?,

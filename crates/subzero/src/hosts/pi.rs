@@ -19,11 +19,16 @@ use serde_json::Value;
 
 use super::json::{Change, JsonDoc};
 use super::tested::tested_with;
-use super::{Field, Host, HostEnv, HostsError, Launch, SERVER_NAME, Scope};
+use super::{ExtraEdit, Field, Host, HostEnv, HostsError, Launch, SERVER_NAME, Scope};
 
 /// The optional extension; `__SUBZERO_COMMAND__` / `__SUBZERO_ARGS__` / `__SUBZERO_DESCRIPTION__`
 /// become JSON literals.
 const EXTENSION_TEMPLATE: &str = include_str!("templates/pi-extension.ts");
+
+/// The wake extension `install` writes; `__SUBZERO_COMMAND__` becomes a JSON literal.
+const WAKE_TEMPLATE: &str = include_str!("templates/pi-wake.ts");
+/// Its file name in Pi's extensions directory.
+pub(super) const WAKE_FILE: &str = "subzero-wake.ts";
 
 /// The npm package of Pi 1.x, the first Pi with MCP support.
 pub(super) const PACKAGE: &str = "@earendil-works/pi-coding-agent";
@@ -97,6 +102,32 @@ pub(super) fn extension_source(launch: &Launch) -> String {
         .replace("__SUBZERO_ARGS__", &args)
         .replace("__SUBZERO_EXPOSURE__", &literal(EXPOSURE))
         .replace("__SUBZERO_DESCRIPTION__", &literal(DESCRIPTION))
+}
+
+/// The wake extension (`templates/pi-wake.ts`) in the scope's extensions directory: Pi loads
+/// `~/.pi/agent/extensions/*.ts` always and `<project>/.pi/extensions/*.ts` once the project
+/// is trusted, like the project's mcp.json.
+pub(super) fn wake_edit(
+    scope: Scope,
+    project_dir: &Path,
+    launch: &Launch,
+    env: &HostEnv,
+) -> Result<ExtraEdit, HostsError> {
+    let dir = match scope {
+        Scope::Project => project_dir.join(".pi").join("extensions"),
+        Scope::User => agent_dir(env)?.join("extensions"),
+    };
+    let path = super::edit::resolve_symlink(&dir.join(WAKE_FILE));
+    let original = super::edit::read_optional(&path)?;
+    let command = Value::String(launch.command.clone()).to_string();
+    Ok(ExtraEdit {
+        path,
+        original,
+        updated: WAKE_TEMPLATE.replace("__SUBZERO_COMMAND__", &command),
+        what: "the wake extension: a run the Pi session started comes back to it as a follow-up \
+               turn when it ends (delete the file to turn that off)"
+            .to_owned(),
+    })
 }
 
 /// The trust step (project scope), how to check the entry, and a warning when the `pi` on

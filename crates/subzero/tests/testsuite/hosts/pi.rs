@@ -132,3 +132,89 @@ fn pi_quitting_mid_run_leaves_no_process_and_records_the_run_stopped() {
     let start = |prompt: &str| rig.start(&prompt_args(prompt), QUIET);
     quitting_mid_run_stops_the_run(&rig, &start, Signal::SIGTERM);
 }
+
+/// The wake extension `install` writes: the parent spawns and ends its turn; the child's
+/// result comes back as a follow-up turn, and the parent never calls `subzero_get`.
+#[test]
+fn pi_is_woken_with_its_childs_result_and_never_polls() {
+    let Some(rig) = rig() else { return };
+    let wake = rig.workspace.join(".pi/extensions/subzero-wake.ts");
+    assert!(wake.is_file(), "install writes the wake extension");
+    rig.child
+        .push(crate::support::mcp::slow_reply(FIRST_ANSWER, 1500));
+    let out = rig.run(
+        &prompt_args(&format!("{WAKE}: delegate, then wait.")),
+        QUIET,
+        RUN_LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("Woken with: {FIRST_ANSWER}")),
+        "{}",
+        text(&out)
+    );
+    let turns = rig.turns();
+    assert!(
+        turns
+            .iter()
+            .all(|t| !t.results.iter().any(|r| r.tool.ends_with("subzero_get"))),
+        "the parent never polled"
+    );
+    let woken = rig.last_turn(WAKE);
+    assert!(
+        woken.prompt.contains("Subzero: a run of child"),
+        "{}",
+        woken.prompt
+    );
+    assert!(rig.leftovers().is_empty(), "{:?}", rig.leftovers());
+}
+
+/// The same in a long-lived session (`--mode rpc`, as an IDE runs Pi): the parent's turn
+/// ends, and the child's result arrives later as a follow-up that starts a turn of its own.
+#[test]
+fn a_long_lived_pi_session_gets_its_childs_result_as_a_follow_up_turn() {
+    use std::io::Write;
+    let Some(rig) = rig() else { return };
+    rig.child
+        .push(crate::support::mcp::slow_reply(FIRST_ANSWER, 1500));
+    let mut pi = rig.command(&rig.bin);
+    pi.args([
+        "--mode",
+        "rpc",
+        "--no-session",
+        "--approve",
+        "--model",
+        "scripted/parent",
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    for (k, v) in QUIET {
+        pi.env(k, v);
+    }
+    let mut pi = pi.spawn().expect("pi --mode rpc");
+    let prompt = json!({"id": "p1", "type": "prompt", "message": format!("{WAKE}: delegate.")});
+    let mut stdin = pi.stdin.take().expect("stdin");
+    writeln!(stdin, "{prompt}").expect("send the prompt");
+    let woken = eventually(RUN_LIMIT, || {
+        rig.turns()
+            .iter()
+            .any(|t| t.prompt.contains(WAKE) && t.prompt.contains(FIRST_ANSWER))
+    });
+    drop(stdin);
+    let _ = wait_exit(&mut pi, Duration::from_secs(20), "pi --mode rpc");
+    assert!(woken, "the child's result never reached the parent");
+    let turns = rig.turns();
+    assert!(
+        turns
+            .iter()
+            .all(|t| !t.results.iter().any(|r| r.tool.ends_with("subzero_get"))),
+        "the parent never polled"
+    );
+    let woken = rig.last_turn(WAKE);
+    assert!(
+        woken.prompt.contains("Subzero: a run of child") && woken.results.len() == 1,
+        "the result came as the wake extension's message, after the spawn alone: {woken:?}"
+    );
+    assert!(rig.leftovers().is_empty(), "{:?}", rig.leftovers());
+}

@@ -43,6 +43,7 @@ pub const KEY_VAR: &str = "SUBZERO_CHAT_HOST_TEST_KEY";
 pub const DELEGATE: &str = "scenario-delegate";
 pub const LIST: &str = "scenario-list";
 pub const QUIT: &str = "scenario-quit";
+pub const WAKE: &str = "scenario-wake";
 
 /// What the child answers to its first prompt and to the followup.
 pub const FIRST_ANSWER: &str = "CHILD-ANSWER-ONE: the README describes a demo project.";

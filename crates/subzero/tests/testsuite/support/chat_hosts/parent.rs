@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use subzero_testkit::parent::{Act, Exchange, find_id};
 
-use super::{HostSpec, LIST, QUIT};
+use super::{FIRST_ANSWER, HostSpec, LIST, QUIT, WAKE};
 
 /// The scripted parent for `spec`'s tool naming; `child_model` is the `model` of each spawn.
 pub(super) fn parent(spec: HostSpec, child_model: Value) -> subzero_testkit::parent::Brain {
@@ -17,6 +17,8 @@ pub(super) fn parent(spec: HostSpec, child_model: Value) -> subzero_testkit::par
         }
         if seen.prompt.contains(QUIT) {
             quit(spec, seen, &child_model)
+        } else if seen.prompt.contains(WAKE) {
+            wake(spec, seen, &child_model)
         } else if seen.prompt.contains(LIST) {
             list(spec, seen)
         } else {
@@ -56,6 +58,20 @@ fn delegate(spec: HostSpec, seen: &Exchange, child_model: &Value) -> Act {
             Act::Say(format!("The child answered: {first} Then: {output}"))
         }
     }
+}
+
+/// Spawn, then end the turn without polling: the host's wake-up brings the child's answer.
+fn wake(spec: HostSpec, seen: &Exchange, child_model: &Value) -> Act {
+    if seen.results.is_empty() {
+        return Act::call(
+            &spec.tool("subzero_spawn"),
+            json!({"templateId": "researcher", "prompt": "Summarize README.md", "model": child_model}),
+        );
+    }
+    if seen.prompt.contains(FIRST_ANSWER) {
+        return Act::Say(format!("Woken with: {FIRST_ANSWER}"));
+    }
+    Act::say("Waiting for the child; it will report back.")
 }
 
 fn list(spec: HostSpec, seen: &Exchange) -> Act {
