@@ -2,7 +2,8 @@
 //! line of JSON, `{childId, label?, run}` (`run` as `lastRun` shows it, its preview cut at
 //! 1,024 bytes) — what Pi's wake extension hands its parent.
 //!
-//! Read-only like the other inspection commands; it reads the run every 250 ms. It ends with
+//! Read-only like the other inspection commands; it reads the run every 250 ms. On a
+//! terminal the JSON's control and bidi characters are escaped (`terminal_text`). It ends with
 //! its parent process (it asks the kernel for SIGTERM when the parent dies), so an extension
 //! that started it and was killed leaves nothing behind.
 
@@ -16,6 +17,7 @@ use subzero_runtime::broker::settled_run;
 
 use super::state::ReadOnlyState;
 use super::{InspectError, Outcome, StateDirArg, document, runtime, written};
+use crate::terminal_text::Printing;
 
 /// Flags of `subzero wait`.
 #[derive(Debug, Clone, clap::Args)]
@@ -90,7 +92,13 @@ pub(super) fn run(args: WaitArgs) -> Outcome {
         }
     })?;
     let json = document::json(&waited)?;
-    written(writeln!(std::io::stdout().lock(), "{json}"))
+    // On a terminal, what the child wrote is shown escaped, as `show --json` does.
+    let printing = Printing::of_stdout(false);
+    written(writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        printing.json(&json)
+    ))
 }
 
 /// Ask the kernel to end this process when its parent dies (a waiting extension killed with

@@ -440,3 +440,26 @@ fn ajv_strict_compiles_every_published_schema() {
         "{report:#?}"
     );
 }
+
+/// The reference TypeScript Tasks package (`@modelcontextprotocol/ext-tasks`, its 2026-07-28
+/// schemas) judges every Tasks message `subzero mcp` answers a 2026-07-28 client with.
+#[test]
+fn the_typescript_tasks_package_accepts_every_tasks_message() {
+    let Some(dir) = node_project() else {
+        return;
+    };
+    let answer = "Answered at once.";
+    let env = Env::new(vec![Reply::text(answer), Reply::Hang]);
+    let output = Command::new("node")
+        .arg(dir.join("tasks_v2.mjs"))
+        .envs(broker_vars(&env))
+        .env("SUBZERO_ANSWER", answer)
+        .output()
+        .expect("node runs");
+    let report: Value = report_of("the TypeScript Tasks package", &output);
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(checks.len() >= 7, "{report:#}");
+    for check in checks {
+        assert_eq!(check["ok"], true, "{check:#}");
+    }
+}
