@@ -123,8 +123,18 @@ impl Broker {
             expected_run_id: row.run_id.into(),
             wait_ms: Some(p::WaitMs(30_000)),
         };
-        let stopped = self.execute(stop, Context::default()).await?;
-        if stopped.confirmed {
+        let stopped = match self.execute(stop, Context::default()).await {
+            Ok(stopped) => stopped.confirmed,
+            // The run ended between the read and the stop: the task is left as it ended.
+            Err(e) if matches!(e.code(), ErrorCode::NotRunning | ErrorCode::StaleRun) => {
+                if self.task_row(task_id).await?.run_status.is_terminal() {
+                    return Ok(());
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        if stopped {
             return Ok(());
         }
         let scope = self.child_scope(row.child_id).await?;

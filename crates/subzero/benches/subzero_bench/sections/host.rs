@@ -33,10 +33,7 @@ const SCENARIOS: [(&str, &str); 5] = [
         "PLAN-POLL-LONG",
         "a long child (~20 waits of `subzero_get`), polling",
     ),
-    (
-        "PLAN-TASKS-LONG",
-        "a child that outlives 20 waits, with MCP Tasks",
-    ),
+    ("PLAN-TASKS-LONG", "the same long child, with MCP Tasks"),
 ];
 
 pub fn measure(figures: Option<&Path>, sink: &mut Sink) {
