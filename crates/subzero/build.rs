@@ -1,4 +1,5 @@
-//! Link flags for the `subzero` binary.
+//! Link flags for the `subzero` binary, and the build facts every binary reports
+//! (`build/facts.rs`).
 //!
 //! The binary is position-independent (ASLR) and carries ~40,000 relative relocations,
 //! applied by the dynamic loader at every start of the broker. Where
@@ -9,8 +10,13 @@
 
 use std::process::Command;
 
+#[path = "build/facts.rs"]
+mod facts;
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/facts.rs");
+    facts::emit();
     println!("cargo:rerun-if-env-changed=CC");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
         || std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("gnu")

@@ -17,6 +17,157 @@ pub struct Budgets {
     ///The most a spawn may ask for. This broker names every budget: `tokenBudget` is the configured maximum, or 2000000000 (the most `RunBudget.tokenBudget` can say) when `[budgets.max]` configures none. A value past a maximum is `limit_exceeded`. (An earlier v1 broker left `tokenBudget` out when none was configured; read that as 2000000000.)
     pub maxima: super::common::RunBudget,
 }
+///`BuildInfo`
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct BuildInfo {
+    ///The commit built from (40 hex digits), or `unknown` for a build outside a git checkout without packaging metadata.
+    pub commit: BuildInfoCommit,
+    ///The target triple built for, e.g. `x86_64-unknown-linux-gnu`.
+    pub target: BuildInfoTarget,
+}
+///The commit built from (40 hex digits), or `unknown` for a build outside a git checkout without packaging metadata.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("pattern" = "^([0-9a-f]{40}|unknown)$"))]
+#[serde(transparent)]
+pub struct BuildInfoCommit(::std::string::String);
+impl ::std::ops::Deref for BuildInfoCommit {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<BuildInfoCommit> for ::std::string::String {
+    fn from(value: BuildInfoCommit) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for BuildInfoCommit {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regex_lite::Regex> = ::std::sync::LazyLock::new(||
+        { ::regex_lite::Regex::new("^([0-9a-f]{40}|unknown)$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^([0-9a-f]{40}|unknown)$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BuildInfoCommit {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for BuildInfoCommit {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for BuildInfoCommit {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The target triple built for, e.g. `x86_64-unknown-linux-gnu`.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 128))]
+#[serde(transparent)]
+pub struct BuildInfoTarget(::std::string::String);
+impl ::std::ops::Deref for BuildInfoTarget {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<BuildInfoTarget> for ::std::string::String {
+    fn from(value: BuildInfoTarget) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for BuildInfoTarget {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BuildInfoTarget {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for BuildInfoTarget {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for BuildInfoTarget {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Kernel-enforced containment in force for one child, one member per kind.
 #[derive(
     ::serde::Deserialize,
@@ -610,6 +761,9 @@ impl<'de> ::serde::Deserialize<'de> for HostAdapterHost {
 pub struct Info {
     ///Per-run budgets: what a spawn gets by default and the most it may ask for (`[budgets]` of the config).
     pub budgets: Budgets,
+    ///How this broker was built: what `subzero --version` prints, whole. Absent from brokers older than it.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub build: ::std::option::Option<BuildInfo>,
     ///Entries of the configuration file this broker left out because they are broken (an unknown tool, a bad id, an unreadable skill file, a bad credential entry, a bad value); everything else is served. A spawn or a credentialRef that names one is refused with the same reason. Absent when there is none.
     #[serde(
         rename = "configProblems",
@@ -1939,6 +2093,43 @@ impl crate::validate::Validate for Budgets {
         Ok(())
     }
 }
+impl crate::validate::Validate for BuildInfo {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.commit,
+            &crate::validate::join(path, "commit"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.target,
+            &crate::validate::join(path, "target"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BuildInfoCommit {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for BuildInfoTarget {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for ChildContainment {
     #[allow(unused_variables)]
     fn validate_at(
@@ -2222,6 +2413,10 @@ impl crate::validate::Validate for Info {
         crate::validate::Validate::validate_at(
             &self.budgets,
             &crate::validate::join(path, "budgets"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.build,
+            &crate::validate::join(path, "build"),
         )?;
         crate::validate::Validate::validate_at(
             &self.config_problems,

@@ -1,5 +1,6 @@
 //! The `subzero` binary: one `Command` per subcommand, dispatched in `main`.
 
+mod build_info;
 mod demo;
 mod doctor;
 mod gc;
@@ -15,7 +16,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "subzero",
-    version,
+    version = build_info::VERSION_LINE,
     about = "Delegate work to persistent child agents"
 )]
 struct Cli {

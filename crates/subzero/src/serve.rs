@@ -125,6 +125,10 @@ fn broker_options(args: &McpArgs) -> Result<BrokerOptions, String> {
         worker_log: std::env::var("SUBZERO_LOG").ok(),
         secrets,
         host_adapters: crate::hosts::host_adapters(),
+        build: Some(subzero_runtime::broker::BuildFacts {
+            commit: crate::build_info::COMMIT.to_owned(),
+            target: crate::build_info::TARGET.to_owned(),
+        }),
     })
 }
 

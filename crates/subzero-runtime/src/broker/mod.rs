@@ -74,6 +74,15 @@ pub struct BrokerOptions {
     /// The host versions this build was tested with, reported as `subzero_info.hostAdapters`
     /// (the `subzero` binary passes the table its real-host suite keeps true).
     pub host_adapters: Vec<TestedHost>,
+    /// How the broker's binary was built (`subzero_info.build`); `None` says nothing.
+    pub build: Option<BuildFacts>,
+}
+
+/// The commit a binary was built from (40 hex digits, or `unknown`) and its target triple.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildFacts {
+    pub commit: String,
+    pub target: String,
 }
 
 /// A host and the exact version of it that was tested (`codex`, `0.171.0`).

@@ -23,6 +23,7 @@ pub(super) struct Policy {
     pub(super) secrets: SecretEnv,
     config_path: PathBuf,
     pub(super) host_adapters: Vec<TestedHost>,
+    pub(super) build: Option<super::BuildFacts>,
     pub(super) limits: Limits,
     /// `[limits] context_window`: the window of a model whose spawn or resume names none.
     pub(super) context_window: Option<u32>,
@@ -53,6 +54,7 @@ impl Policy {
             secrets: options.secrets.clone(),
             config_path: options.config_path.clone(),
             host_adapters: options.host_adapters.clone(),
+            build: options.build.clone(),
             limits,
             context_window: config.limits.context_window,
             budgets: config

@@ -13,6 +13,7 @@
 //! - On a terminal, text from outside (a model URL, an error, a path) is shown escaped
 //!   (`crate::terminal_text`).
 
+mod build;
 mod checkouts;
 mod config;
 mod containment;
@@ -110,6 +111,7 @@ fn diagnose(args: &DoctorArgs) -> Report {
         }
     };
     report.add(runtime.block_on(check_worker(args)));
+    report.add(build::check_build());
     // The executable a broker would start its workers from.
     let worker_exe =
         std::env::current_exe().map(|exe| subzero_runtime::supervisor::worker_executable(&exe));

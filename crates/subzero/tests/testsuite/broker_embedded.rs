@@ -36,6 +36,7 @@ async fn open(env: &Env) -> Arc<Broker> {
         worker_log: None,
         secrets: SecretEnv::capture(&config),
         host_adapters: Vec::new(),
+        build: None,
     })
     .await
     .expect("broker opens")

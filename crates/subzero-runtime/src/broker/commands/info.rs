@@ -44,6 +44,17 @@ impl Command for p::InfoInput {
                 "controlProtocolVersion",
             )?),
             core_version: Some(wire(subzero_core::VERSION, INFO, "coreVersion")?),
+            build: broker
+                .policy
+                .build
+                .as_ref()
+                .map(|b| {
+                    Ok::<_, BrokerError>(p::BuildInfo {
+                        commit: wire(b.commit.as_str(), INFO, "build.commit")?,
+                        target: wire(b.target.as_str(), INFO, "build.target")?,
+                    })
+                })
+                .transpose()?,
             credential_refs: p::InfoCredentialRefs(credentials),
             enforcement: Broker::info_enforcement(&hello)?,
             host_adapters: broker.info_host_adapters()?,

@@ -7,4 +7,5 @@ mod inspect;
 mod mcp_flags;
 mod quiet;
 mod readonly;
+mod version;
 mod wait;

@@ -24,6 +24,20 @@ async fn info_names_versions_credential_origins_and_bounds() {
         Some(1),
         "{info:#?}"
     );
+    // How it was built: the line `subzero --version` prints, whole.
+    let build = info
+        .build
+        .as_ref()
+        .expect("info says how the broker was built");
+    let version = crate::support::cli::subzero()
+        .arg("--version")
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&version.stdout);
+    assert!(
+        line.contains(&build.commit.as_str()[..12]) && line.contains(build.target.as_str()),
+        "{line} against {build:?}"
+    );
     let refs = &info.credential_refs;
     assert_eq!(refs.len(), 1, "{info:#?}");
     assert_eq!(refs[0].name.as_str(), CRED);
