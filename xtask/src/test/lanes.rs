@@ -62,7 +62,10 @@ pub fn run_all(
     root: &Path,
     install: impl FnOnce() -> Result<(), Vec<String>> + Send,
 ) -> Result<(), Vec<String>> {
+    // Decided before the build, which makes the suites: the install must build as it did.
+    let fresh = first_build(root) && std::env::var_os("CARGO_INCREMENTAL").is_none();
     let binaries = build_beside(root, install)?;
+    cargo_install(root, fresh)?;
     let (broker, rest): (Vec<TestBinary>, Vec<TestBinary>) = binaries
         .into_iter()
         .partition(|b| b.package_dir.ends_with("crates/subzero") && b.label == "test testsuite");
@@ -101,6 +104,41 @@ pub fn run_all(
         Ok(())
     } else {
         Err(failures)
+    }
+}
+
+/// `cargo install --locked --path crates/subzero` into `target/cargo-install`, as a user
+/// installs from the checkout, for `install::cargo_install` to run the installed binaries.
+/// `--debug` and this target directory reuse what the build just compiled (seconds, not the
+/// minutes of a release build); `--offline` because the build fetched every crate.
+fn cargo_install(root: &Path, fresh: bool) -> Result<(), Vec<String>> {
+    let target = crate::bench::target_dir(root);
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", &target)
+        .args([
+            "install",
+            "--locked",
+            "--offline",
+            "--debug",
+            "--force",
+            "--quiet",
+        ])
+        .args(["--path", "crates/subzero", "--root"])
+        .arg(target.join("cargo-install"));
+    if fresh {
+        command.env("CARGO_INCREMENTAL", "0");
+    }
+    let status = command
+        .status()
+        .map_err(|e| vec![format!("cannot run cargo install: {e}")])?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(vec![format!(
+            "cargo install --path crates/subzero failed ({status})"
+        )])
     }
 }
 

@@ -1,3 +1,4 @@
 //! What an install lays out and how the three binaries find each other.
 
+mod cargo_install;
 mod layout;
