@@ -299,3 +299,33 @@ async fn another_workspaces_broker_cannot_read_or_cancel_a_task() {
     other.close().await.expect("close");
     s.close().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_call_names_the_same_task_and_a_killed_broker_leaves_it_answerable() {
+    let env = Env::new(vec![Reply::Hang]);
+    let s = tasks_broker(&env, "first").await;
+    let spawn = json!({"prompt": "Never ends.", "templateId": "researcher",
+                       "model": env.model(), "requestId": "once"});
+    let first = task_of(&s, "subzero_spawn", spawn.clone()).await;
+    // The parent calling again at once, with the same requestId: the same run, the same task.
+    let again = task_of(&s, "subzero_spawn", spawn).await;
+    assert_eq!(again.task.task_id, first.task.task_id);
+    assert_eq!(again.task.created_at, first.task.created_at);
+    assert!(env.server.wait_for_requests(1, Duration::from_secs(10)));
+    // The broker is killed mid-run (its worker dies with it).
+    sigkill(s.pid().expect("the broker's pid"));
+    drop(s);
+    let s = tasks_broker(&env, "second").await;
+    let ended = until_terminal(&s, &first.task.task_id).await;
+    let (_, answer) = completed(&ended);
+    let answer: p::SpawnOutput = parse("spawn task result", &answer);
+    let run = answer.run.expect("the settled run");
+    assert_eq!(run.status, p::TerminalRunStatus::Interrupted, "{run:?}");
+    let error = run.error.expect("why it ended");
+    assert_eq!(error.code, p::ErrorCode::Interrupted);
+    assert!(
+        error.message.as_str().contains("subzero_resume"),
+        "{error:?}"
+    );
+    s.close().await.expect("close");
+}
