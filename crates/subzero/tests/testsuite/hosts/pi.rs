@@ -123,6 +123,13 @@ fn pi_delegates_follows_up_and_a_second_process_lists_the_child() {
     );
     let run = |prompt: &str| rig.run(&prompt_args(prompt), QUIET, RUN_LIMIT);
     let child = delegate_and_follow_up(&rig, &run);
+    // The parent read each run's end with subzero_get: the wake extension brings none again.
+    assert!(
+        rig.turns()
+            .iter()
+            .all(|t| !t.prompt.contains("Subzero: a run of child")),
+        "a result the parent had read was delivered again"
+    );
     a_second_process_lists(&rig, &run, &child);
 }
 
