@@ -79,9 +79,9 @@ pub fn run_all(
         binary: broker.clone(),
         args: vec![REAL_MODEL],
     }];
-    let real_model = spawn_logged(None, real_model, &log_path(root, "real-model"))?;
+    let real_model = spawn_logged(None, fresh, real_model, &log_path(root, "real-model"))?;
     let rest = rest.into_iter().map(Job::all).collect();
-    let rest = spawn_logged(Some(root), rest, &log_path(root, "rest"))?;
+    let rest = spawn_logged(Some(root), fresh, rest, &log_path(root, "rest"))?;
     let main = Job {
         binary: broker,
         args: vec!["--skip", REAL_MODEL],
@@ -280,8 +280,14 @@ struct Logged {
 }
 
 /// A lane that runs `jobs` one after the other, then (given the workspace `root`) the doc
-/// tests, writing to `log`.
-fn spawn_logged(root: Option<&Path>, jobs: Vec<Job>, log: &Path) -> Result<Logged, Vec<String>> {
+/// tests, writing to `log`. `fresh`: the build ran without incremental caches, so the doc
+/// tests must too, or cargo builds every workspace crate again for them.
+fn spawn_logged(
+    root: Option<&Path>,
+    fresh: bool,
+    jobs: Vec<Job>,
+    log: &Path,
+) -> Result<Logged, Vec<String>> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir).map_err(|e| vec![format!("cannot create {dir:?}: {e}")])?;
     }
@@ -310,6 +316,9 @@ fn spawn_logged(root: Option<&Path>, jobs: Vec<Job>, log: &Path) -> Result<Logge
         }
         if let Some(root) = root {
             let mut doc = cargo_test(&root);
+            if fresh {
+                doc.env("CARGO_INCREMENTAL", "0");
+            }
             doc.args(["--workspace", "--doc"])
                 .stdin(Stdio::null())
                 .stdout(to_log())
