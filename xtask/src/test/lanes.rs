@@ -38,10 +38,6 @@ struct TestBinary {
 /// The broker suite's tests on a real model (`model::llama_cpp…`): one server at a time,
 /// most of the suite's processor time, so they start at once in a lane of their own.
 const REAL_MODEL: &str = "model::llama_cpp";
-/// The broker suite's test of what `cargo install` installed: it runs in the lane of the
-/// rest, after the install (which rebuilds what the test build compiled with dev-only
-/// features: tens of seconds that need not hold up the broker's suite).
-const CARGO_INSTALL: &str = "install::cargo_install";
 
 /// One test binary with the arguments it runs with.
 #[derive(Debug, Clone)]
@@ -69,6 +65,7 @@ pub fn run_all(
     // Decided before the build, which makes the suites: the install must build as it did.
     let fresh = first_build(root) && std::env::var_os("CARGO_INCREMENTAL").is_none();
     let binaries = build_beside(root, install)?;
+    cargo_install(root, fresh)?;
     let (broker, rest): (Vec<TestBinary>, Vec<TestBinary>) = binaries
         .into_iter()
         .partition(|b| b.package_dir.ends_with("crates/subzero") && b.label == "test testsuite");
@@ -83,26 +80,11 @@ pub fn run_all(
         args: vec![REAL_MODEL],
     }];
     let real_model = spawn_logged(None, fresh, real_model, &log_path(root, "real-model"))?;
-    let installed = Job {
-        binary: broker.clone(),
-        args: vec![CARGO_INSTALL],
-    };
-    let rest = std::iter::once(installed)
-        .chain(rest.into_iter().map(Job::all))
-        .collect();
-    let install_first = {
-        let root = root.to_path_buf();
-        move || cargo_install(&root, fresh)
-    };
-    let rest = spawn_logged(
-        Some((root, Box::new(install_first))),
-        fresh,
-        rest,
-        &log_path(root, "rest"),
-    )?;
+    let rest = rest.into_iter().map(Job::all).collect();
+    let rest = spawn_logged(Some(root), fresh, rest, &log_path(root, "rest"))?;
     let main = Job {
         binary: broker,
-        args: vec!["--skip", REAL_MODEL, "--skip", CARGO_INSTALL],
+        args: vec!["--skip", REAL_MODEL],
     };
     eprintln!(
         "     Running {} ({}) {}",
@@ -297,14 +279,11 @@ struct Logged {
     thread: std::thread::JoinHandle<Result<(), Vec<String>>>,
 }
 
-/// What a lane does before its jobs.
-type Before = Box<dyn FnOnce() -> Result<(), Vec<String>> + Send>;
-
-/// A lane that runs `jobs` one after the other — after `Before`, and then the doc tests, when
-/// given the workspace root — writing to `log`. `fresh`: the build ran without incremental caches, so the doc
+/// A lane that runs `jobs` one after the other, then (given the workspace `root`) the doc
+/// tests, writing to `log`. `fresh`: the build ran without incremental caches, so the doc
 /// tests must too, or cargo builds every workspace crate again for them.
 fn spawn_logged(
-    root: Option<(&Path, Before)>,
+    root: Option<&Path>,
     fresh: bool,
     jobs: Vec<Job>,
     log: &Path,
@@ -314,10 +293,7 @@ fn spawn_logged(
     }
     let file =
         std::fs::File::create(log).map_err(|e| vec![format!("cannot create {log:?}: {e}")])?;
-    let (root, before) = match root {
-        Some((root, before)) => (Some(root.to_path_buf()), Some(before)),
-        None => (None, None),
-    };
+    let root = root.map(Path::to_path_buf);
     let thread = std::thread::spawn(move || {
         let to_log = || {
             file.try_clone()
@@ -325,9 +301,6 @@ fn spawn_logged(
                 .unwrap_or_else(|_| Stdio::null())
         };
         let mut failures = Vec::new();
-        if let Some(before) = before {
-            failures.extend(before().err().into_iter().flatten());
-        }
         for job in &jobs {
             use std::io::Write;
             if let Ok(mut header) = file.try_clone() {
