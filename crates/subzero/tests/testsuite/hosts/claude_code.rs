@@ -47,6 +47,26 @@ pub(super) fn load_tools(seen: &Exchange) -> Option<Act> {
     ))
 }
 
+/// The key Claude Code is given for the scripted parent (its first-run prompt approves it).
+pub(super) const API_KEY: &str = "sk-ant-host-test";
+
+/// Claude Code (`bin`) in `env`, talking to `parent`, with its updater, telemetry, error
+/// reports and other outside traffic off.
+pub(super) fn claude_command(
+    env: &HostEnv,
+    bin: &std::path::Path,
+    parent: &ParentServer,
+) -> Command {
+    let mut cmd = env.command(bin);
+    cmd.env("ANTHROPIC_BASE_URL", parent.origin())
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    cmd
+}
+
 struct Claude {
     bin: PathBuf,
     env: HostEnv,
@@ -68,14 +88,8 @@ impl Claude {
     }
 
     fn command(&self, prompt: &str) -> Command {
-        let mut cmd = self.env.command(&self.bin);
-        cmd.args(["-p", prompt, "--output-format", "json"])
-            .env("ANTHROPIC_BASE_URL", self.parent.origin())
-            .env("ANTHROPIC_API_KEY", "sk-ant-host-test")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_ERROR_REPORTING", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        let mut cmd = claude_command(&self.env, &self.bin, &self.parent);
+        cmd.args(["-p", prompt, "--output-format", "json"]);
         cmd
     }
 

@@ -18,8 +18,8 @@ use serde_json::json;
 use subzero_testkit::parent::{Act, Exchange, ParentServer};
 use subzero_testkit::{Reply, Step};
 
-use super::claude_code::{VERSION, load_tools, tool};
-use super::claude_code_tasks::{API_KEY, first_run_answers, interactive};
+use super::claude_code::{VERSION, claude_command, load_tools, tool};
+use super::claude_code_tasks::{first_run_answers, interactive};
 use crate::support::faults::Reaper;
 use crate::support::host_cost::{Cost, Delegation, cost};
 use crate::support::hosts::*;
@@ -165,12 +165,8 @@ fn measure(bin: &std::path::Path, plan: &Plan) -> Cost {
     let prompt = format!("{}: summarise README.md by delegating it.", plan.marker);
     let headless = plan.polls || matches!(plan.how, Delegation::Agent);
     if headless {
-        let mut cmd = env.command(bin);
-        cmd.args(["-p", &prompt, "--output-format", "json"])
-            .env("ANTHROPIC_BASE_URL", parent.origin())
-            .env("ANTHROPIC_API_KEY", API_KEY)
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        let mut cmd = claude_command(&env, bin, &parent);
+        cmd.args(["-p", &prompt, "--output-format", "json"]);
         let out = run_bounded(cmd, Duration::from_secs(120));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use subzero_testkit::Reply;
 use subzero_testkit::parent::{Act, Exchange, ParentServer};
 
-use super::claude_code::{VERSION, load_tools, tool};
+use super::claude_code::{API_KEY, VERSION, claude_command, load_tools, tool};
 use crate::support::faults::Reaper;
 use crate::support::hosts::*;
 use crate::support::pty::Terminal;
@@ -54,8 +54,6 @@ pub(super) fn first_run_answers(env: &HostEnv) {
     std::fs::write(&path, state.to_string()).expect("write ~/.claude.json");
 }
 
-pub(super) const API_KEY: &str = "sk-ant-host-test";
-
 /// The `<task-notification>` blocks the parent's last request carries.
 fn notifications(parent: &ParentServer) -> Vec<String> {
     let Some(last) = parent
@@ -85,15 +83,8 @@ pub(super) fn interactive(
     prompt: &str,
     answer: &str,
 ) -> String {
-    let mut cmd = env.command(bin);
-    cmd.arg(prompt)
-        .env("ANTHROPIC_BASE_URL", parent.origin())
-        .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("TERM", "xterm-256color");
+    let mut cmd = claude_command(env, bin, parent);
+    cmd.arg(prompt).env("TERM", "xterm-256color");
     let mut term = Terminal::spawn(cmd, 140, 50);
     let screen = term.wait_text(answer, Duration::from_secs(90));
     term.send("\x03\x03");
