@@ -212,6 +212,33 @@ The child's transcript was compacted before its next request (past `compactAtPer
         #[serde(rename = "tokensBefore")]
         tokens_before: u64,
     },
+    /**NetworkRefused
+
+The allowlist proxy refused a tool's connection (the host asked for, never the URL).*/
+    #[serde(rename = "network_refused")]
+    NetworkRefused {
+        ///When the event was recorded; absent in `subzero_get` (its snapshot names the child, and `lastProgressAt` says when it last moved).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        at: ::std::option::Option<super::common::Timestamp>,
+        ///The child the event belongs to; absent in `subzero_get` (its snapshot names the child once).
+        #[serde(
+            rename = "childId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        child_id: ::std::option::Option<super::common::ChildId>,
+        ///The host the tool asked for.
+        host: RefusedHost,
+        ///The port it asked for.
+        port: NetworkRefusedPort,
+        ///The run the event belongs to; absent in `subzero_get` for the run its `lastRun` describes (which names it).
+        #[serde(
+            rename = "runId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        run_id: ::std::option::Option<super::common::RunId>,
+        ///Per-child monotonic sequence number, starting at 1.
+        seq: ::std::num::NonZeroU64,
+    },
     /**StopRequested
 
 A stop was requested for the active run.*/
@@ -550,6 +577,125 @@ impl<'de> ::serde::Deserialize<'de> for EventText {
             })
     }
 }
+///The port it asked for.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 65535))]
+#[serde(transparent)]
+pub struct NetworkRefusedPort(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for NetworkRefusedPort {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<NetworkRefusedPort> for ::std::num::NonZeroU64 {
+    fn from(value: NetworkRefusedPort) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for NetworkRefusedPort {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for NetworkRefusedPort {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for NetworkRefusedPort {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for NetworkRefusedPort {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for NetworkRefusedPort {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///A host name or address as a tool asked for it.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 255))]
+#[serde(transparent)]
+pub struct RefusedHost(::std::string::String);
+impl ::std::ops::Deref for RefusedHost {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<RefusedHost> for ::std::string::String {
+    fn from(value: RefusedHost) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for RefusedHost {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 255usize {
+            return Err("longer than 255 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RefusedHost {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for RefusedHost {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for RefusedHost {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 /// Error types.
 pub mod error {
     /// Error from a `TryFrom` or `FromStr` implementation.
@@ -790,6 +936,33 @@ impl crate::validate::Validate for ChildEvent {
                 )?;
                 Ok(())
             }
+            Self::NetworkRefused { at, child_id, host, port, run_id, seq } => {
+                crate::validate::Validate::validate_at(
+                    at,
+                    &crate::validate::join(path, "at"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    child_id,
+                    &crate::validate::join(path, "childId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    host,
+                    &crate::validate::join(path, "host"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    port,
+                    &crate::validate::join(path, "port"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    run_id,
+                    &crate::validate::join(path, "runId"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    seq,
+                    &crate::validate::join(path, "seq"),
+                )?;
+                Ok(())
+            }
             Self::StopRequested { at, child_id, cleared_queued, run_id, seq } => {
                 crate::validate::Validate::validate_at(
                     at,
@@ -1013,6 +1186,27 @@ impl crate::validate::Validate for EventText {
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_max_bytes(path, &self.0, 4096)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkRefusedPort {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 65535)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for RefusedHost {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
         Ok(())
     }
 }

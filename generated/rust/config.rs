@@ -451,6 +451,9 @@ pub struct ContainmentConfig {
     ///Filesystem enforcement of tool processes (default `auto`).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub filesystem: ::std::option::Option<FilesystemContainmentConfig>,
+    ///Network confinement of tool processes (default `auto`).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<NetworkContainmentConfig>,
     ///Process-tree containment (default `auto`).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub process: ::std::option::Option<ProcessContainmentConfig>,
@@ -1309,6 +1312,64 @@ impl ::std::convert::TryFrom<String> for ModelResponseBytes {
         value.parse()
     }
 }
+///Whether workers give tool processes a network namespace of their own.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum NetworkContainmentConfig {
+    ///Where the kernel allows it: tool processes of a template whose `network` is not `open` get a network namespace (loopback only, and the allowlist proxy).
+    #[serde(rename = "auto")]
+    Auto,
+    ///Never, as on a kernel that refuses network namespaces (for testing that path): spawns of templates whose `network` is not `open` fail with `unsupported_grant`.
+    #[serde(rename = "off")]
+    Off,
+}
+impl ::std::fmt::Display for NetworkContainmentConfig {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Auto => f.write_str("auto"),
+            Self::Off => f.write_str("off"),
+        }
+    }
+}
+impl ::std::str::FromStr for NetworkContainmentConfig {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for NetworkContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for NetworkContainmentConfig {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Which process-tree containment workers ask for.
 #[derive(
     ::serde::Deserialize,
@@ -1802,6 +1863,10 @@ impl crate::validate::Validate for ContainmentConfig {
             &crate::validate::join(path, "filesystem"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.process,
             &crate::validate::join(path, "process"),
         )?;
@@ -2052,6 +2117,18 @@ impl crate::validate::Validate for ModelResponseBytes {
         crate::validate::Validate::validate_at(&self.0, path)?;
         crate::validate::check_range(path, &self.0, 65536, 1073741824)?;
         Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkContainmentConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Auto => Ok(()),
+            Self::Off => Ok(()),
+        }
     }
 }
 impl crate::validate::Validate for ProcessContainmentConfig {

@@ -249,6 +249,16 @@ The worker compacted the child's transcript: one tools-off summary request, then
         #[serde(rename = "tokensBefore")]
         tokens_before: u64,
     },
+    /**WorkerNetworkRefused
+
+The allowlist proxy refused a tool's connection.*/
+    #[serde(rename = "network_refused")]
+    NetworkRefused {
+        ///The host the tool asked for.
+        host: super::child_event::RefusedHost,
+        ///The port it asked for.
+        port: WorkerNetworkRefusedPort,
+    },
 }
 ///One JSON line on the worker's stdout (worker → broker). `hello` is the first line.
 #[derive(
@@ -349,6 +359,57 @@ The run stopped and every tool process is gone.*/
         #[serde(rename = "runId")]
         run_id: super::common::RunId,
     },
+}
+///The port it asked for.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minimum" = 1, "maximum" = 65535))]
+#[serde(transparent)]
+pub struct WorkerNetworkRefusedPort(pub ::std::num::NonZeroU64);
+impl ::std::ops::Deref for WorkerNetworkRefusedPort {
+    type Target = ::std::num::NonZeroU64;
+    fn deref(&self) -> &::std::num::NonZeroU64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkerNetworkRefusedPort> for ::std::num::NonZeroU64 {
+    fn from(value: WorkerNetworkRefusedPort) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::num::NonZeroU64> for WorkerNetworkRefusedPort {
+    fn from(value: ::std::num::NonZeroU64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for WorkerNetworkRefusedPort {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for WorkerNetworkRefusedPort {
+    type Err = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkerNetworkRefusedPort {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for WorkerNetworkRefusedPort {
+    type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
 }
 /// Error types.
 pub mod error {
@@ -490,6 +551,17 @@ impl crate::validate::Validate for WorkerEvent {
                 )?;
                 Ok(())
             }
+            Self::NetworkRefused { host, port } => {
+                crate::validate::Validate::validate_at(
+                    host,
+                    &crate::validate::join(path, "host"),
+                )?;
+                crate::validate::Validate::validate_at(
+                    port,
+                    &crate::validate::join(path, "port"),
+                )?;
+                Ok(())
+            }
         }
     }
 }
@@ -613,6 +685,17 @@ impl crate::validate::Validate for WorkerMessage {
                 Ok(())
             }
         }
+    }
+}
+impl crate::validate::Validate for WorkerNetworkRefusedPort {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_range(path, &self.0, 1, 65535)?;
+        Ok(())
     }
 }
 /// Lists the required, nullable properties of `WorkerMessageRunSettled` as required.

@@ -156,6 +156,9 @@ pub struct GrantSnapshot {
     ///MCP servers and their allowed tools.
     #[serde(rename = "mcpServers")]
     pub mcp_servers: GrantSnapshotMcpServers,
+    ///The network grant of the child's tool processes. Absent in snapshots frozen before it existed: then `open`, as they were spawned.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<NetworkGrant>,
     ///The template's setup command, run once in an isolated child's checkout before its first run. Absent when the template has none (and in every snapshot frozen before it existed, which keeps their digests).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub setup: ::std::option::Option<super::template::SetupCommand>,
@@ -487,6 +490,53 @@ impl<'de> ::serde::Deserialize<'de> for McpServerSnapshotCommand {
             })
     }
 }
+///The network a child's tool processes may reach.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkGrant {
+    ///The allowlisted hosts (`allowlist` only).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub hosts: ::std::option::Option<NetworkGrantHosts>,
+    ///`none`, `allowlist` or `open`.
+    pub mode: super::template::NetworkMode,
+}
+///The allowlisted hosts (`allowlist` only).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minItems" = 1, "maxItems" = 64))]
+#[serde(transparent)]
+pub struct NetworkGrantHosts(pub ::std::vec::Vec<super::template::NetworkHost>);
+impl ::std::ops::Deref for NetworkGrantHosts {
+    type Target = ::std::vec::Vec<super::template::NetworkHost>;
+    fn deref(&self) -> &::std::vec::Vec<super::template::NetworkHost> {
+        &self.0
+    }
+}
+impl ::std::convert::From<NetworkGrantHosts>
+for ::std::vec::Vec<super::template::NetworkHost> {
+    fn from(value: NetworkGrantHosts) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<super::template::NetworkHost>>
+for NetworkGrantHosts {
+    fn from(value: ::std::vec::Vec<super::template::NetworkHost>) -> Self {
+        Self(value)
+    }
+}
 ///Per-run limits.
 #[derive(
     ::serde::Deserialize,
@@ -730,6 +780,10 @@ impl crate::validate::Validate for GrantSnapshot {
             &crate::validate::join(path, "mcpServers"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.setup,
             &crate::validate::join(path, "setup"),
         )?;
@@ -861,6 +915,34 @@ impl crate::validate::Validate for McpServerSnapshotCommand {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkGrant {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.hosts,
+            &crate::validate::join(path, "hosts"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.mode,
+            &crate::validate::join(path, "mode"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkGrantHosts {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 1, 64)?;
         Ok(())
     }
 }

@@ -183,6 +183,9 @@ pub struct ChildContainment {
     ///Filesystem enforcement of its tool processes.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub filesystem: ::std::option::Option<FilesystemEnforcement>,
+    ///The network its tool processes can reach.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<NetworkEnforcement>,
     ///Who holds the child's lock and workspace slots while its worker lives (this broker's workers; present also while none runs it).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub ownership: ::std::option::Option<OwnershipReceipt>,
@@ -368,6 +371,9 @@ pub struct ContainmentSupport {
     ///Filesystem enforcement (Landlock).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub filesystem: ::std::option::Option<FilesystemSupport>,
+    ///Whether tool processes can be kept off the network.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<NetworkSupport>,
     ///Who holds the locks that prove ownership while the worker lives.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub ownership: ::std::option::Option<OwnershipReceipt>,
@@ -1194,6 +1200,40 @@ for McpServerInfoAllowedTools {
         Self(value)
     }
 }
+///The network grant in force for one child's tool processes.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkEnforcement {
+    ///True when the kernel keeps the tools to it (a network namespace; for an allowlist, the proxy is its only way out); always true for `open`.
+    pub enforced: bool,
+    ///What the grant allows.
+    pub mode: super::template::NetworkMode,
+    ///e.g. `network namespace, loopback only`, `network namespace, proxy admits 3 hosts`, `open: the worker's network`, or `none: <why>`.
+    pub summary: super::common::ShortText,
+}
+///Whether the workers can give tool processes a network namespace of their own (loopback only, or the allowlist proxy), and why not when they cannot.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSupport {
+    ///True when tool processes of a `none` or allowlist grant run in a network namespace of their own.
+    pub namespace: bool,
+    ///`network namespace per worker`, or `none: <why>` (then spawns of templates whose grant is not `open` are refused `unsupported_grant`).
+    pub summary: super::common::ShortText,
+}
 ///Where the kernel-held locks that prove a child's ownership (its child lock and workspace slots) live while its worker runs.
 #[derive(
     ::serde::Deserialize,
@@ -1418,6 +1458,9 @@ pub struct TemplateInfo {
     ///MCP servers with the tool names allowed from each.
     #[serde(rename = "mcpServers")]
     pub mcp_servers: TemplateInfoMcpServers,
+    ///The network grant a spawn of this template is frozen with.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<super::grant_snapshot::NetworkGrant>,
     ///Names of the explicit skills.
     pub skills: TemplateInfoSkills,
     ///Template id to pass to `subzero_spawn`.
@@ -2141,6 +2184,10 @@ impl crate::validate::Validate for ChildContainment {
             &crate::validate::join(path, "filesystem"),
         )?;
         crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
+        )?;
+        crate::validate::Validate::validate_at(
             &self.ownership,
             &crate::validate::join(path, "ownership"),
         )?;
@@ -2213,6 +2260,10 @@ impl crate::validate::Validate for ContainmentSupport {
         crate::validate::Validate::validate_at(
             &self.filesystem,
             &crate::validate::join(path, "filesystem"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
         )?;
         crate::validate::Validate::validate_at(
             &self.ownership,
@@ -2646,6 +2697,44 @@ impl crate::validate::Validate for McpServerInfoAllowedTools {
         Ok(())
     }
 }
+impl crate::validate::Validate for NetworkEnforcement {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.enforced,
+            &crate::validate::join(path, "enforced"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.mode,
+            &crate::validate::join(path, "mode"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.summary,
+            &crate::validate::join(path, "summary"),
+        )?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkSupport {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(
+            &self.namespace,
+            &crate::validate::join(path, "namespace"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.summary,
+            &crate::validate::join(path, "summary"),
+        )?;
+        Ok(())
+    }
+}
 impl crate::validate::Validate for OwnershipReceipt {
     #[allow(unused_variables)]
     fn validate_at(
@@ -2770,6 +2859,10 @@ impl crate::validate::Validate for TemplateInfo {
         crate::validate::Validate::validate_at(
             &self.mcp_servers,
             &crate::validate::join(path, "mcpServers"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
         )?;
         crate::validate::Validate::validate_at(
             &self.skills,

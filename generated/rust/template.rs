@@ -516,6 +516,219 @@ impl<'de> ::serde::Deserialize<'de> for McpServerName {
             })
     }
 }
+///`none`, `open`, or the hosts of an allowlist.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[serde(untagged)]
+pub enum NetworkConfig {
+    Word(NetworkWord),
+    Hosts(::std::vec::Vec<NetworkHost>),
+}
+impl ::std::convert::From<NetworkWord> for NetworkConfig {
+    fn from(value: NetworkWord) -> Self {
+        Self::Word(value)
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<NetworkHost>> for NetworkConfig {
+    fn from(value: ::std::vec::Vec<NetworkHost>) -> Self {
+        Self::Hosts(value)
+    }
+}
+///`name`, `name:port`, `*.domain[:port]` (any name below the domain), an IPv4 address, or `[IPv6]` (with an optional `:port`); any port unless one is named.
+#[derive(
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minLength" = 1, "maxLength" = 261))]
+#[serde(transparent)]
+pub struct NetworkHost(::std::string::String);
+impl ::std::ops::Deref for NetworkHost {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<NetworkHost> for ::std::string::String {
+    fn from(value: NetworkHost) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for NetworkHost {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 261usize {
+            return Err("longer than 261 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for NetworkHost {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for NetworkHost {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for NetworkHost {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///How a child's tool processes reach the network.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum NetworkMode {
+    ///Loopback only, in a network namespace of their own.
+    #[serde(rename = "none")]
+    None,
+    ///Only the listed hosts, through the worker's proxy.
+    #[serde(rename = "allowlist")]
+    Allowlist,
+    ///The worker's network.
+    #[serde(rename = "open")]
+    Open,
+}
+impl ::std::fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::None => f.write_str("none"),
+            Self::Allowlist => f.write_str("allowlist"),
+            Self::Open => f.write_str("open"),
+        }
+    }
+}
+impl ::std::str::FromStr for NetworkMode {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "none" => Ok(Self::None),
+            "allowlist" => Ok(Self::Allowlist),
+            "open" => Ok(Self::Open),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for NetworkMode {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for NetworkMode {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///A grant named by a word.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd,
+    schemars::JsonSchema
+)]
+pub enum NetworkWord {
+    ///Loopback only.
+    #[serde(rename = "none")]
+    None,
+    ///The worker's network.
+    #[serde(rename = "open")]
+    Open,
+}
+impl ::std::fmt::Display for NetworkWord {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::None => f.write_str("none"),
+            Self::Open => f.write_str("open"),
+        }
+    }
+}
+impl ::std::str::FromStr for NetworkWord {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "none" => Ok(Self::None),
+            "open" => Ok(Self::Open),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for NetworkWord {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for NetworkWord {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///A shell command (`bash -c`).
 #[derive(
     ::serde::Serialize,
@@ -1061,6 +1274,9 @@ pub struct UserTemplate {
     ///Explicit MCP servers and the tools allowed from each.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub mcp_servers: ::std::option::Option<UserTemplateMcpServers>,
+    ///The network the child's tool processes may reach: `"none"` (loopback only, in a network namespace of their own), a list of hosts reached through Subzero's proxy (`"pypi.org"`, `"registry.npmjs.org:443"`, `"*.example.com"`, `"127.0.0.1:8080"`; a listed name resolving to a loopback or private address is refused unless that address is listed too), or `"open"`. The worker reaches its model endpoint in every mode. Default: `"none"`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub network: ::std::option::Option<NetworkConfig>,
     ///True when the child's tool processes (bash, MCP servers and their children) get a kernel-enforced read-only filesystem (Landlock). `write` and `edit` cannot be granted with it; `bash` can, and then does not make runs write-capable. A template that grants none of `write`, `edit`, `bash` and is not `write_capable` is read-only without it. Default: false.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub read_only: ::std::option::Option<bool>,
@@ -1425,6 +1641,59 @@ impl crate::validate::Validate for McpServerName {
         Ok(())
     }
 }
+impl crate::validate::Validate for NetworkConfig {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::Word(item0) => {
+                crate::validate::Validate::validate_at(item0, path)?;
+                Ok(())
+            }
+            Self::Hosts(item0) => {
+                crate::validate::Validate::validate_at(item0, path)?;
+                Ok(())
+            }
+        }
+    }
+}
+impl crate::validate::Validate for NetworkHost {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkMode {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::None => Ok(()),
+            Self::Allowlist => Ok(()),
+            Self::Open => Ok(()),
+        }
+    }
+}
+impl crate::validate::Validate for NetworkWord {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        match self {
+            Self::None => Ok(()),
+            Self::Open => Ok(()),
+        }
+    }
+}
 impl crate::validate::Validate for SetupCommand {
     #[allow(unused_variables)]
     fn validate_at(
@@ -1572,6 +1841,10 @@ impl crate::validate::Validate for UserTemplate {
         crate::validate::Validate::validate_at(
             &self.mcp_servers,
             &crate::validate::join(path, "mcp_servers"),
+        )?;
+        crate::validate::Validate::validate_at(
+            &self.network,
+            &crate::validate::join(path, "network"),
         )?;
         crate::validate::Validate::validate_at(
             &self.read_only,

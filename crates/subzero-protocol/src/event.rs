@@ -15,6 +15,7 @@ impl ChildEvent {
             ChildEvent::SteerApplied { .. } => "steer_applied",
             ChildEvent::SteerDiscarded { .. } => "steer_discarded",
             ChildEvent::Compacted { .. } => "compacted",
+            ChildEvent::NetworkRefused { .. } => "network_refused",
             ChildEvent::StopRequested { .. } => "stop_requested",
             ChildEvent::StopConfirmed { .. } => "stop_confirmed",
             ChildEvent::Completed { .. } => "completed",
@@ -35,6 +36,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { seq, .. }
             | ChildEvent::SteerDiscarded { seq, .. }
             | ChildEvent::Compacted { seq, .. }
+            | ChildEvent::NetworkRefused { seq, .. }
             | ChildEvent::StopRequested { seq, .. }
             | ChildEvent::StopConfirmed { seq, .. }
             | ChildEvent::Completed { seq, .. }
@@ -55,6 +57,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { at, .. }
             | ChildEvent::SteerDiscarded { at, .. }
             | ChildEvent::Compacted { at, .. }
+            | ChildEvent::NetworkRefused { at, .. }
             | ChildEvent::StopRequested { at, .. }
             | ChildEvent::StopConfirmed { at, .. }
             | ChildEvent::Completed { at, .. }
@@ -75,6 +78,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { child_id, .. }
             | ChildEvent::SteerDiscarded { child_id, .. }
             | ChildEvent::Compacted { child_id, .. }
+            | ChildEvent::NetworkRefused { child_id, .. }
             | ChildEvent::StopRequested { child_id, .. }
             | ChildEvent::StopConfirmed { child_id, .. }
             | ChildEvent::Completed { child_id, .. }
@@ -96,6 +100,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { run_id, .. }
             | ChildEvent::SteerDiscarded { run_id, .. }
             | ChildEvent::Compacted { run_id, .. }
+            | ChildEvent::NetworkRefused { run_id, .. }
             | ChildEvent::StopRequested { run_id, .. }
             | ChildEvent::StopConfirmed { run_id, .. }
             | ChildEvent::Completed { run_id, .. }
@@ -129,6 +134,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { at, child_id, .. }
             | ChildEvent::SteerDiscarded { at, child_id, .. }
             | ChildEvent::Compacted { at, child_id, .. }
+            | ChildEvent::NetworkRefused { at, child_id, .. }
             | ChildEvent::StopRequested { at, child_id, .. }
             | ChildEvent::StopConfirmed { at, child_id, .. }
             | ChildEvent::Completed { at, child_id, .. }
@@ -174,6 +180,7 @@ impl ChildEvent {
             | ChildEvent::SteerApplied { run_id, .. }
             | ChildEvent::SteerDiscarded { run_id, .. }
             | ChildEvent::Compacted { run_id, .. }
+            | ChildEvent::NetworkRefused { run_id, .. }
             | ChildEvent::StopRequested { run_id, .. }
             | ChildEvent::StopConfirmed { run_id, .. }
             | ChildEvent::Completed { run_id, .. }

@@ -124,6 +124,11 @@ fn parse_worker(args: Vec<OsString>) -> Result<(WorkerOptions, Option<PiOptions>
                 "off" => options.landlock_off = true,
                 other => return Err(format!("--landlock takes auto or off, not {other:?}")),
             },
+            "network" => match text(&name, value)?.as_str() {
+                "auto" => options.network_off = false,
+                "off" => options.network_off = true,
+                other => return Err(format!("--network takes auto or off, not {other:?}")),
+            },
             "cgroup" => options.cgroup = Some(PathBuf::from(value)),
             "hide" => options.hide.push(PathBuf::from(value)),
             "limits-cgroup" => options.limits_cgroups.push(text(&name, value)?),

@@ -78,6 +78,9 @@ pub struct WorkerOptions {
     /// `--landlock off`: apply no Landlock ruleset, as on a kernel without it (the broker's
     /// `[containment] filesystem = "off"`).
     pub landlock_off: bool,
+    /// `--network off`: make no network namespace for the tools, as on a kernel that
+    /// refuses one (the broker's `[containment] network = "off"`).
+    pub network_off: bool,
     /// The cgroup the broker started this worker in (`--cgroup DIR`): its tool processes
     /// go into `DIR/tools`, which every teardown kills.
     pub cgroup: Option<PathBuf>,
@@ -435,6 +438,7 @@ async fn run_task(
     // ends (its own request is bounded by HANDOFF_TIMEOUT).
     let backstop = deadline + handoff::HANDOFF_TIMEOUT + Duration::from_secs(5);
     // Before any tool process exists: every one of them confines itself with this.
+    containment::network::run_started(&start.run_id);
     let jail = match containment::tool::prepare(&start.snapshot, &root, scratch.path()) {
         Ok(jail) => jail,
         Err(message) => {

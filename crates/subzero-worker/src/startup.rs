@@ -60,6 +60,8 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
     tracing::info!(mode = %process.mode, reason = ?process.reason, "process containment");
     let filesystem = containment::landlock::probe(options.landlock_off);
     tracing::info!(filesystem = %filesystem.summary(), "filesystem containment");
+    let network = containment::network::probe(options.network_off);
+    tracing::info!(network = ?network.receipt().map(|r| r.summary.to_string()), "network containment");
     Ok(Started {
         scratch,
         process,

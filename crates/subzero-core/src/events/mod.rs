@@ -90,6 +90,16 @@ pub enum EventBody {
         /// What happened.
         state: ToolState,
     },
+    /// The allowlist proxy refused a tool's connection: the host and port it asked for,
+    /// never more of the URL.
+    NetworkRefused {
+        /// The run.
+        run_id: RunId,
+        /// The host the tool asked for.
+        host: String,
+        /// The port it asked for.
+        port: u16,
+    },
     /// A steer reached the model between turns.
     SteerApplied {
         /// The steered run.
@@ -193,6 +203,8 @@ pub enum EventKind {
     Text,
     /// [`EventBody::Tool`].
     Tool,
+    /// [`EventBody::NetworkRefused`].
+    NetworkRefused,
     /// [`EventBody::SteerApplied`].
     SteerApplied,
     /// [`EventBody::SteerDiscarded`].
@@ -220,6 +232,7 @@ impl EventKind {
         EventKind::RunStarted,
         EventKind::Text,
         EventKind::Tool,
+        EventKind::NetworkRefused,
         EventKind::SteerApplied,
         EventKind::SteerDiscarded,
         EventKind::Compacted,
@@ -238,6 +251,7 @@ impl EventKind {
             EventKind::RunStarted => "run_started",
             EventKind::Text => "text",
             EventKind::Tool => "tool",
+            EventKind::NetworkRefused => "network_refused",
             EventKind::SteerApplied => "steer_applied",
             EventKind::SteerDiscarded => "steer_discarded",
             EventKind::Compacted => "compacted",
@@ -302,6 +316,7 @@ impl EventBody {
             EventBody::RunStarted { .. } => EventKind::RunStarted,
             EventBody::Text { .. } => EventKind::Text,
             EventBody::Tool { .. } => EventKind::Tool,
+            EventBody::NetworkRefused { .. } => EventKind::NetworkRefused,
             EventBody::SteerApplied { .. } => EventKind::SteerApplied,
             EventBody::SteerDiscarded { .. } => EventKind::SteerDiscarded,
             EventBody::Compacted { .. } => EventKind::Compacted,
@@ -321,6 +336,7 @@ impl EventBody {
             | EventBody::RunStarted { run_id }
             | EventBody::Text { run_id, .. }
             | EventBody::Tool { run_id, .. }
+            | EventBody::NetworkRefused { run_id, .. }
             | EventBody::SteerApplied { run_id, .. }
             | EventBody::SteerDiscarded { run_id, .. }
             | EventBody::Compacted { run_id, .. }

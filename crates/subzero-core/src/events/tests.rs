@@ -139,6 +139,11 @@ fn every_kind_of_body() -> Vec<EventBody> {
             cleared_queued: 3,
         },
         EventBody::StopConfirmed { run_id, reaped: 1 },
+        EventBody::NetworkRefused {
+            run_id,
+            host: "pypi.org".into(),
+            port: 443,
+        },
         EventBody::Completed {
             run_id,
             artifact_id,

@@ -20,10 +20,15 @@ use crate::digest::Sha256Digest;
 use crate::error_code::{Coded, Described, ErrorCode};
 use crate::limits::LimitExceeded;
 
+mod network;
 mod snapshot;
 mod tool_limits;
 mod worker;
 
+pub use network::{
+    ALLOWLIST_MAX, Allowlist, HostRule, NetworkConfig, NetworkGrant, NetworkMode, Refusal,
+    is_public,
+};
 pub use snapshot::{
     CompactionMode, FilesystemAccess, FilesystemGrant, GrantSnapshot, McpServerGrant, RunLimits,
     Skill,
@@ -203,6 +208,9 @@ pub struct Template {
     /// (`unsupported_grant` at spawn and resume where it cannot).
     #[serde(default)]
     pub require_enforcement: bool,
+    /// The network the child's tool processes may reach (`none` when it says nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkConfig>,
     /// Kernel bounds on the child's tool processes; a key left out comes from
     /// `[tool_limits]`, else [`ToolLimits::SHIPPED`].
     #[serde(default, skip_serializing_if = "ToolLimitsConfig::is_empty")]
@@ -234,6 +242,7 @@ impl Template {
             read_only: false,
             writable_paths: Vec::new(),
             require_enforcement: false,
+            network: None,
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
             isolation: Isolation::Shared,
@@ -254,6 +263,7 @@ impl Template {
             read_only: false,
             writable_paths: Vec::new(),
             require_enforcement: false,
+            network: None,
             tool_limits: ToolLimitsConfig::default(),
             worker: WorkerKind::Rust,
             isolation: Isolation::Shared,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BuiltinTool, McpServerTemplate, Template, TemplateError, TemplateId, ToolLimits, WorkerKind,
+    BuiltinTool, McpServerTemplate, NetworkGrant, Template, TemplateError, TemplateId, ToolLimits,
+    WorkerKind,
 };
 use crate::digest::{Sha256Digest, canonical_json};
 use crate::limits::Limits;
@@ -118,6 +119,10 @@ struct SnapshotBody {
     /// digests): then [`GrantSnapshot::filesystem`] derives it from `write_capable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     filesystem: Option<FilesystemGrant>,
+    /// Absent in snapshots frozen before network grants existed (which keeps their
+    /// digests): then [`GrantSnapshot::network`] is `open`, as they were spawned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    network: Option<NetworkGrant>,
     limits: RunLimits,
     /// Absent in snapshots frozen before tool limits existed (which keeps their digests):
     /// then [`GrantSnapshot::tool_limits`] is [`ToolLimits::SHIPPED`].
@@ -280,19 +285,7 @@ impl GrantSnapshot {
             write_capable |= tool.writes() && !template.read_only;
         }
         let filesystem = freeze_filesystem(template, write_capable)?;
-        let mcp_tools: usize = template
-            .mcp_servers
-            .iter()
-            .map(|s| s.allowed_tools.len())
-            .sum();
-        limits.check_granted_tools(template.tools.len() + mcp_tools)?;
-        let declared: Vec<&str> = template.skills.iter().map(|s| s.name.as_str()).collect();
-        let loaded: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
-        if declared != loaded {
-            return Err(TemplateError::UnsupportedGrant {
-                what: format!("skills declared {declared:?} but loaded {loaded:?}"),
-            });
-        }
+        check_counts(template, &skills, limits)?;
         let mcp_servers = template
             .mcp_servers
             .iter()
@@ -307,6 +300,10 @@ impl GrantSnapshot {
             mcp_servers,
             write_capable,
             filesystem: Some(filesystem),
+            network: Some(NetworkGrant::freeze_for(
+                template.worker,
+                template.network.as_ref(),
+            )?),
             limits: run_limits,
             tool_limits: Some(tool_limits),
             compaction: None,
@@ -365,6 +362,16 @@ impl GrantSnapshot {
     pub fn has_filesystem_grant(&self) -> bool {
         self.body.filesystem.is_some()
     }
+    /// The network grant of the tool processes; `open` for a snapshot frozen before
+    /// network grants existed.
+    pub fn network(&self) -> NetworkGrant {
+        self.body.network.clone().unwrap_or(NetworkGrant::Open)
+    }
+    /// Whether the snapshot carries its network grant (not `open` standing in for an old
+    /// snapshot's).
+    pub fn has_network_grant(&self) -> bool {
+        self.body.network.is_some()
+    }
     /// Per-run limits.
     pub fn limits(&self) -> &RunLimits {
         &self.body.limits
@@ -403,6 +410,28 @@ impl GrantSnapshot {
     pub fn digest(&self) -> Sha256Digest {
         self.digest
     }
+}
+
+/// The granted tools within policy, and the skills loaded as declared.
+fn check_counts(
+    template: &Template,
+    skills: &[Skill],
+    limits: &Limits,
+) -> Result<(), TemplateError> {
+    let mcp_tools: usize = template
+        .mcp_servers
+        .iter()
+        .map(|s| s.allowed_tools.len())
+        .sum();
+    limits.check_granted_tools(template.tools.len() + mcp_tools)?;
+    let declared: Vec<&str> = template.skills.iter().map(|s| s.name.as_str()).collect();
+    let loaded: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+    if declared != loaded {
+        return Err(TemplateError::UnsupportedGrant {
+            what: format!("skills declared {declared:?} but loaded {loaded:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// The filesystem grant of `template`, whose frozen write-capability is `write_capable`.

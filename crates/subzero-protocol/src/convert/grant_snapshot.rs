@@ -97,6 +97,11 @@ impl TryFrom<&core_template::GrantSnapshot> for grant_snapshot::GrantSnapshot {
                 .has_filesystem_grant()
                 .then(|| filesystem_grant(&snapshot.filesystem()))
                 .transpose()?,
+            // Absent exactly when the core snapshot was frozen without it (digest kept).
+            network: snapshot
+                .has_network_grant()
+                .then(|| network_grant(&snapshot.network()))
+                .transpose()?,
             // Absent exactly when the core snapshot was frozen without it, so the wire
             // form hashes to the same digest.
             tool_limits: snapshot
@@ -138,6 +143,29 @@ fn filesystem_grant(
         require_enforcement: grant.require_enforcement,
         writable_paths: grant_snapshot::FilesystemGrantWritablePaths(writable_paths),
     })
+}
+
+/// A network grant on the wire (also `subzero_info`'s per-template grant).
+pub fn network_grant(
+    grant: &core_template::NetworkGrant,
+) -> Result<grant_snapshot::NetworkGrant, OutOfContract> {
+    use core_template::NetworkGrant as G;
+    let (mode, hosts) = match grant {
+        G::None => (template::NetworkMode::None, None),
+        G::Open => (template::NetworkMode::Open, None),
+        G::Allowlist { hosts } => {
+            let hosts = hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| wire(h.to_string(), || format!("network.hosts[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            (
+                template::NetworkMode::Allowlist,
+                Some(grant_snapshot::NetworkGrantHosts(hosts)),
+            )
+        }
+    };
+    Ok(grant_snapshot::NetworkGrant { hosts, mode })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod limits;
 use std::fmt;
 
 pub use enums::NotTerminal;
+pub use grant_snapshot::network_grant;
 
 /// A core value the wire bounds more tightly, named by its JSON path.
 #[derive(Clone, Debug, PartialEq, Eq)]

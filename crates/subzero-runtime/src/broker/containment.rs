@@ -13,6 +13,7 @@ use subzero_core::template::ToolLimits;
 use subzero_protocol as p;
 
 use super::Broker;
+use super::network::network_receipt;
 use crate::supervisor::Hello;
 
 /// The tool limits a snapshot froze (the shipped ones for a snapshot frozen before they
@@ -54,6 +55,7 @@ fn with_limits(resources: &p::ResourceReceipt, limits: [u64; 4]) -> p::ResourceR
 pub(super) fn support_of(hello: &Hello) -> p::ContainmentSupport {
     p::ContainmentSupport {
         filesystem: hello.filesystem.clone(),
+        network: hello.network.clone(),
         process: hello.process.clone(),
         ownership: hello.ownership.clone(),
         view: hello.view.clone(),
@@ -68,6 +70,7 @@ impl Broker {
     pub(super) fn support_receipts(hello: &Hello, support: &mut p::ContainmentSupport) {
         support.ownership = hello.ownership.clone();
         support.view = hello.view.clone();
+        support.network = hello.network.clone();
         support.resources = hello.resources.clone();
     }
 
@@ -83,6 +86,7 @@ impl Broker {
         };
         containment.ownership = hello.ownership.clone();
         containment.view = hello.view.clone();
+        containment.network = network_receipt(snapshot, &hello);
         containment.resources = hello
             .resources
             .as_ref()

@@ -17,6 +17,7 @@ mod filesystem;
 mod gate;
 mod isolation;
 mod live;
+mod network;
 mod orphans;
 mod policy;
 mod receipts;
@@ -274,6 +275,7 @@ fn spawner_for(
         scratch_parent: Some(paths.scratch_dir()),
         process,
         filesystem,
+        network_off: config.containment.network == crate::config::NetworkContainmentConfig::Off,
         hide,
         limits,
     })

@@ -160,6 +160,21 @@ pub struct ContainmentConfig {
     pub process: ProcessContainmentConfig,
     /// Filesystem enforcement (Landlock) of tool processes.
     pub filesystem: FilesystemContainmentConfig,
+    /// Network namespaces for tool processes.
+    pub network: NetworkContainmentConfig,
+}
+
+/// `[containment] network`: a network namespace for the tools of a grant other than
+/// `open` where the kernel allows it, or never (as on a kernel that refuses one — for
+/// testing that path; such grants are then refused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkContainmentConfig {
+    /// Where the kernel allows it.
+    #[default]
+    Auto,
+    /// Never.
+    Off,
 }
 
 /// `[containment] filesystem`: Landlock where the kernel has it, or never (as on a kernel

@@ -38,6 +38,9 @@ pub struct Hello {
     pub filesystem: Option<subzero_protocol::FilesystemSupport>,
     /// Who holds the ownership locks while it lives (`containment.ownership`).
     pub ownership: Option<subzero_protocol::OwnershipReceipt>,
+    /// Whether its tool processes can be kept off the network (`containment.network`);
+    /// `None` from a worker older than the field, which cannot.
+    pub network: Option<subzero_protocol::NetworkSupport>,
     /// What its tool processes cannot see (`containment.view`).
     pub view: Option<subzero_protocol::ViewReceipt>,
     /// How it bounds its tool tree, without the values (`containment.resources`).
@@ -111,6 +114,7 @@ impl WorkerConn {
                     process: containment.process,
                     filesystem: containment.filesystem,
                     ownership: containment.ownership,
+                    network: containment.network,
                     view: containment.view,
                     resources: containment.resources,
                     worker: containment.worker,

@@ -173,6 +173,8 @@ pub struct WorkerSetup {
     pub scratch_parent: Option<PathBuf>,
     pub process: ProcessPlan,
     pub filesystem: FilesystemMode,
+    /// `--network off`: the config's `[containment] network = "off"`.
+    pub network_off: bool,
     /// `--hide`: what no tool process may see ([`crate::paths::hidden_from_tools`]).
     pub hide: Vec<PathBuf>,
     /// Where each worker's limit cgroups go (`--limits-cgroup`).
@@ -270,6 +272,7 @@ impl Spawner {
             scratch_parent,
             process,
             filesystem,
+            network_off: false,
             hide: Vec::new(),
             limits: Arc::new(LimitParents::none()),
         })
@@ -485,6 +488,10 @@ fn worker_args(
     }
     if setup.filesystem == FilesystemMode::Off {
         args.push("--landlock".into());
+        args.push("off".into());
+    }
+    if setup.network_off {
+        args.push("--network".into());
         args.push("off".into());
     }
     args.extend(launch.engine.iter().cloned());

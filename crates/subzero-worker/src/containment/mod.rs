@@ -13,6 +13,7 @@ pub mod cgroup;
 pub mod fds;
 pub mod landlock;
 pub mod limits;
+pub mod network;
 mod receipts;
 pub mod tool;
 pub mod view;

@@ -5,7 +5,7 @@ use std::fmt;
 
 use subzero_protocol as p;
 
-use super::{ProcessReport, fds, landlock, tool, view};
+use super::{ProcessReport, fds, landlock, network, tool, view};
 use crate::control::short_text;
 
 /// A value the contract refuses: which field, and what is wrong with it.
@@ -63,6 +63,7 @@ pub fn support(
                 .and_then(|abi| std::num::NonZeroU64::new(u64::from(abi))),
             summary: wire(short_text(&landlock.summary()), "filesystem.summary")?,
         }),
+        network: Some(network::support().receipt()?),
         ownership: Some(p::OwnershipReceipt {
             tools_hold_locks: holders.tools_hold_locks(),
             summary: wire(holders.summary(), "ownership.summary")?,

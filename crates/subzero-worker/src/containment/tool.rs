@@ -2,12 +2,13 @@
 //! order: each `bash` command and each MCP server is confined by [`confine`] and nothing
 //! else.
 //!
+//! 0. join the tools' network namespace, for a grant other than `open` ([`super::network`]);
 //! 1. join the worker's tool cgroup (the cgroup path) and the limit cgroups;
 //! 2. take its resource bounds — the per-process rlimits, and the process limit where it
 //!    must be set before the tool's own user namespace ([`super::limits`]);
 //! 3. enter its view of the filesystem without Subzero's state, configuration and
 //!    credentials ([`super::view`]), then the process limit where it must follow;
-//! 4. give up the capability the worker keeps in its own user namespace
+//! 4. as root, give up the powers that could leave the network namespace; give up the capability the worker keeps in its own user namespace
 //!    (`subzero_sys::caps`);
 //! 5. enforce the run's Landlock ruleset ([`super::landlock`]) — last, because a Landlock
 //!    domain may no longer mount.
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use super::landlock::{self, Access, Grant, Ruleset};
 use super::limits::{Bounds, Situation, ToolLimits};
+use super::network::ToolNet;
 use super::view::{self, ToolView};
 
 /// One run's confinement of its tool processes, prepared before the first is forked.
@@ -26,6 +28,7 @@ pub struct ToolJail {
     pub bounds: Option<Arc<Bounds>>,
     pub view: Option<Arc<ToolView>>,
     pub filesystem: Option<Arc<Ruleset>>,
+    pub network: Option<ToolNet>,
 }
 
 impl ToolJail {
@@ -60,6 +63,7 @@ pub fn prepare(
     let view = ToolView::prepare(&keep)
         .map_err(|e| format!("unsupported_grant: the tools' view cannot be prepared: {e}"))?
         .map(Arc::new);
+    let network = ToolNet::prepare(snapshot.network.as_ref())?;
     let situation = situation();
     let bounds = Bounds::prepare(limits_of(snapshot), situation)
         .map_err(|e| format!("unsupported_grant: the tool limits cannot be enforced: {e}"))?;
@@ -67,6 +71,7 @@ pub fn prepare(
         bounds: Some(Arc::new(bounds)),
         view,
         filesystem,
+        network,
     })
 }
 
@@ -99,6 +104,9 @@ pub fn confine(cmd: &mut std::process::Command, jail: &ToolJail) {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
     super::cgroup::confine(cmd);
+    if let Some(net) = &jail.network {
+        cmd.envs(net.env().iter().copied());
+    }
     let jail = jail.clone();
     let landlock = jail.filesystem.as_ref().map(|r| r.pre_exec());
     let mut landlock = landlock;
@@ -107,6 +115,9 @@ pub fn confine(cmd: &mut std::process::Command, jail: &ToolJail) {
     // beforehand and only read here); it allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(net) = &jail.network {
+                net.enter()?;
+            }
             if let Some(bounds) = &jail.bounds {
                 bounds.apply_before_view()?;
             }
@@ -115,6 +126,9 @@ pub fn confine(cmd: &mut std::process::Command, jail: &ToolJail) {
             }
             if let Some(bounds) = &jail.bounds {
                 bounds.apply_after_view()?;
+            }
+            if let Some(net) = &jail.network {
+                net.give_up_powers()?;
             }
             subzero_sys::caps::drop_before_exec()?;
             if let Some(restrict) = landlock.as_mut() {

@@ -57,6 +57,7 @@ async fn handshake(
         scratch_parent: Some(std::env::temp_dir()),
         process: plan,
         filesystem: FilesystemMode::default(),
+        network_off: false,
         hide,
         limits: std::sync::Arc::new(LimitParents::probe()),
     }) {

@@ -47,6 +47,7 @@ fn details(event: &ChildEvent) -> String {
     let text = match event {
         ChildEvent::Text { text, .. } => shorten(text),
         ChildEvent::Tool { name, state, .. } => format!("{} {state}", name.as_str()),
+        ChildEvent::NetworkRefused { host, port, .. } => format!("{}:{port}", host.as_str()),
         ChildEvent::Completed {
             preview,
             artifact_id,

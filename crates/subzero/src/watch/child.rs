@@ -216,6 +216,7 @@ pub fn last_event(event: Option<&ChildEvent>) -> LastEvent {
     let kind = event.kind();
     let detail = match event {
         ChildEvent::Tool { name, state, .. } => format!("{} {state}", name.as_str()),
+        ChildEvent::NetworkRefused { host, port, .. } => format!("{}:{port}", host.as_str()),
         ChildEvent::Text { text, .. } => format!(
             "“{}”",
             text.split_whitespace().collect::<Vec<_>>().join(" ")

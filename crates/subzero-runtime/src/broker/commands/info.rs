@@ -335,6 +335,10 @@ fn template_info(
         template_id: wire(id.as_str(), INFO, &at("templateId"))?,
         tools: p::TemplateInfoTools(tools),
         tool_limits: Some(tool_limits(&resolved, &at("toolLimits"))?),
+        // A grant the template cannot freeze is the spawn's error to tell; here it is left out.
+        network: subzero_core::template::NetworkGrant::freeze_for(t.worker, t.network.as_ref())
+            .ok()
+            .and_then(|g| subzero_protocol::convert::network_grant(&g).ok()),
         write_capable: t.write_capable
             || t.tools
                 .iter()

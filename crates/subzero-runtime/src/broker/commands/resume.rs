@@ -202,6 +202,7 @@ impl Broker {
             ));
         }
         self.check_stored_filesystem(&snapshot).await?;
+        self.check_stored_network(&snapshot).await?;
         let format = self.workers.engines.transcript_format(kind)?;
         let verified = checkpoint::verify(
             self.supervisor,

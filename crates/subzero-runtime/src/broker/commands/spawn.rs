@@ -168,5 +168,6 @@ async fn runnable(
         model,
     };
     broker.check_worker(snapshot.worker(), asked).await?;
-    broker.check_filesystem(snapshot).await
+    broker.check_filesystem(snapshot).await?;
+    broker.check_network(&snapshot.network()).await
 }

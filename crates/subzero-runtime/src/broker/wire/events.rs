@@ -78,6 +78,11 @@ pub(in crate::broker) fn recorded(run_id: RunId, event: &p::WorkerEvent) -> Opti
             name: name.as_str().to_owned(),
             state: tool_state(*state),
         },
+        p::WorkerEvent::NetworkRefused { host, port } => EventBody::NetworkRefused {
+            run_id,
+            host: host.as_str().to_owned(),
+            port: u16::try_from(port.get()).ok()?,
+        },
         p::WorkerEvent::SteerApplied {
             request_id,
             steer_id,
@@ -152,6 +157,16 @@ impl TryFrom<&EventRow> for p::ChildEvent {
                 run_id: Some((*run_id).into()),
                 seq,
                 state: wire_tool_state(*state),
+            },
+            EventBody::NetworkRefused { run_id, host, port } => p::ChildEvent::NetworkRefused {
+                at,
+                child_id,
+                host: wire(host.as_str(), what, "host")?,
+                port: NonZeroU64::new(u64::from(*port))
+                    .ok_or_else(|| broken(what, "port", "is 0"))?
+                    .into(),
+                run_id: Some((*run_id).into()),
+                seq,
             },
             EventBody::Compacted {
                 run_id,

@@ -230,7 +230,9 @@ impl Driver {
                 ..
             } => Some(Activity::Tool),
             WorkerEvent::Tool { .. } => Some(Activity::Model),
-            WorkerEvent::SteerApplied { .. } | WorkerEvent::SteerDiscarded { .. } => None,
+            WorkerEvent::SteerApplied { .. }
+            | WorkerEvent::SteerDiscarded { .. }
+            | WorkerEvent::NetworkRefused { .. } => None,
             WorkerEvent::Compacted {
                 branch_from,
                 tokens_after,

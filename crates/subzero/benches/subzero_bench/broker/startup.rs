@@ -126,6 +126,7 @@ pub async fn worker_start(
         scratch_parent: Some(scratch),
         process: ProcessPlan::detect(mode)?,
         filesystem: FilesystemMode::Landlock,
+        network_off: false,
         hide: vec![state, config, key],
         limits: Arc::new(LimitParents::none()),
     })?;

@@ -2,3 +2,4 @@
 
 mod landlock;
 mod landlock_unprivileged;
+mod network;

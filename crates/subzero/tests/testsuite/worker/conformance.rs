@@ -20,6 +20,7 @@ fn kinds(events: &[WorkerEvent]) -> Vec<String> {
             WorkerEvent::SteerApplied { .. } => "steer_applied".to_owned(),
             WorkerEvent::SteerDiscarded { .. } => "steer_discarded".to_owned(),
             WorkerEvent::Compacted { .. } => "compacted".to_owned(),
+            WorkerEvent::NetworkRefused { .. } => "network_refused".to_owned(),
         })
         .collect()
 }

@@ -75,6 +75,7 @@ impl Broker {
             scratch_parent: Some(scratch),
             process,
             filesystem: FilesystemMode::Landlock,
+            network_off: false,
             hide: vec![state.to_path_buf()],
             limits: Arc::new(LimitParents::probe()),
         })
