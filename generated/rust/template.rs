@@ -528,15 +528,15 @@ impl<'de> ::serde::Deserialize<'de> for McpServerName {
 #[serde(untagged)]
 pub enum NetworkConfig {
     Word(NetworkWord),
-    Hosts(::std::vec::Vec<NetworkHost>),
+    Hosts(NetworkHosts),
 }
 impl ::std::convert::From<NetworkWord> for NetworkConfig {
     fn from(value: NetworkWord) -> Self {
         Self::Word(value)
     }
 }
-impl ::std::convert::From<::std::vec::Vec<NetworkHost>> for NetworkConfig {
-    fn from(value: ::std::vec::Vec<NetworkHost>) -> Self {
+impl ::std::convert::From<NetworkHosts> for NetworkConfig {
+    fn from(value: NetworkHosts) -> Self {
         Self::Hosts(value)
     }
 }
@@ -606,6 +606,34 @@ impl<'de> ::serde::Deserialize<'de> for NetworkHost {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
+    }
+}
+///The hosts tool processes may reach through the proxy.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Debug,
+    PartialEq,
+    schemars::JsonSchema
+)]
+#[schemars(extend("minItems" = 1, "maxItems" = 64))]
+#[serde(transparent)]
+pub struct NetworkHosts(pub ::std::vec::Vec<NetworkHost>);
+impl ::std::ops::Deref for NetworkHosts {
+    type Target = ::std::vec::Vec<NetworkHost>;
+    fn deref(&self) -> &::std::vec::Vec<NetworkHost> {
+        &self.0
+    }
+}
+impl ::std::convert::From<NetworkHosts> for ::std::vec::Vec<NetworkHost> {
+    fn from(value: NetworkHosts) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<NetworkHost>> for NetworkHosts {
+    fn from(value: ::std::vec::Vec<NetworkHost>) -> Self {
+        Self(value)
     }
 }
 ///How a child's tool processes reach the network.
@@ -1666,6 +1694,17 @@ impl crate::validate::Validate for NetworkHost {
         path: &str,
     ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
         crate::validate::Validate::validate_at(&self.0, path)?;
+        Ok(())
+    }
+}
+impl crate::validate::Validate for NetworkHosts {
+    #[allow(unused_variables)]
+    fn validate_at(
+        &self,
+        path: &str,
+    ) -> ::std::result::Result<(), crate::validate::InvalidRequest> {
+        crate::validate::Validate::validate_at(&self.0, path)?;
+        crate::validate::check_items(path, self.0.len(), 1, 64)?;
         Ok(())
     }
 }

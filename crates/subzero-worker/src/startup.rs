@@ -49,6 +49,9 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
     // While the worker is still single-threaded: the probe forks.
     let hiding = containment::view::probe(&options.hide);
     tracing::info!(view = %hiding.summary(), "tool view");
+    // Also while single-threaded: without CAP_NET_ADMIN the namespace is made by a fork.
+    let network = containment::network::probe(options.network_off);
+    tracing::info!(network = ?network.receipt().map(|r| r.summary.to_string()), "tool network");
     let scratch = match Scratch::create(options.scratch_parent.as_deref()) {
         Ok(scratch) => Arc::new(scratch),
         Err(err) => {
@@ -60,8 +63,7 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
     tracing::info!(mode = %process.mode, reason = ?process.reason, "process containment");
     let filesystem = containment::landlock::probe(options.landlock_off);
     tracing::info!(filesystem = %filesystem.summary(), "filesystem containment");
-    let network = containment::network::probe(options.network_off);
-    tracing::info!(network = ?network.receipt().map(|r| r.summary.to_string()), "network containment");
+
     Ok(Started {
         scratch,
         process,

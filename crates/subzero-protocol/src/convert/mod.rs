@@ -1,5 +1,6 @@
 //! Conversions between `subzero-core`'s values and the wire types (feature `core`, which
-//! the runtime enables; the worker speaks the wire types only and does without the core).
+//! the runtime enables; the worker speaks the wire types, and asks the core only for the
+//! decisions it carries out).
 //!
 //! They live here because the orphan rule allows them only next to one of the two types,
 //! and the core must not know the protocol. What a caller may rely on:

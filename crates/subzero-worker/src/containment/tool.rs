@@ -2,10 +2,11 @@
 //! order: each `bash` command and each MCP server is confined by [`confine`] and nothing
 //! else.
 //!
-//! 0. join the tools' network namespace, for a grant other than `open` ([`super::network`]);
 //! 1. join the worker's tool cgroup (the cgroup path) and the limit cgroups;
 //! 2. take its resource bounds — the per-process rlimits, and the process limit where it
-//!    must be set before the tool's own user namespace ([`super::limits`]);
+//!    must be set before the tool's own user namespace ([`super::limits`]); then, for a
+//!    network grant other than `open`, join the tools' network namespace
+//!    ([`super::network`]);
 //! 3. enter its view of the filesystem without Subzero's state, configuration and
 //!    credentials ([`super::view`]), then the process limit where it must follow;
 //! 4. as root, give up the powers that could leave the network namespace; give up the capability the worker keeps in its own user namespace
@@ -115,11 +116,11 @@ pub fn confine(cmd: &mut std::process::Command, jail: &ToolJail) {
     // beforehand and only read here); it allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
-            if let Some(net) = &jail.network {
-                net.enter()?;
-            }
             if let Some(bounds) = &jail.bounds {
                 bounds.apply_before_view()?;
+            }
+            if let Some(net) = &jail.network {
+                net.enter()?;
             }
             if let Some(view) = &jail.view {
                 view.enter()?;

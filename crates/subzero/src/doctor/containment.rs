@@ -17,7 +17,7 @@ use super::report::Check;
 const NAME: &str = "process containment";
 
 /// One handshake worker, started with the configured mode and the paths a broker would
-/// hide from tools: its `containment.process`, `containment.view` and
+/// hide from tools: its `containment.process`, `containment.view`, `containment.network` and
 /// `containment.resources`, one check each.
 pub async fn check_process_containment(
     exe: &Path,
@@ -29,6 +29,7 @@ pub async fn check_process_containment(
         Ok((hello, configured)) => vec![
             judge(hello.process, configured),
             judge_view(hello.view.as_ref()),
+            judge_network(hello.network.as_ref()),
             judge_resources(hello.resources.as_ref()),
         ],
         Err(check) => vec![check],
@@ -57,7 +58,9 @@ async fn handshake(
         scratch_parent: Some(std::env::temp_dir()),
         process: plan,
         filesystem: FilesystemMode::default(),
-        network_off: false,
+        network_off: config.is_some_and(|c| {
+            c.containment.network == subzero_runtime::config::NetworkContainmentConfig::Off
+        }),
         hide,
         limits: std::sync::Arc::new(LimitParents::probe()),
     }) {
@@ -104,6 +107,25 @@ fn judge_view(view: Option<&subzero_protocol::ViewReceipt>) -> Check {
         None => Check::warn(
             VIEW,
             "the worker does not report its tools' view (an older worker)",
+            "reinstall subzero so the broker and the worker are the same build",
+        ),
+    }
+}
+
+/// `tool network`: whether tool processes of a grant other than `open` get a network
+/// namespace (loopback only, and the allowlist proxy); without one such spawns are refused.
+fn judge_network(network: Option<&subzero_protocol::NetworkSupport>) -> Check {
+    const NETWORK: &str = "tool network";
+    match network {
+        Some(n) if n.namespace => Check::pass(NETWORK, n.summary.as_str().to_owned()),
+        Some(n) => Check::warn(
+            NETWORK,
+            n.summary.as_str().to_owned(),
+            "run the broker as root or with user namespaces enabled (and [containment] network = \"auto\"), or give the templates that need their tools online network = \"open\"",
+        ),
+        None => Check::warn(
+            NETWORK,
+            "the worker does not report its tools' network (an older worker)",
             "reinstall subzero so the broker and the worker are the same build",
         ),
     }

@@ -349,7 +349,7 @@ fn template_info(
 /// What Subzero enforces and what it does not, as `info` states it.
 const ENFORCEMENT_NOTES: [&str; 4] = [
     "The workspace is not a sandbox: tools run with the launching user's OS authority.",
-    "bash and MCP servers read anything the user can and reach the network; their writes are confined only where containment.filesystem names a Landlock ABI (read-only children: none; write-capable: workspace, scratch, writable_paths).",
+    "bash and MCP servers read anything the user can; they reach only the network of their template's grant (templates[].network: none, an allowlist through a proxy, or open) where containment.network has a namespace; their writes are confined only where containment.filesystem names a Landlock ABI (read-only children: none; write-capable: workspace, scratch, writable_paths).",
     "Only Subzero's own write-capable runs are serialized; the host and other programs can still edit files.",
     "Keys are redacted by exact value; a transformed key (e.g. base64) is not recognised.",
 ];

@@ -13,6 +13,7 @@
 //! set, so it can neither `setns` back nor move an interface out; its Landlock domain
 //! already keeps it from opening another process's namespace.
 
+mod forked;
 pub mod namespace;
 pub mod proxy;
 
@@ -29,7 +30,7 @@ use crate::control::{RunId, WorkerEvent};
 /// What the probe at start found.
 #[derive(Debug)]
 pub struct Support {
-    namespace: Option<Arc<OwnedFd>>,
+    namespace: Option<Arc<(Option<OwnedFd>, OwnedFd)>>,
     /// Taken by the first allowlist run (its proxy), or dropped by a `none` run.
     listener: Mutex<Option<TcpListener>>,
     unavailable: Option<String>,
@@ -48,7 +49,7 @@ pub fn probe(off: bool) -> &'static Support {
         };
         match made {
             Ok(made) => Support {
-                namespace: Some(Arc::new(made.namespace)),
+                namespace: Some(Arc::new((made.user, made.namespace))),
                 listener: Mutex::new(Some(made.listener)),
                 unavailable: None,
             },
@@ -102,7 +103,8 @@ impl Support {
 /// How the tool processes of one run reach the network (absent: the grant is `open`).
 #[derive(Debug, Clone)]
 pub struct ToolNet {
-    namespace: Arc<OwnedFd>,
+    /// The owning user namespace (when it is not the worker's) and the network namespace.
+    namespace: Arc<(Option<OwnedFd>, OwnedFd)>,
     proxy: bool,
 }
 
@@ -151,7 +153,7 @@ impl ToolNet {
     /// Between fork and exec, first of all: join the tools' namespace (while the process
     /// still has the worker's powers). Async-signal-safe.
     pub fn enter(&self) -> io::Result<()> {
-        namespace::join(&self.namespace)
+        namespace::join(self.namespace.0.as_ref(), &self.namespace.1)
     }
 
     /// Between fork and exec, once the tool's own namespaces are made: as root, give up the

@@ -13,14 +13,27 @@ pub const PROXY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 3128);
 /// A network namespace with loopback only, and the proxy's socket bound in it.
 #[derive(Debug)]
 pub struct Made {
+    /// The user namespace that owns it, for a worker that could not make it in its own
+    /// ([`super::forked`]): a tool process joins this first.
+    pub user: Option<OwnedFd>,
     /// `/proc/thread-self/ns/net` of the thread that made it (close-on-exec).
     pub namespace: OwnedFd,
     /// Listening on [`PROXY`] inside it; accepted by the worker, outside.
     pub listener: TcpListener,
 }
 
-/// Makes the namespace, or says why the kernel refused.
+/// Makes the namespace, or says why the kernel refused: on a thread of this process where
+/// it holds `CAP_SYS_ADMIN` and `CAP_NET_ADMIN` (root), else in a user namespace of its
+/// own ([`super::forked`]; the worker must then still be single-threaded).
 pub fn make() -> Result<Made, String> {
+    let held = rustix::thread::capabilities(None)
+        .map(|c| c.effective)
+        .unwrap_or_else(|_| rustix::thread::CapabilitySet::empty());
+    let needed =
+        rustix::thread::CapabilitySet::SYS_ADMIN | rustix::thread::CapabilitySet::NET_ADMIN;
+    if !held.contains(needed) {
+        return super::forked::make();
+    }
     std::thread::Builder::new()
         .name("tool-netns".to_owned())
         .spawn(make_here)
@@ -47,13 +60,14 @@ fn make_here() -> Result<Made, String> {
     let listener =
         TcpListener::bind(PROXY).map_err(|e| format!("cannot bind the proxy in it ({e})"))?;
     Ok(Made {
+        user: None,
         namespace,
         listener,
     })
 }
 
 /// `ip link set lo up`, in this thread's network namespace.
-fn loopback_up() -> io::Result<()> {
+pub(super) fn loopback_up() -> io::Result<()> {
     // SAFETY: a plain socket call; the descriptor is owned at once.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
@@ -79,14 +93,21 @@ fn loopback_up() -> io::Result<()> {
     Ok(())
 }
 
-/// Joins `namespace`: between fork and exec of a tool process, before it makes namespaces
-/// of its own. Async-signal-safe; `Err(errno)`.
-pub fn join(namespace: &OwnedFd) -> io::Result<()> {
-    // SAFETY: `setns` on a descriptor this process owns; no memory is touched.
-    if unsafe { libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
+/// Joins `user` (when the namespace has its own owner), then `namespace`: between fork and
+/// exec of a tool process (single-threaded), before it makes namespaces of its own.
+/// Async-signal-safe.
+pub fn join(user: Option<&OwnedFd>, namespace: &OwnedFd) -> io::Result<()> {
+    let enter = |fd: &OwnedFd, kind: libc::c_int| {
+        // SAFETY: `setns` on a descriptor this process owns; no memory is touched.
+        if unsafe { libc::setns(fd.as_raw_fd(), kind) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    if let Some(user) = user {
+        enter(user, libc::CLONE_NEWUSER)?;
     }
-    Ok(())
+    enter(namespace, libc::CLONE_NEWNET)
 }
 
 /// Takes `CAP_SYS_ADMIN` and `CAP_NET_ADMIN` out of a root tool's bounding set, so that

@@ -443,3 +443,52 @@ async fn a_refused_connection_is_an_event_the_parent_sees_and_the_receipt_names_
     );
     s.close().await.expect("close");
 }
+
+/// As `nobody` (as the test's own user when that is not root) the workers have no
+/// `CAP_NET_ADMIN`: the tools' namespace is made in a user namespace of its own. In both
+/// process modes — a user + PID namespace, and the subreaper fallback — a coder's `bash`
+/// reaches nothing outside while its model is reached.
+#[tokio::test(flavor = "multi_thread")]
+async fn as_nobody_a_coders_bash_reaches_no_network_in_either_process_mode() {
+    use crate::support::containment::{Case, NOBODY};
+    use crate::support::mcp::*;
+    let user = nix::unistd::geteuid().is_root().then_some(NOBODY);
+    for subreaper in [false, true] {
+        let outside = Listener::start("127.0.0.1", "outside");
+        let command = format!(
+            "echo \"uid=$(id -u)\"; (exec 3<>/dev/tcp/127.0.0.1/{}) 2>/dev/null; echo \"devtcp=$?\"; getent hosts example.com >/dev/null; echo \"dns=$?\"",
+            outside.port()
+        );
+        let args = json!({ "command": command }).to_string();
+        let env = Env::new(vec![
+            Reply::tool_calls(&[("c1", "bash", args.as_str())]),
+            Reply::text("done"),
+        ]);
+        if subreaper {
+            let config = std::fs::read_to_string(env.config()).expect("config");
+            std::fs::write(
+                env.config(),
+                format!("{config}\n[containment]\nprocess = \"subreaper\"\n"),
+            )
+            .expect("config");
+        }
+        let case = Case::with_user(env, user);
+        let mut reaper = crate::support::faults::Reaper::new(case.env.dir.path());
+        let s = case.broker("broker").await;
+        reaper.broker(s.pid());
+        let (child, _) = spawn(&s, &case.env, "coder", "probe").await;
+        let snap = settled(&s, &child, std::time::Duration::from_secs(60)).await;
+        assert_eq!(
+            last_status(&snap),
+            Some(p::TerminalRunStatus::Completed),
+            "{snap:#?}"
+        );
+        let seen = tool_messages(&case.env.server.requests()[1].json().expect("json")).remove(0);
+        let uid = user.map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.uid);
+        assert!(seen.contains(&format!("uid={uid}")), "{seen}");
+        assert!(seen.contains("devtcp=1"), "subreaper={subreaper}: {seen}");
+        assert!(seen.contains("dns=2"), "subreaper={subreaper}: {seen}");
+        assert_eq!(outside.connections(), 0, "subreaper={subreaper}");
+        s.close().await.expect("close");
+    }
+}
