@@ -5,6 +5,7 @@ use std::time::Duration;
 
 mod busy;
 mod list_get;
+mod network;
 mod parent_cost;
 mod run_start;
 mod startup;
@@ -12,6 +13,7 @@ mod trees;
 
 pub use busy::four_children;
 pub use list_get::list_and_get;
+pub use network::first_connect;
 pub use parent_cost::parent_cost;
 pub use run_start::run_start;
 pub use startup::{cold_start, worker_start};

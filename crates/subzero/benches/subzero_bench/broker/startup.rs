@@ -98,11 +98,13 @@ fn reap(mut child: Child) {
 ///
 /// As the broker does, it names a state directory, a configuration directory and a key
 /// file to hide from tool processes (`--hide`), so the worker probes the tools' mount
-/// namespace before its hello.
+/// namespace before its hello, and (unless `network_off`, `[containment] network = "off"`)
+/// makes the tools' network namespace.
 pub async fn worker_start(
     exe: &Path,
     runs: usize,
     namespace: bool,
+    network_off: bool,
     engine: Vec<std::ffi::OsString>,
 ) -> Result<(Samples, String), Fail> {
     use subzero_runtime::supervisor::limits::LimitParents;
@@ -126,7 +128,7 @@ pub async fn worker_start(
         scratch_parent: Some(scratch),
         process: ProcessPlan::detect(mode)?,
         filesystem: FilesystemMode::Landlock,
-        network_off: false,
+        network_off,
         hide: vec![state, config, key],
         limits: Arc::new(LimitParents::none()),
     })?;

@@ -99,7 +99,7 @@ async fn rust_child(exe: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
 async fn worker_starts(exe: &Path, root: &Path, n: usize, sink: &mut Sink, ours: &mut Ours) {
     eprintln!("worker start…");
     for namespace in [true, false] {
-        match broker::worker_start(exe, n, namespace, Vec::new()).await {
+        match broker::worker_start(exe, n, namespace, false, Vec::new()).await {
             Ok((ms, mode)) => {
                 let (label, how, target) = if namespace {
                     ours.worker_start = Some(ms.median());
@@ -124,8 +124,20 @@ async fn worker_starts(exe: &Path, root: &Path, n: usize, sink: &mut Sink, ours:
             Err(e) => sink.failed("worker start", &e),
         }
     }
+    match broker::worker_start(exe, n, true, true, Vec::new()).await {
+        Ok((ms, mode)) => sink.add(LEAN, "worker start → hello, with all namespaces but the tools' network namespace", "ms", ms, None, &format!("as `with all namespaces`, with `[containment] network = \"off\"` (what an `open` grant needs): the difference to it is what the tools' network namespace (loopback up, the proxy's socket bound) costs at start; the hello reported `{mode}`")),
+        Err(e) => sink.failed("worker start without the network namespace", &e),
+    }
+    eprintln!("a tool's first connect…");
+    match broker::first_connect(exe, n).await {
+        Ok(c) => {
+            sink.add(LEAN, "a tool's first connect through the allowlist proxy", "ms", c.proxy_ms, None, "a coder's `bash` runs Python, which times connect to 127.0.0.1:3128 (the proxy's socket in the tools' network namespace) and `CONNECT 127.0.0.2:P` until the `200` — the worker admitted the listed address (`Allowlist::admit`) and connected outside; one spawn per sample, through `subzero mcp`");
+            sink.add(LEAN, "a tool's first connect under `open`", "ms", c.open_ms, None, "the same Python, straight to 127.0.0.2:P from a template with `network = \"open\"` (no namespace, no proxy)");
+        }
+        Err(e) => sink.failed("a tool's first connect", &e),
+    }
     match pi_engine(exe, root) {
-        Ok(engine) => match broker::worker_start(exe, n, true, engine).await {
+        Ok(engine) => match broker::worker_start(exe, n, true, false, engine).await {
             Ok((ms, mode)) => sink.add(LEAN, "Pi worker start → hello, with all namespaces", "ms", ms, None, &format!("the same spawner and namespaces, `subzero-worker worker --engine pi`: the init starts Node on `workers/pi` (Pi SDK), whose hello ends the figure; the hello reported `{mode}`")),
             Err(e) => sink.failed("Pi worker start", &e),
         },

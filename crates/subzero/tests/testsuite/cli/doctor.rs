@@ -277,6 +277,28 @@ fn doctor_reports_landlock_off_by_configuration_not_as_in_force() {
 }
 
 #[test]
+fn doctor_reports_the_tools_network_namespace_and_says_when_it_is_off() {
+    let on = doctor_with_containment("");
+    let network = the_check(&on, "tool network");
+    assert_eq!(network.status, Status::Pass, "{network:#?}");
+    assert!(
+        network.detail.contains("network namespace per worker"),
+        "{network:#?}"
+    );
+    let off = doctor_with_containment("network = \"off\"\n");
+    let network = the_check(&off, "tool network");
+    assert_eq!(network.status, Status::Warn, "{network:#?}");
+    assert!(network.detail.contains("network = \"off\""), "{network:#?}");
+    assert!(
+        network
+            .fix
+            .as_deref()
+            .is_some_and(|f| f.contains("network = \"open\"")),
+        "{network:#?}"
+    );
+}
+
+#[test]
 fn doctor_reports_the_configured_process_switch_and_the_mode_it_got() {
     let report = doctor_with_containment("process = \"subreaper\"\n");
     let process = the_check(&report, "process containment");
