@@ -17,6 +17,7 @@ mod forked;
 pub mod namespace;
 pub mod proxy;
 
+use std::collections::HashSet;
 use std::io;
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
@@ -199,20 +200,35 @@ fn serve(listener: TcpListener, allowlist: Allowlist) -> Result<(), String> {
     Ok(())
 }
 
-static RUN: Mutex<Option<RunId>> = Mutex::new(None);
+/// The run the proxy's refusals belong to, and the `(host, port)`s it already reported.
+static RUN: Mutex<Option<(RunId, HashSet<(String, u16)>)>> = Mutex::new(None);
+
+/// Most distinct refusals one run reports as events; a tool looping on refused connects
+/// cannot flood the parent's event log (each `(host, port)` is reported once a run).
+const REPORTED_MAX: usize = 64;
 
 /// The run the proxy's refusals belong to from now on.
 pub fn run_started(run: &RunId) {
-    *RUN.lock().unwrap_or_else(PoisonError::into_inner) = Some(run.clone());
+    *RUN.lock().unwrap_or_else(PoisonError::into_inner) = Some((run.clone(), HashSet::new()));
+}
+
+/// The run to report `(host, port)` for, unless this run reported it (or enough) already.
+fn report_for(host: &str, port: u16) -> Option<RunId> {
+    let mut current = RUN.lock().unwrap_or_else(PoisonError::into_inner);
+    let (run, reported) = current.as_mut()?;
+    if reported.len() >= REPORTED_MAX || !reported.insert((host.to_owned(), port)) {
+        return None;
+    }
+    Some(run.clone())
 }
 
 /// A `network_refused` event for the current run (the host as asked, made printable).
 fn report_refusal(report: &proxy::Refused) {
-    tracing::info!(host = %printable(&report.host), port = report.port, why = %report.why, "a tool's connection was refused");
-    let run = RUN.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let shown = printable(&report.host);
+    tracing::info!(host = %shown, port = report.port, why = %report.why, "a tool's connection was refused");
     let (Some(run), Ok(host), Some(port)) = (
-        run,
-        p::RefusedHost::try_from(printable(&report.host)),
+        report_for(&shown, report.port),
+        p::RefusedHost::try_from(shown.clone()),
         std::num::NonZeroU64::new(u64::from(report.port)),
     ) else {
         return;
@@ -244,5 +260,45 @@ fn printable(host: &str) -> String {
         "?".to_owned()
     } else {
         shown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_reported_once_a_run_and_at_most_a_bounded_number_of_times() {
+        let run = RunId::try_from("run_0000000000000000000000NT09").expect("a run id");
+        run_started(&run);
+        assert_eq!(report_for("evil.example", 443), Some(run.clone()));
+        assert_eq!(
+            report_for("evil.example", 443),
+            None,
+            "the same host and port again"
+        );
+        assert_eq!(report_for("evil.example", 80), Some(run.clone()));
+        for n in 0..REPORTED_MAX {
+            let _ = report_for(&format!("h{n}.example"), 1);
+        }
+        assert_eq!(
+            report_for("one.more.example", 1),
+            None,
+            "the run reported enough"
+        );
+        run_started(&run);
+        assert_eq!(
+            report_for("evil.example", 443),
+            Some(run),
+            "a new run reports again"
+        );
+    }
+
+    #[test]
+    fn a_host_reaches_the_event_printable() {
+        assert_eq!(printable("Evil.example"), "Evil.example");
+        assert_eq!(printable("\u{1b}]52;c;x\u{7}"), "?]52?c?x?");
+        assert_eq!(printable(""), "?");
+        assert_eq!(printable(&"a".repeat(300)).len(), 255);
     }
 }

@@ -40,6 +40,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// which can destroy the answer before the client reads it.
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_MAX: u64 = 64 * 1024;
+/// Most client connections served at once: a tool cannot make the worker hold more
+/// descriptors than this for it (further connects wait in the listener's backlog).
+const CONNECTIONS_MAX: usize = 256;
 /// How long accepting pauses when the process is out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -76,12 +79,19 @@ pub async fn serve(
     allowlist: Arc<Allowlist>,
     refused: UnboundedSender<Refused>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
     loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         match listener.accept().await {
             Ok((client, _)) => {
                 let allowlist = Arc::clone(&allowlist);
                 let refused = refused.clone();
-                tokio::spawn(async move { handle(client, &allowlist, &refused).await });
+                tokio::spawn(async move {
+                    handle(client, &allowlist, &refused).await;
+                    drop(slot);
+                });
             }
             Err(error) if out_of_resources(&error) => {
                 debug!(%error, "proxy: cannot accept now; pausing");
