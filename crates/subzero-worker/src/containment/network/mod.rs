@@ -200,8 +200,11 @@ fn serve(listener: TcpListener, allowlist: Allowlist) -> Result<(), String> {
     Ok(())
 }
 
-/// The run the proxy's refusals belong to, and the `(host, port)`s it already reported.
-static RUN: Mutex<Option<(RunId, HashSet<(String, u16)>)>> = Mutex::new(None);
+/// The `(host, port)`s a run reported.
+type Reported = HashSet<(String, u16)>;
+
+/// The run the proxy's refusals belong to, and what it already reported.
+static RUN: Mutex<Option<(RunId, Reported)>> = Mutex::new(None);
 
 /// Most distinct refusals one run reports as events; a tool looping on refused connects
 /// cannot flood the parent's event log (each `(host, port)` is reported once a run).
