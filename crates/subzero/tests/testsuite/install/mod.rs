@@ -2,3 +2,4 @@
 
 mod cargo_install;
 mod layout;
+mod server_json;

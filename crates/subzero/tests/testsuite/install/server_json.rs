@@ -34,7 +34,10 @@ fn server_json() -> Value {
 }
 
 fn pinned_schema() -> Value {
-    read_json(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp-registry/server.schema.json"))
+    read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/mcp-registry/server.schema.json"),
+    )
 }
 
 /// Every `$ref` in `value`.
@@ -58,13 +61,19 @@ fn refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
 /// leaves the machine; every `$ref` in it is local, which this asserts.
 fn validator() -> jsonschema::Validator {
     let schema = pinned_schema();
-    assert_eq!(schema["$schema"], DRAFT_07, "the pinned schema's draft changed");
+    assert_eq!(
+        schema["$schema"], DRAFT_07,
+        "the pinned schema's draft changed"
+    );
     jsonschema::meta::validate(&schema).expect("the pinned schema is a valid draft-07 schema");
     let mut all = Vec::new();
     refs(&schema, &mut all);
     assert!(!all.is_empty(), "the schema is built from definitions");
     let remote: Vec<_> = all.iter().filter(|r| !r.starts_with("#/")).collect();
-    assert!(remote.is_empty(), "remote $refs need pinned copies too: {remote:?}");
+    assert!(
+        remote.is_empty(),
+        "remote $refs need pinned copies too: {remote:?}"
+    );
     jsonschema::draft7::options()
         .should_validate_formats(true)
         .build(&schema)
@@ -80,8 +89,14 @@ fn violations(validator: &jsonschema::Validator, instance: &Value) -> Vec<String
 
 /// The one package of the entry: the npm one.
 fn npm_package(entry: &Value) -> &Value {
-    let packages = entry["packages"].as_array().expect("server.json lists packages");
-    assert_eq!(packages.len(), 1, "one package, the npm launcher: {packages:#?}");
+    let packages = entry["packages"]
+        .as_array()
+        .expect("server.json lists packages");
+    assert_eq!(
+        packages.len(),
+        1,
+        "one package, the npm launcher: {packages:#?}"
+    );
     &packages[0]
 }
 
@@ -90,19 +105,34 @@ fn env_names(package: &Value) -> Vec<String> {
         .as_array()
         .expect("the package lists its environment variables")
         .iter()
-        .map(|v| v["name"].as_str().expect("each variable has a name").to_owned())
+        .map(|v| {
+            v["name"]
+                .as_str()
+                .expect("each variable has a name")
+                .to_owned()
+        })
         .collect()
 }
 
 /// The command line the entry's `packageArguments` make, after the package's own command.
 fn package_argv(package: &Value) -> Vec<String> {
     let mut argv = Vec::new();
-    for arg in package["packageArguments"].as_array().expect("packageArguments") {
-        let value = arg["value"].as_str().expect("every argument has a fixed value");
+    for arg in package["packageArguments"]
+        .as_array()
+        .expect("packageArguments")
+    {
+        let value = arg["value"]
+            .as_str()
+            .expect("every argument has a fixed value");
         match arg["type"].as_str() {
             Some("positional") => argv.push(value.to_owned()),
             Some("named") => {
-                argv.push(arg["name"].as_str().expect("a named argument's name").to_owned());
+                argv.push(
+                    arg["name"]
+                        .as_str()
+                        .expect("a named argument's name")
+                        .to_owned(),
+                );
                 argv.push(value.to_owned());
             }
             other => panic!("an argument of unknown type {other:?}: {arg}"),
@@ -121,7 +151,11 @@ fn the_registry_entry_is_valid_against_the_pinned_schema() {
     );
     let validator = validator();
     let errors = violations(&validator, &entry);
-    assert!(errors.is_empty(), "server.json breaks the registry schema:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "server.json breaks the registry schema:\n{}",
+        errors.join("\n")
+    );
 }
 
 #[test]
@@ -141,10 +175,16 @@ fn the_schema_check_refuses_an_entry_missing_a_required_field() {
     }
     let mut entry = server_json();
     entry["description"] = json!("x".repeat(101));
-    assert!(!validator.is_valid(&entry), "a 101-character description passed");
+    assert!(
+        !validator.is_valid(&entry),
+        "a 101-character description passed"
+    );
     let mut entry = server_json();
     entry["packages"][0]["packageArguments"][0] = json!({"type": "positional"});
-    assert!(!validator.is_valid(&entry), "a positional argument without a value passed");
+    assert!(
+        !validator.is_valid(&entry),
+        "a positional argument without a value passed"
+    );
 }
 
 #[test]
@@ -152,19 +192,38 @@ fn the_registry_entry_names_the_npm_package_stdio_and_the_mcp_command() {
     let version = env!("CARGO_PKG_VERSION");
     let entry = server_json();
     assert_eq!(entry["name"], "io.github.subzero-mcp/subzero");
-    assert_eq!(entry["version"], version, "server.json's version is the crate's");
+    assert_eq!(
+        entry["version"], version,
+        "server.json's version is the crate's"
+    );
     let package = npm_package(&entry);
     assert_eq!(package["registryType"], "npm");
     assert_eq!(package["identifier"], NPM_PACKAGE);
-    assert_eq!(package["version"], version, "the npm package's version is the crate's");
+    assert_eq!(
+        package["version"], version,
+        "the npm package's version is the crate's"
+    );
     assert_eq!(package["transport"], json!({"type": "stdio"}));
     assert_eq!(package_argv(package), ["mcp", "--workspace", "."]);
     let workspace = &package["packageArguments"][1];
     let described = workspace["description"].as_str().unwrap_or_default();
-    assert!(described.contains("project directory"), "--workspace is explained: {workspace}");
-    for var in package["environmentVariables"].as_array().expect("variables") {
-        assert_eq!(var["isRequired"], false, "subzero mcp runs on embedded defaults: {var}");
-        assert_eq!(var["isSecret"], false, "no key variable is fixed by Subzero: {var}");
+    assert!(
+        described.contains("project directory"),
+        "--workspace is explained: {workspace}"
+    );
+    for var in package["environmentVariables"]
+        .as_array()
+        .expect("variables")
+    {
+        assert_eq!(
+            var["isRequired"], false,
+            "subzero mcp runs on embedded defaults: {var}"
+        );
+        // Keys are read from variables the config file names, none of them fixed here.
+        assert_eq!(
+            var["isSecret"], false,
+            "only a key variable is secret: {var}"
+        );
     }
 }
 
@@ -193,10 +252,17 @@ fn subzero_mcp_help_names_the_arguments_the_entry_passes() {
         .env_remove("SUBZERO_LOG")
         .output()
         .expect("subzero mcp --help runs");
-    assert!(help.status.success(), "subzero {} --help: {help:?}", argv[0]);
+    assert!(
+        help.status.success(),
+        "subzero {} --help: {help:?}",
+        argv[0]
+    );
     let usage = String::from_utf8_lossy(&help.stdout);
     for flag in argv.iter().filter(|a| a.starts_with("--")) {
-        assert!(usage.contains(flag.as_str()), "`subzero mcp` accepts {flag}:\n{usage}");
+        assert!(
+            usage.contains(flag.as_str()),
+            "`subzero mcp` accepts {flag}:\n{usage}"
+        );
     }
 }
 
@@ -210,10 +276,9 @@ struct Broker {
 impl Broker {
     fn start(argv: &[String], cwd: &Path, env: &[(String, PathBuf)]) -> Broker {
         let mut command = Command::new(env!("CARGO_BIN_EXE_subzero"));
-        // Only what a host would pass, and nothing of this user's HOME or XDG directories.
+        // Only what `env` says (and PATH): nothing of this user's HOME or XDG directories.
         command.args(argv).current_dir(cwd).env_clear();
         command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
-        command.env("HOME", cwd.join("../home"));
         command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = command
             .stdin(Stdio::piped())
@@ -233,7 +298,11 @@ impl Broker {
             }
         });
         let stdin = child.stdin.take();
-        Broker { child, stdin, lines }
+        Broker {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     fn send(&mut self, message: &Value) {
@@ -287,33 +356,53 @@ fn subzero_started_as_the_entry_says_answers_initialize() {
     let dir = tempfile::tempdir().expect("temp dir");
     let workspace = dir.path().join("project");
     std::fs::create_dir_all(&workspace).expect("workspace");
-    let env = test_env(&env_names(package), dir.path());
+    let mut env = test_env(&env_names(package), dir.path());
+    env.push(("HOME".into(), dir.path().join("home")));
     let mut broker = Broker::start(&package_argv(package), &workspace, &env);
 
-    broker.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "server-json", "version": "0"},
-    }}));
+    broker.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "server-json", "version": "0"},
+        }}),
+    );
     let init = broker.response(1);
     assert_eq!(init["result"]["serverInfo"]["name"], "subzero", "{init}");
-    assert_eq!(init["result"]["serverInfo"]["version"], env!("CARGO_PKG_VERSION"), "{init}");
+    assert_eq!(
+        init["result"]["serverInfo"]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{init}"
+    );
     broker.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     broker.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "subzero_list", "arguments": {}}}));
     let listed = broker.response(2);
-    assert_eq!(listed["result"]["isError"], json!(false), "subzero_list: {listed}");
+    assert_eq!(
+        listed["result"]["isError"],
+        json!(false),
+        "subzero_list: {listed}"
+    );
 
     // The state went where SUBZERO_STATE_DIR said, not under HOME.
-    assert!(dir.path().join("state/subzero.db").is_file(), "the state dir was not used");
-    assert!(!dir.path().join("home/.local").exists(), "the broker wrote under HOME");
+    assert!(
+        dir.path().join("state/subzero.db").is_file(),
+        "the state dir was not used"
+    );
+    assert!(
+        !dir.path().join("home/.local").exists(),
+        "the broker wrote under HOME"
+    );
     broker.stdin.take();
     let mut status = None;
     eventually(Duration::from_secs(10), || {
         status = broker.child.try_wait().ok().flatten();
         status.is_some()
     });
-    assert!(status.is_some_and(|s| s.success()), "the broker exits 0 at EOF: {status:?}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the broker exits 0 at EOF: {status:?}"
+    );
 }
 
 /// Every `.rs` file under `dir`.
@@ -336,12 +425,18 @@ fn every_variable_the_entry_lists_is_read_by_the_broker() {
     for krate in ["crates/subzero/src", "crates/subzero-runtime/src"] {
         sources(&root.join(krate), &mut files);
     }
-    let reading: Vec<_> = files.iter().filter(|(_, t)| t.contains("std::env::var")).collect();
+    let reading: Vec<_> = files
+        .iter()
+        .filter(|(_, t)| t.contains("std::env::var"))
+        .collect();
     let entry = server_json();
     let listed = env_names(npm_package(&entry));
     for name in &listed {
         let quoted = format!("\"{name}\"");
-        let readers: Vec<_> = reading.iter().filter(|(_, t)| t.contains(&quoted)).collect();
+        let readers: Vec<_> = reading
+            .iter()
+            .filter(|(_, t)| t.contains(&quoted))
+            .collect();
         assert!(!readers.is_empty(), "no source of the broker reads {name}");
     }
 
@@ -350,12 +445,22 @@ fn every_variable_the_entry_lists_is_read_by_the_broker() {
     let documented: Vec<&str> = ops
         .lines()
         .filter_map(|l| l.strip_prefix("| `SUBZERO_"))
-        .filter(|rest| rest.split('|').nth(1).is_some_and(|by| by.contains("`mcp`")))
+        .filter(|rest| {
+            rest.split('|')
+                .nth(1)
+                .is_some_and(|by| by.contains("`mcp`"))
+        })
         .filter_map(|rest| rest.split('`').next())
         .collect();
-    assert!(!documented.is_empty(), "operations.md's environment table was not found");
+    assert!(
+        !documented.is_empty(),
+        "operations.md's environment table was not found"
+    );
     for tail in documented {
         let name = format!("SUBZERO_{tail}");
-        assert!(listed.contains(&name), "{name} (operations.md: read by `mcp`) is not listed");
+        assert!(
+            listed.contains(&name),
+            "{name} (operations.md: read by `mcp`) is not listed"
+        );
     }
 }
