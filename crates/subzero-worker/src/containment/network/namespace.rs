@@ -82,11 +82,21 @@ pub(super) fn loopback_up() -> io::Result<()> {
     }
     // SAFETY: both ioctls read and write only `request`, which outlives them.
     unsafe {
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) != 0 {
+        if libc::ioctl(
+            socket.as_raw_fd(),
+            libc::SIOCGIFFLAGS as libc::Ioctl,
+            &mut request,
+        ) != 0
+        {
             return Err(io::Error::last_os_error());
         }
         request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) != 0 {
+        if libc::ioctl(
+            socket.as_raw_fd(),
+            libc::SIOCSIFFLAGS as libc::Ioctl,
+            &request,
+        ) != 0
+        {
             return Err(io::Error::last_os_error());
         }
     }
