@@ -54,10 +54,16 @@ const SWEEP_POLL: Duration = Duration::from_millis(5);
 /// A worker outside a namespace sets it again, for one started by hand.
 pub fn init_process() -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable)?;
-    subzero_sys::reap::become_subreaper()?;
-    if !is_namespace_init() {
-        rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
+    if is_namespace_init() {
+        // Init of its namespace adopts every orphan in it already: being a subreaper as well
+        // adds nothing, and an emulator (qemu-user) does not know the call.
+        if let Err(err) = subzero_sys::reap::become_subreaper() {
+            tracing::debug!(%err, "not a subreaper (init of the namespace adopts orphans)");
+        }
+        return Ok(());
     }
+    subzero_sys::reap::become_subreaper()?;
+    rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     Ok(())
 }
 
