@@ -587,7 +587,7 @@ pub struct Enforcement {
     pub landlock: ::std::option::Option<::std::num::NonZeroU64>,
     ///Plain-language statements of what is not enforced.
     pub notes: EnforcementNotes,
-    ///True when tool process trees are tracked and killed on stop (subreaper + inherited lock).
+    ///True when tool process trees are tracked and killed on stop (a PID namespace, a cgroup, or a subreaper with inherited locks); false where only process groups are (`containment.process.mode` `process-group`).
     #[serde(rename = "processTreeContainment")]
     pub process_tree_containment: bool,
     ///Always false: the workspace is not a sandbox.
@@ -1292,6 +1292,9 @@ pub enum ProcessContainmentMode {
     ///The worker is a child subreaper that kills its tree by walking `/proc`; a process that escapes while worker and broker both die can outlive it.
     #[serde(rename = "subreaper")]
     Subreaper,
+    ///The worker could not become a child subreaper (an emulator such as qemu-user does not implement the call): a stop kills each tool's process group, and a process that leaves its group (`setsid`, a daemon) can outlive it.
+    #[serde(rename = "process-group")]
+    ProcessGroup,
 }
 impl ::std::fmt::Display for ProcessContainmentMode {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -1299,6 +1302,7 @@ impl ::std::fmt::Display for ProcessContainmentMode {
             Self::PidNamespace => f.write_str("pid-namespace"),
             Self::Cgroup => f.write_str("cgroup"),
             Self::Subreaper => f.write_str("subreaper"),
+            Self::ProcessGroup => f.write_str("process-group"),
         }
     }
 }
@@ -1311,6 +1315,7 @@ impl ::std::str::FromStr for ProcessContainmentMode {
             "pid-namespace" => Ok(Self::PidNamespace),
             "cgroup" => Ok(Self::Cgroup),
             "subreaper" => Ok(Self::Subreaper),
+            "process-group" => Ok(Self::ProcessGroup),
             _ => Err("invalid value".into()),
         }
     }
@@ -2779,6 +2784,7 @@ impl crate::validate::Validate for ProcessContainmentMode {
             Self::PidNamespace => Ok(()),
             Self::Cgroup => Ok(()),
             Self::Subreaper => Ok(()),
+            Self::ProcessGroup => Ok(()),
         }
     }
 }

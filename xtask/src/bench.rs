@@ -28,7 +28,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         .map(|i| {
             args.get(i + 1).cloned().ok_or_else(|| {
                 vec![
-                    "--only needs a section: lean, processes, store, isolation, real-model or host"
+                    "--only needs a section: lean, processes, store, isolation, real-model, install or host"
                         .to_string(),
                 ]
             })
@@ -53,7 +53,18 @@ pub fn bench(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         None | Some("host") => Some(host_cost(root, &cargo)?),
         Some(_) => None,
     };
+    // The archives the `install` section weighs and starts: both targets, release.
+    let dist = match only.as_deref() {
+        None | Some("install") if !quick => {
+            crate::dist::dist(root, &[])?;
+            Some(crate::dist::out_dir(root, "release"))
+        }
+        _ => None,
+    };
     let mut command = Command::new(&bench_exe);
+    if let Some(dir) = &dist {
+        command.arg("--dist").arg(dir);
+    }
     if let Some(figures) = &host_cost {
         command.arg("--host-cost").arg(figures);
     }

@@ -14,6 +14,7 @@ pub mod check;
 pub mod codegen;
 #[cfg(feature = "codegen")]
 pub mod compare;
+pub mod dist;
 #[cfg(feature = "codegen")]
 pub mod error_table;
 #[cfg(feature = "codegen")]

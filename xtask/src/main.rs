@@ -1,11 +1,13 @@
-//! `cargo xtask codegen | check | bench | test | soak`.
+//! `cargo xtask codegen | check | bench | test | dist | soak`.
 
 use std::process::ExitCode;
 
 use xtask::workspace_root;
 
-const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]|soak [--release] [SOAK ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
-           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|isolation|real-model)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           every test (the broker's suite beside the rest) where a missing prerequisite fails instead of skipping;\n           with arguments, one cargo test ARGS
+const USAGE: &str = "usage: cargo xtask <codegen|check|bench [--quick] [--only SECTION]|test [CARGO TEST ARGS…]|dist [--target T] [--profile P]|soak [--release] [SOAK ARGS…]>\n  codegen  regenerate generated/ from schema-src/\n  check    fail when generated/ is stale, exports disagree with schema-src/, or fixtures are judged differently\n  bench    install the peers (npm ci), build the release binaries, measure beside them, write docs/benchmarks.md;
+           fails when a figure misses its goal (--quick: a smoke run; --only lean|processes|store|isolation|real-model|install|host; builds the archives with dist first)\n  test     install the pinned outside clients and hosts into the checkout (.venv/, npm ci), then run\n           every test (the broker's suite beside the rest) where a missing prerequisite fails instead of skipping;\n           with arguments, one cargo test ARGS
+  dist     release archives of the three binaries for x86-64 and arm64 Linux (static, musl), checksums and
+           the npm packages, in target/dist/<profile>/ ([--target x86_64|aarch64|all] [--profile release|dist-check])
   soak     the seeded fault soak: real brokers, random work and faults, invariants after each fault
            (--seed S [--steps N] replays; --minutes N runs fresh seeds; --help for the rest)";
 
@@ -18,6 +20,10 @@ fn main() -> ExitCode {
             &std::env::args().skip(2).collect::<Vec<_>>(),
         ),
         "test" => xtask::test::test(
+            &workspace_root(),
+            &std::env::args().skip(2).collect::<Vec<_>>(),
+        ),
+        "dist" => xtask::dist::dist(
             &workspace_root(),
             &std::env::args().skip(2).collect::<Vec<_>>(),
         ),

@@ -33,7 +33,7 @@ pub(crate) fn start_up(options: &WorkerOptions) -> Result<Started, i32> {
         return Err(2);
     }
     if let Err(err) = containment::init_process() {
-        tracing::error!(%err, "cannot become a child subreaper");
+        tracing::error!(%err, "cannot make the worker non-dumpable or set its parent-death signal");
         return Err(2);
     }
     if let Some(dir) = &options.cgroup

@@ -27,7 +27,7 @@ use super::{STRICT_VAR, cargo_test, run};
 
 /// A test binary the build produced.
 #[derive(Debug, Clone)]
-struct TestBinary {
+pub(super) struct TestBinary {
     /// `tests/testsuite/main.rs`-style name cargo prints: the target and its kind.
     label: String,
     exe: PathBuf,
@@ -41,9 +41,9 @@ const REAL_MODEL: &str = "model::llama_cpp";
 
 /// One test binary with the arguments it runs with.
 #[derive(Debug, Clone)]
-struct Job {
-    binary: TestBinary,
-    args: Vec<&'static str>,
+pub(super) struct Job {
+    pub(super) binary: TestBinary,
+    pub(super) args: Vec<&'static str>,
 }
 
 impl Job {
@@ -66,6 +66,7 @@ pub fn run_all(
     let fresh = first_build(root) && std::env::var_os("CARGO_INCREMENTAL").is_none();
     let binaries = build_beside(root, install)?;
     cargo_install(root, fresh)?;
+    crate::dist::npm::lay_out_for_tests(root)?;
     let (broker, rest): (Vec<TestBinary>, Vec<TestBinary>) = binaries
         .into_iter()
         .partition(|b| b.package_dir.ends_with("crates/subzero") && b.label == "test testsuite");
@@ -80,11 +81,12 @@ pub fn run_all(
         args: vec![REAL_MODEL],
     }];
     let real_model = spawn_logged(None, fresh, real_model, &log_path(root, "real-model"))?;
+    let (arm64, main_done) = super::cross::spawn(root, broker.clone(), &log_path(root, "arm64"))?;
     let rest = rest.into_iter().map(Job::all).collect();
     let rest = spawn_logged(Some(root), fresh, rest, &log_path(root, "rest"))?;
     let main = Job {
         binary: broker,
-        args: vec!["--skip", REAL_MODEL],
+        args: vec!["--skip", REAL_MODEL, "--skip", super::cross::ARM64_TESTS],
     };
     eprintln!(
         "     Running {} ({}) {}",
@@ -93,9 +95,11 @@ pub fn run_all(
         main.args.join(" ")
     );
     let main = run_job(&main, Stdio::inherit, Stdio::inherit);
+    let _ = main_done.send(());
     let real_model = finish_logged(real_model, "the broker suite's real-model tier");
     let rest = finish_logged(rest, "the rest of the workspace");
-    let failures: Vec<String> = [main, real_model, rest]
+    let arm64 = finish_logged(arm64, "the arm64 archive under qemu");
+    let failures: Vec<String> = [main, real_model, rest, arm64]
         .into_iter()
         .filter_map(Result::err)
         .flatten()
@@ -237,7 +241,11 @@ fn test_binary(line: &str) -> Option<TestBinary> {
 }
 
 /// Runs one test binary as cargo would; `Err` names it when it fails.
-fn run_job(job: &Job, out: impl Fn() -> Stdio, err: impl Fn() -> Stdio) -> Result<(), Vec<String>> {
+pub(super) fn run_job(
+    job: &Job,
+    out: impl Fn() -> Stdio,
+    err: impl Fn() -> Stdio,
+) -> Result<(), Vec<String>> {
     let binary = &job.binary;
     let status = Command::new(&binary.exe)
         .args(&job.args)
@@ -274,9 +282,9 @@ fn log_path(root: &Path, lane: &str) -> PathBuf {
 }
 
 /// A lane whose output is kept in a file until it ends.
-struct Logged {
-    log: PathBuf,
-    thread: std::thread::JoinHandle<Result<(), Vec<String>>>,
+pub(super) struct Logged {
+    pub(super) log: PathBuf,
+    pub(super) thread: std::thread::JoinHandle<Result<(), Vec<String>>>,
 }
 
 /// A lane that runs `jobs` one after the other, then (given the workspace `root`) the doc

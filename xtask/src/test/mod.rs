@@ -8,6 +8,7 @@
 //! instead of skipping: all of them in three lanes ([`lanes`]), or one `cargo test` with the
 //! arguments given. `.ci/run` runs exactly this.
 
+mod cross;
 mod lanes;
 
 use std::path::{Path, PathBuf};
@@ -61,11 +62,7 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
         (took, outcome)
     } else {
         let took = install(root)?;
-        let mut command = cargo_test(root);
-        if !args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
-            command.arg("--workspace");
-        }
-        (took, run(command.args(args), "cargo test"))
+        (took, cargo_test_args(root, args))
     };
     eprintln!(
         "cargo xtask test: installing took {}, everything {}; {}",
@@ -101,6 +98,33 @@ fn install(root: &Path) -> Result<Duration, Vec<String>> {
     } else {
         Err(failures)
     }
+}
+
+/// `cargo test ARGS…` (`--workspace` unless a package is named), built first with the very
+/// same selection (`--no-run`, so nothing is built twice) and the npm packages laid out from
+/// that build for `install::npm`, as the whole suite does after its build.
+fn cargo_test_args(root: &Path, args: &[String]) -> Result<(), Vec<String>> {
+    let command = || {
+        let mut command = cargo_test(root);
+        if !args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
+            command.arg("--workspace");
+        }
+        command
+    };
+    // Cargo's own arguments only: those after `--` are the test binaries'.
+    let cargo_args = &args[..args.iter().position(|a| a == "--").unwrap_or(args.len())];
+    run(
+        command().args(cargo_args).arg("--no-run"),
+        "cargo test --no-run",
+    )?;
+    // A selection that built no broker has nothing to lay out (and no test that needs it).
+    if crate::bench::target_dir(root)
+        .join("debug/subzero")
+        .is_file()
+    {
+        crate::dist::npm::lay_out_for_tests(root)?;
+    }
+    run(command().args(args), "cargo test")
 }
 
 /// `cargo test` in `root`, in strict mode.
@@ -220,7 +244,7 @@ pub(crate) fn npm_ci(dir: &Path, name: &str) -> Result<(), Vec<String>> {
     Ok(())
 }
 
-fn run(command: &mut Command, what: &str) -> Result<(), Vec<String>> {
+pub(crate) fn run(command: &mut Command, what: &str) -> Result<(), Vec<String>> {
     let status = command
         .status()
         .map_err(|e| vec![format!("cannot run {what}: {e}")])?;

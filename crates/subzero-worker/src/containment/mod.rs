@@ -39,8 +39,8 @@ const POLL: Duration = Duration::from_millis(1);
 /// How often the SIGKILL sweep walks `/proc` again.
 const SWEEP_POLL: Duration = Duration::from_millis(5);
 
-/// Makes the worker non-dumpable and a child subreaper, and asks for SIGTERM when its
-/// parent dies.
+/// Makes the worker non-dumpable and a child subreaper (where the kernel lets it: see
+/// [`ProcessReport::observe`]), and asks for SIGTERM when its parent dies.
 ///
 /// Non-dumpable first: the worker holds the model key and MCP secrets in memory, and a
 /// dumpable process's `/proc/<pid>/mem`, `environ` and `fd` are open to every process of
@@ -62,7 +62,11 @@ pub fn init_process() -> std::io::Result<()> {
         }
         return Ok(());
     }
-    subzero_sys::reap::become_subreaper()?;
+    if let Err(err) = subzero_sys::reap::become_subreaper() {
+        // Only an emulator (qemu-user) or a filtering seccomp profile refuses it: the worker
+        // runs on process groups alone and its hello says so (`process-group`).
+        tracing::warn!(%err, "not a child subreaper: tool process groups only");
+    }
     rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
     Ok(())
 }
@@ -88,7 +92,7 @@ pub fn is_namespace_init() -> bool {
 /// The process-tree containment in force for this worker, as its hello reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessReport {
-    /// `pid-namespace`, `cgroup` or `subreaper`.
+    /// `pid-namespace`, `cgroup`, `subreaper` or `process-group`.
     pub mode: ProcessContainmentMode,
     /// Why `pid-namespace` is not in force, and how to get it.
     pub reason: Option<String>,
@@ -111,6 +115,17 @@ impl ProcessReport {
                 reason: Some(reason.unwrap_or_else(|| {
                     "the worker was started in a cgroup without a reason for it".to_owned()
                 })),
+            };
+        }
+        if !subzero_sys::reap::is_subreaper() {
+            return Self {
+                mode: ProcessContainmentMode::ProcessGroup,
+                reason: Some(format!(
+                    "PR_SET_CHILD_SUBREAPER is refused here (an emulator such as qemu-user, or a \
+                     seccomp profile), so tool processes that leave their process group are not \
+                     contained; {}",
+                    reason.unwrap_or_else(|| "the worker was started by hand".to_owned())
+                )),
             };
         }
         Self {

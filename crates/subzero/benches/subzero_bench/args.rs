@@ -14,15 +14,18 @@ pub struct Args {
     pub only: Option<String>,
     /// The Claude Code figures `cargo xtask bench` measured (JSON), for the `host` section.
     pub host_cost: Option<PathBuf>,
+    /// `target/dist/release`, where `cargo xtask dist` put the archives (the `install` section).
+    pub dist: Option<PathBuf>,
 }
 
 /// The sections, in the order they run.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "lean",
     "processes",
     "store",
     "isolation",
     "real-model",
+    "install",
     "host",
 ];
 
@@ -32,6 +35,7 @@ pub fn parse_args() -> Result<Args, Fail> {
     let mut quick = false;
     let mut only = None;
     let mut host_cost = None;
+    let mut dist = None;
     let mut command = "cargo xtask bench".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -40,6 +44,7 @@ pub fn parse_args() -> Result<Args, Fail> {
             "--out" => out = args.next().map(PathBuf::from),
             "--command" => command = args.next().unwrap_or(command),
             "--host-cost" => host_cost = args.next().map(PathBuf::from),
+            "--dist" => dist = args.next().map(PathBuf::from),
             "--quick" => quick = true,
             "--only" => {
                 let section = args.next().unwrap_or_default();
@@ -60,5 +65,6 @@ pub fn parse_args() -> Result<Args, Fail> {
         command,
         only,
         host_cost,
+        dist,
     })
 }

@@ -73,6 +73,9 @@ async fn run() -> Result<(), Fail> {
     if wants("real-model") {
         sections::real_model::measure(&exe, &plan, &mut sink).await;
     }
+    if wants("install") {
+        sections::install::measure(&exe, args.dist.as_deref(), plan.runs, &mut sink);
+    }
     if wants("host") {
         sections::host::measure(args.host_cost.as_deref(), &mut sink);
     }

@@ -166,7 +166,8 @@ impl Report<'_> {
             md,
             "It builds `cargo build --release -p subzero` and the bench binary (`cargo bench -p subzero --bench subzero-bench --no-run`), \
              then runs the bench against `target/release/subzero`; it first installs the peers it measures beside Subzero from their lockfiles (`npm ci` in `crates/subzero/benches/peers`, `crates/subzero/tests/hosts/pi`, `crates/subzero/tests/hosts/claude-code` and `workers/pi`). \
-             `cargo xtask bench --quick` is a smoke run with fewer repetitions; `cargo xtask bench --only lean` runs one section (`lean`, `processes`, `store`, `isolation`, `real-model`, `host`). \
+             `cargo xtask bench --quick` is a smoke run with fewer repetitions; `cargo xtask bench --only lean` runs one section (`lean`, `processes`, `store`, `isolation`, `real-model`, `install`, `host`). \
+             The `install` section weighs the archives `cargo xtask dist` builds first (static musl binaries cross-built with `cargo zigbuild`) and starts the x86-64 one beside the source build. \
              The `host` section's figures come from the Claude Code scenarios of `crates/subzero/tests/testsuite/hosts/claude_code_cost.rs`, which `cargo xtask bench` runs first (Claude Code from `crates/subzero/tests/hosts/claude-code`, a scripted parent model on loopback). \
              All traffic is stdio and loopback HTTP: to a scripted OpenAI-compatible model (`subzero-testkit`), and in the real-model section \
              to a real llama.cpp `llama-server` on loopback, installed from PyPI wheels into `~/.cache/subzero-tests/llama-cpp` (`subzero_testkit::llama_cpp`).\n"

@@ -118,7 +118,9 @@ async fn demo(args: DemoArgs) -> DemoResult<()> {
     say("\n1. started `subzero mcp` and completed the MCP handshake");
     let outcome = drive(&session, &server).await;
     let closed = session.close().await;
-    outcome?;
+    if let Err(e) = outcome {
+        return Err(with_log_tail(e, &temp.path().join("broker.log")));
+    }
     closed.map_err(|e| format!("closing the broker failed: {e}"))?;
     let requests = server.requests();
     let steered = requests.iter().any(|body| body.contains("one line"));
@@ -139,6 +141,20 @@ async fn demo(args: DemoArgs) -> DemoResult<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// `error`, then the last lines of the broker's log (its workers' too): what the demo saw
+/// go wrong is there, and the temporary directory holding it goes away.
+fn with_log_tail(error: String, log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(20)..];
+    if tail.is_empty() {
+        return error;
+    }
+    let tail = tail.join("\n");
+    let tail = crate::terminal_text::escape(&tail, crate::terminal_text::Lines::Many);
+    format!("{error}\nthe broker's log ended with:\n{tail}")
 }
 
 async fn drive(s: &McpSession, server: &DemoModel) -> DemoResult<()> {

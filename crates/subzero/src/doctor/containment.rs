@@ -200,6 +200,13 @@ fn judge(
             ),
             to_namespaces,
         ),
+        ProcessContainmentMode::ProcessGroup => Check::warn(
+            NAME,
+            format!(
+                "process groups only ({switch}; {why}): a stop kills each tool's process group, and a tool process that leaves its group (setsid, a daemon) can outlive it"
+            ),
+            "run on a Linux kernel, not under an emulator (qemu-user refuses PR_SET_CHILD_SUBREAPER), outside a seccomp profile that filters prctl".to_owned(),
+        ),
         ProcessContainmentMode::Subreaper => {
             let fix = match configured {
                 ProcessContainmentConfig::Auto => format!(

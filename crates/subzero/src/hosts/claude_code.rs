@@ -259,6 +259,24 @@ mod tests {
     }
 
     #[test]
+    fn npx_writes_the_launcher_at_this_version_and_a_second_run_changes_nothing() {
+        let kit = Kit::new();
+        let path = kit.write(".mcp.json", PROJECT);
+        kit.install(Host::ClaudeCode, Scope::Project, &["--npx"])
+            .expect("installs");
+        let written = kit.read(&path);
+        assert_eq!(
+            parse(&written)["mcpServers"]["subzero"],
+            json!({"type": "stdio", "command": "npx", "args": kit.npx_args(), "env": {}})
+        );
+        let again = kit
+            .install(Host::ClaudeCode, Scope::Project, &["--npx"])
+            .expect("second");
+        assert_eq!(kit.read(&path), written);
+        assert!(again.contains("already installed"), "{again}");
+    }
+
+    #[test]
     fn four_space_files_stay_four_space() {
         let kit = Kit::new();
         let four = "{\n    \"mcpServers\": {\n        \"a\": {\n            \"command\": \"x\"\n        }\n    }\n}\n";

@@ -1,16 +1,23 @@
-//! The command line a host runs to start `subzero mcp`, resolved from the flags: the binary,
-//! the workspace (project scope) and the Subzero config, as clean absolute UTF-8 paths so the
-//! same target always yields the same entry.
+//! The command line a host runs to start `subzero mcp`, resolved from the flags: the binary
+//! (or `npx` and the npm launcher), the workspace (project scope) and the Subzero config, as
+//! clean absolute UTF-8 paths so the same target always yields the same entry.
 
 use std::path::{Path, PathBuf};
 
 use super::{EntryArgs, HostEnv, HostsError, Scope};
 
+/// The npm launcher package `--npx` runs (`packaging/npm/subzero-mcp`, named in `server.json`).
+pub(super) const NPM_PACKAGE: &str = "subzero-mcp";
+
 /// The command line the host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Launch {
     pub(super) command: String,
+    /// Everything after `command`: [`Launch::lead`], then `mcp` and its flags.
     pub(super) args: Vec<String>,
+    /// The arguments that make `command` a `subzero` (`-y subzero-mcp@0.1.0` after `npx`;
+    /// none for the binary itself): a `subzero wait` runs as `command lead… wait …`.
+    pub(super) lead: Vec<String>,
 }
 
 impl Launch {
@@ -30,20 +37,33 @@ pub(super) struct Resolved {
     pub(super) project_dir: PathBuf,
 }
 
+/// `npx -y subzero-mcp@<version>`, pinned to this binary's own version: the host then runs
+/// the very build the user installed (and tested) this with, not whatever npm has newest.
+fn npx_lead() -> Vec<String> {
+    let package = format!("{NPM_PACKAGE}@{}", env!("CARGO_PKG_VERSION"));
+    vec!["-y".to_owned(), package]
+}
+
 pub(super) fn resolve(env: &HostEnv, entry: &EntryArgs) -> Result<Resolved, HostsError> {
-    let binary = match &entry.binary {
-        Some(path) => absolute(env, path),
-        None => env
-            .current_exe
-            .clone()
-            .ok_or(HostsError::ExecutableUnknown)?,
+    let (command, lead) = if entry.npx {
+        ("npx".to_owned(), npx_lead())
+    } else {
+        let binary = match &entry.binary {
+            Some(path) => absolute(env, path),
+            None => env
+                .current_exe
+                .clone()
+                .ok_or(HostsError::ExecutableUnknown)?,
+        };
+        (utf8(&binary)?, Vec::new())
     };
     let workspace = match (&entry.workspace, entry.scope) {
         (Some(dir), _) => Some(existing_dir(&absolute(env, dir))?),
         (None, Scope::Project) => Some(existing_dir(&env.cwd)?),
         (None, Scope::User) => None,
     };
-    let mut args = vec!["mcp".to_owned()];
+    let mut args = lead.clone();
+    args.push("mcp".to_owned());
     if let Some(dir) = &workspace {
         args.push("--workspace".to_owned());
         args.push(utf8(dir)?);
@@ -54,8 +74,9 @@ pub(super) fn resolve(env: &HostEnv, entry: &EntryArgs) -> Result<Resolved, Host
     }
     Ok(Resolved {
         launch: Launch {
-            command: utf8(&binary)?,
+            command,
             args,
+            lead,
         },
         project_dir: workspace.unwrap_or_else(|| env.cwd.clone()),
     })
@@ -99,4 +120,44 @@ pub(super) fn utf8(path: &Path) -> Result<String, HostsError> {
         .ok_or_else(|| HostsError::NonUtf8Path {
             path: path.to_path_buf(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{Kit, NPX_PACKAGE};
+    use super::*;
+
+    #[test]
+    fn npx_runs_the_launcher_at_this_version_then_mcp_with_the_same_flags() {
+        let kit = Kit::new();
+        let mut entry = kit.entry(Scope::Project);
+        entry.npx = true;
+        entry.subzero_config = Some(PathBuf::from("sz.toml"));
+        let launch = resolve(&kit.env, &entry).expect("resolves").launch;
+        let config = format!("{}/sz.toml", kit.workspace_str());
+        let mut args = kit.npx_args();
+        args.extend(["--config".to_owned(), config]);
+        assert_eq!(
+            launch,
+            Launch {
+                command: "npx".to_owned(),
+                args,
+                lead: vec!["-y".to_owned(), NPX_PACKAGE.to_owned()],
+            }
+        );
+        assert_eq!(
+            NPX_PACKAGE,
+            format!("subzero-mcp@{}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn the_binary_needs_no_lead() {
+        let kit = Kit::new();
+        let launch = resolve(&kit.env, &kit.entry(Scope::User))
+            .expect("resolves")
+            .launch;
+        assert_eq!(launch.args, ["mcp"]);
+        assert!(launch.lead.is_empty());
+    }
 }

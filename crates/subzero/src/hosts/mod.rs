@@ -86,7 +86,8 @@ pub enum Scope {
     User,
 }
 
-/// What the entry runs: `<binary> mcp [--workspace DIR] [--config FILE]`.
+/// What the entry runs: `<binary> mcp [--workspace DIR] [--config FILE]`, or with `--npx`
+/// `npx -y subzero-mcp@<this version> mcp …`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EntryArgs {
     /// Which host file: the project's (inside the workspace) or the user's.
@@ -102,6 +103,10 @@ pub struct EntryArgs {
     /// The subzero executable the host starts. Default: this executable's absolute path.
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
+    /// Start the broker from npm instead: `npx -y subzero-mcp@<this version>` (the launcher
+    /// package with this platform's prebuilt binaries; no Rust toolchain needed).
+    #[arg(long, conflicts_with = "binary")]
+    pub npx: bool,
 }
 
 /// `subzero hosts print <host>`
@@ -482,6 +487,19 @@ mod tests {
         assert_eq!(args.entry.workspace, Some(PathBuf::from("/w")));
         assert_eq!(args.entry.subzero_config, Some(PathBuf::from("c.toml")));
         assert_eq!(args.entry.binary, Some(PathBuf::from("/bin/subzero")));
+    }
+
+    #[test]
+    fn npx_parses_and_cannot_be_combined_with_binary() {
+        let HostsAction::Print(args) = parse(&["hosts", "print", "pi", "--npx"]).action else {
+            panic!("expected print");
+        };
+        assert!(args.entry.npx && args.entry.binary.is_none());
+        let argv = [
+            "subzero", "hosts", "install", "codex", "--npx", "--binary", "/b",
+        ];
+        let err = Cli::try_parse_from(argv).expect_err("refused");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
     #[test]

@@ -180,6 +180,27 @@ mod tests {
     }
 
     #[test]
+    fn npx_writes_the_launcher_at_this_version_and_a_second_run_changes_nothing() {
+        let kit = Kit::new();
+        let path = kit.write("opencode.json", EXISTING);
+        kit.install(Host::OpenCode, Scope::Project, &["--npx"])
+            .expect("installs");
+        let written = kit.read(&path);
+        let command: Vec<String> = std::iter::once("npx".to_owned())
+            .chain(kit.npx_args())
+            .collect();
+        assert_eq!(
+            parse(&written)["mcp"]["subzero"],
+            json!({"type": "local", "command": command, "enabled": true})
+        );
+        let again = kit
+            .install(Host::OpenCode, Scope::Project, &["--npx"])
+            .expect("second");
+        assert_eq!(kit.read(&path), written);
+        assert!(again.contains("already installed"), "{again}");
+    }
+
+    #[test]
     fn jsonc_with_comments_is_refused_and_left_byte_identical() {
         let kit = Kit::new();
         let jsonc = "{\n  // my MCP servers\n  \"mcp\": {}\n}\n";

@@ -25,7 +25,8 @@ use super::{ExtraEdit, Field, Host, HostEnv, HostsError, Launch, SERVER_NAME, Sc
 /// become JSON literals.
 const EXTENSION_TEMPLATE: &str = include_str!("templates/pi-extension.ts");
 
-/// The wake extension `install` writes; `__SUBZERO_COMMAND__` becomes a JSON literal.
+/// The wake extension `install` writes; `__SUBZERO_COMMAND__` and `__SUBZERO_LEAD__` become
+/// JSON literals.
 const WAKE_TEMPLATE: &str = include_str!("templates/pi-wake.ts");
 /// Its file name in Pi's extensions directory.
 pub(super) const WAKE_FILE: &str = "subzero-wake.ts";
@@ -120,10 +121,13 @@ pub(super) fn wake_edit(
     let path = super::edit::resolve_symlink(&dir.join(WAKE_FILE));
     let original = super::edit::read_optional(&path)?;
     let command = Value::String(launch.command.clone()).to_string();
+    let lead = Value::from(launch.lead.clone()).to_string();
     Ok(ExtraEdit {
         path,
         original,
-        updated: WAKE_TEMPLATE.replace("__SUBZERO_COMMAND__", &command),
+        updated: WAKE_TEMPLATE
+            .replace("__SUBZERO_COMMAND__", &command)
+            .replace("__SUBZERO_LEAD__", &lead),
         what: "the wake extension: a run the Pi session started comes back to it as a follow-up \
                turn when it ends (delete the file to turn that off)"
             .to_owned(),
@@ -246,7 +250,9 @@ fn pi_package(dir: &Path) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{BINARY, Kit, assert_no_backup, assert_only_additions, backups};
+    use super::super::testkit::{
+        BINARY, Kit, NPX_PACKAGE, assert_no_backup, assert_only_additions, backups,
+    };
     use super::super::{Host, Scope};
     use super::*;
     use serde_json::{Value, json};
@@ -314,6 +320,30 @@ mod tests {
         assert_eq!(kit.read(&path), first);
         assert_eq!(backups(&path).len(), 1);
         assert!(out.contains("already installed"), "{out}");
+    }
+
+    #[test]
+    fn npx_writes_the_launcher_at_this_version_and_the_wake_runs_wait_through_it() {
+        let kit = Kit::new();
+        let path = kit.write(".pi/mcp.json", EXISTING);
+        kit.install(Host::Pi, Scope::Project, &["--npx"])
+            .expect("installs");
+        let written = kit.read(&path);
+        let entry = &parse(&written)["mcpServers"]["subzero"];
+        assert_eq!(entry["command"], "npx");
+        assert_eq!(entry["args"], json!(kit.npx_args()));
+        let wake = kit.read(&kit.workspace.join(".pi/extensions").join(WAKE_FILE));
+        assert!(wake.contains("const SUBZERO: string = \"npx\";"), "{wake}");
+        let lead = format!(
+            "const SUBZERO_LEAD: string[] = {};",
+            json!(["-y", NPX_PACKAGE])
+        );
+        assert!(wake.contains(&lead), "{wake}");
+        let again = kit
+            .install(Host::Pi, Scope::Project, &["--npx"])
+            .expect("second");
+        assert_eq!(kit.read(&path), written);
+        assert!(again.contains("already installed"), "{again}");
     }
 
     #[test]
@@ -509,6 +539,7 @@ mod tests {
         let launch = Launch {
             command: "/opt/sub \"zero\"/subzero".to_owned(),
             args: vec!["mcp".to_owned(), "--workspace".to_owned(), "/w".to_owned()],
+            lead: Vec::new(),
         };
         let source = extension_source(&launch);
         assert!(

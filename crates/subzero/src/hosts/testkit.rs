@@ -12,6 +12,9 @@ use super::{
 /// The executable path every test entry names (it need not exist).
 pub(super) const BINARY: &str = "/opt/subzero/bin/subzero";
 
+/// What `--npx` has npx run: the launcher at this build's version.
+pub(super) const NPX_PACKAGE: &str = concat!("subzero-mcp@", env!("CARGO_PKG_VERSION"));
+
 #[derive(Debug)]
 pub(super) struct Kit {
     _dir: tempfile::TempDir,
@@ -58,7 +61,17 @@ impl Kit {
             workspace: None,
             subzero_config: None,
             binary: None,
+            npx: false,
         }
+    }
+
+    /// The arguments of the `--npx` entry for the workspace: `npx` then these.
+    pub(super) fn npx_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = ["-y", NPX_PACKAGE, "mcp", "--workspace"]
+            .map(str::to_owned)
+            .to_vec();
+        args.push(self.workspace_str());
+        args
     }
 
     /// Writes `text` to `rel` under the workspace (or an absolute path) and returns the path.
@@ -75,7 +88,8 @@ impl Kit {
         fs::read_to_string(path).expect("read file")
     }
 
-    /// `install` with `--dry-run` / `--force` taken from `flags`; returns what it printed.
+    /// `install` with `--dry-run` / `--force` / `--trust` / `--allow-tools` / `--npx` taken
+    /// from `flags`; returns what it printed.
     pub(super) fn install(
         &self,
         host: Host,
@@ -84,7 +98,10 @@ impl Kit {
     ) -> Result<String, HostsError> {
         self.install_args(InstallArgs {
             host,
-            entry: self.entry(scope),
+            entry: EntryArgs {
+                npx: flags.contains(&"--npx"),
+                ..self.entry(scope)
+            },
             dry_run: flags.contains(&"--dry-run"),
             force: flags.contains(&"--force"),
             config_path: None,

@@ -133,6 +133,11 @@ impl Broker {
     /// filesystem support and receipts.
     fn info_enforcement(hello: &Hello) -> Result<p::Enforcement, BrokerError> {
         let mut enforcement = enforcement()?;
+        // Process groups alone do not hold a tree whose processes leave their group.
+        enforcement.process_tree_containment = hello
+            .process
+            .as_ref()
+            .is_none_or(|p| p.mode != p::ProcessContainmentMode::ProcessGroup);
         enforcement
             .containment
             .get_or_insert_with(Default::default)

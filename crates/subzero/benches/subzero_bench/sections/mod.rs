@@ -2,6 +2,7 @@
 //! scenarios and puts the figures, ratios and notes in the [`Sink`](crate::sink::Sink).
 
 pub mod host;
+pub mod install;
 pub mod isolation;
 pub mod lean;
 pub mod processes;

@@ -85,6 +85,31 @@ fn running_install_twice_changes_nothing_the_second_time() {
 }
 
 #[test]
+fn npx_writes_the_launcher_at_this_version_and_a_second_run_changes_nothing() {
+    let kit = Kit::new();
+    let path = kit.write(".codex/config.toml", EXISTING);
+    kit.install(Host::Codex, Scope::Project, &["--npx"])
+        .expect("installs");
+    let written = kit.read(&path);
+    let doc = parse(&written);
+    let entry = &doc["mcp_servers"]["subzero"];
+    assert_eq!(entry["command"].as_str(), Some("npx"));
+    let args: Vec<_> = entry["args"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(args, kit.npx_args());
+    assert_eq!(entry["tool_timeout_sec"].as_integer(), Some(60));
+    let again = kit
+        .install(Host::Codex, Scope::Project, &["--npx"])
+        .expect("second");
+    assert_eq!(kit.read(&path), written);
+    assert!(again.contains("already installed"), "{again}");
+}
+
+#[test]
 fn dry_run_prints_the_diff_and_writes_nothing() {
     let kit = Kit::new();
     let path = kit.write(".codex/config.toml", EXISTING);

@@ -12,6 +12,8 @@
 // Delete this file to turn the wake-ups off; the MCP tools keep working without it.
 
 const SUBZERO: string = __SUBZERO_COMMAND__;
+// What goes before `wait` to make SUBZERO a `subzero` (`-y subzero-mcp@…` when it is npx).
+const SUBZERO_LEAD: string[] = __SUBZERO_LEAD__;
 const PREFIX = "mcp__subzero__";
 const MESSAGE_TYPE = "subzero-result";
 
@@ -102,7 +104,7 @@ export default function subzeroWake(pi: Pi): void {
 
   async function waitFor(watch: Watch): Promise<void> {
     try {
-      const done = await pi.exec(SUBZERO, ["wait", watch.child, "--run", watch.run], {
+      const done = await pi.exec(SUBZERO, [...SUBZERO_LEAD, "wait", watch.child, "--run", watch.run], {
         signal: quit.signal,
       });
       if (done.code === 0 && done.stdout.trim() !== "") watch.result = done.stdout.trim();

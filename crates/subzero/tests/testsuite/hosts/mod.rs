@@ -4,5 +4,5 @@ mod claude_code;
 mod claude_code_cost;
 mod claude_code_tasks;
 mod codex;
-mod opencode;
+pub(crate) mod opencode;
 mod pi;

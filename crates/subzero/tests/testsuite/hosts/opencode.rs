@@ -27,7 +27,7 @@ const OPENCODE: HostSpec = HostSpec {
 
 /// Everything OpenCode would fetch from outside, switched off; what is left fails at the dead
 /// proxy at once.
-const QUIET: &[(&str, &str)] = &[
+pub(crate) const QUIET: &[(&str, &str)] = &[
     ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
     ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
@@ -37,11 +37,23 @@ const QUIET: &[(&str, &str)] = &[
 ];
 
 /// One host run's limit: OpenCode starts in a few seconds here.
-const RUN_LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// A rig whose user config points OpenCode at the scripted parent, with Subzero installed in
 /// the project by `subzero hosts install opencode`; `None` when OpenCode is not installed.
 fn rig() -> Option<Rig> {
+    let rig = configured()?;
+    let installed = rig.install_subzero();
+    assert!(
+        installed.contains("subzero_subzero_spawn"),
+        "install names the tools as OpenCode shows them: {installed}"
+    );
+    Some(rig)
+}
+
+/// A rig whose user config points OpenCode at the scripted parent, Subzero not yet installed
+/// (`install::npm` installs it with `--npx`); `None` when OpenCode is not installed.
+pub(crate) fn configured() -> Option<Rig> {
     let rig = Rig::new(OPENCODE, OPENCODE.binary()?);
     let user_config = json!({
         "$schema": "https://opencode.ai/config.json",
@@ -61,11 +73,6 @@ fn rig() -> Option<Rig> {
     rig.write(
         ".config/opencode/opencode.json",
         &serde_json::to_string_pretty(&user_config).expect("json"),
-    );
-    let installed = rig.install_subzero();
-    assert!(
-        installed.contains("subzero_subzero_spawn"),
-        "install names the tools as OpenCode shows them: {installed}"
     );
     Some(rig)
 }

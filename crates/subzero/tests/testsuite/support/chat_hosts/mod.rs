@@ -197,9 +197,15 @@ impl Rig {
 
     /// `subzero hosts install <host>` run in the workspace, as a user would; returns stdout.
     pub fn install_subzero(&self) -> String {
+        self.install_subzero_with(&[])
+    }
+
+    /// [`Rig::install_subzero`] with more flags (`--npx`).
+    pub fn install_subzero_with(&self, flags: &[&str]) -> String {
         let out = self
             .command(Path::new(env!("CARGO_BIN_EXE_subzero")))
             .args(["hosts", "install", self.spec.name])
+            .args(flags)
             .output()
             .expect("run subzero hosts install");
         assert!(out.status.success(), "install failed: {}", text(&out));
