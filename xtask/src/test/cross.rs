@@ -1,8 +1,8 @@
 //! The lane of the arm64 archive: install `qemu-user-static` when it is missing (Debian's
 //! package; CI runs as root), build the archive as `cargo xtask dist --target aarch64
 //! --profile dist-check` does, then run the broker suite's `install::arm64` tests, which
-//! unpack it and run it under the emulator. Its build is the lane's cost: one processor
-//! (`--jobs 1`) beside the broker suite, which mostly waits. The tests themselves wait for
+//! unpack it and run it under the emulator. Its build is the lane's cost: at the lowest
+//! priority (`nice -n 19`), on the processor time the test lanes leave. The tests themselves wait for
 //! the broker suite to end: on a saturated machine qemu-user 7.2 now and then lost a worker
 //! (docs/install.md), and the emulated demo is seconds, not minutes.
 
@@ -39,11 +39,13 @@ pub fn spawn(
         // The build's own output goes to the log too.
         let xtask = std::env::current_exe()
             .map_err(|e| vec![format!("cannot find the xtask executable: {e}")])?;
-        let build = Command::new(xtask)
+        // At the lowest priority: the build takes the processor time the test lanes leave.
+        let build = Command::new("nice")
+            .args(["-n", "19"])
+            .arg(xtask)
             .current_dir(&root)
             .arg("dist")
             .args(&args)
-            .env("SUBZERO_DIST_JOBS", "1")
             .stdout(to_log())
             .stderr(to_log())
             .status()
