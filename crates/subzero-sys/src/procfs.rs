@@ -34,6 +34,15 @@ impl Stat {
         Stat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
     }
 
+    /// When `pid` started (clock ticks after boot), as every process reads it: from the
+    /// `stat` of its thread-group leader's task entry. An emulator (qemu-user) rewrites a
+    /// process's own `/proc/<pid>/stat` with a start time of its making, so that one reads
+    /// differently from inside and outside; the task entry it passes through.
+    pub fn start_of(pid: u32) -> Option<u64> {
+        let line = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/stat")).ok()?;
+        Stat::parse(&line)?.start
+    }
+
     /// Parses a `stat` line. The command name is in parentheses and may hold spaces and
     /// parentheses itself, so the fields are read after the *last* `)`.
     pub fn parse(stat: &str) -> Option<Stat> {
@@ -64,6 +73,24 @@ mod tests {
     fn this_process_is_listed() {
         let me = std::process::id();
         assert!(super::pids().any(|(pid, dir)| pid == me && dir.ends_with(me.to_string())));
+    }
+
+    #[test]
+    fn a_process_starts_when_its_stat_and_its_leaders_task_entry_say() {
+        let me = std::process::id();
+        let start = Stat::start_of(me).expect("own task entry");
+        assert_eq!(Some(start), Stat::of(me).expect("own stat").start);
+        let child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let theirs = Stat::start_of(child.id()).expect("the child's task entry");
+        assert!(theirs >= start, "{theirs} < {start}");
+        assert_eq!(Some(theirs), Stat::of(child.id()).and_then(|s| s.start));
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(Stat::start_of(u32::MAX), None);
     }
 
     #[test]

@@ -205,10 +205,12 @@ fn write_kill(cgroup: &Cgroup) -> io::Result<()> {
     }
 }
 
-/// `<pid>-<start time>` of a live process.
+/// `<pid>-<start time>` of a live process, the same from inside it and from any other
+/// ([`Stat::start_of`]: under qemu-user a broker's own reading differed, and a second broker
+/// took the first's workers for orphans).
 pub(super) fn owner_of(pid: u32) -> Option<String> {
-    let stat = Stat::of(pid).filter(|s| !s.is_gone())?;
-    Some(format!("{pid}-{}", stat.start?))
+    Stat::of(pid).filter(|s| !s.is_gone())?;
+    Some(format!("{pid}-{}", Stat::start_of(pid)?))
 }
 
 /// The `<pid>-<start>` owner of a cgroup named `subzero-<pid>-<start>-<n|probe>`.
