@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{BINARIES, Target, VERSION};
+use super::{BINARIES, Target, VERSION, copy};
 
 /// The licence files every artifact carries (the workspace is `MIT OR Apache-2.0`).
 pub const LICENCES: [&str; 2] = ["LICENSE-MIT", "LICENSE-APACHE"];
@@ -70,17 +70,6 @@ fn readme(target: Target) -> String {
          (LICENSE-MIT, LICENSE-APACHE). https://github.com/subzero-mcp/subzero\n",
         machine = target.machine()
     )
-}
-
-/// Copies `from` to `to`, keeping its mode (the binaries stay executable).
-fn copy(from: &Path, to: &Path) -> Result<(), Vec<String>> {
-    std::fs::copy(from, to).map(drop).map_err(|e| {
-        vec![format!(
-            "cannot copy {} to {}: {e}",
-            from.display(),
-            to.display()
-        )]
-    })
 }
 
 /// The committer time of `HEAD` (seconds), or 0 outside a repository: the archive's mtime.

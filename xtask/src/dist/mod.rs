@@ -173,3 +173,14 @@ pub fn build(root: &Path, target: Target, profile: &str) -> Result<PathBuf, Vec<
     }
     Ok(bin_dir)
 }
+
+/// Copies `from` to `to`, keeping its mode (the binaries stay executable).
+pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), Vec<String>> {
+    std::fs::copy(from, to).map(drop).map_err(|e| {
+        vec![format!(
+            "cannot copy {} to {}: {e}",
+            from.display(),
+            to.display()
+        )]
+    })
+}

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{BINARIES, Target, VERSION};
+use super::{BINARIES, Target, VERSION, copy};
 
 /// The launcher's package name: what hosts run with `npx`, as `server.json` names it.
 pub const LAUNCHER: &str = "subzero-mcp";
@@ -254,16 +254,6 @@ fn fresh_dir(dir: &Path) -> Result<(), Vec<String>> {
 
 fn create_dir(dir: &Path) -> Result<(), Vec<String>> {
     std::fs::create_dir_all(dir).map_err(|e| vec![format!("cannot create {}: {e}", dir.display())])
-}
-
-fn copy(from: &Path, to: &Path) -> Result<(), Vec<String>> {
-    std::fs::copy(from, to).map(drop).map_err(|e| {
-        vec![format!(
-            "cannot copy {} to {}: {e}",
-            from.display(),
-            to.display()
-        )]
-    })
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), Vec<String>> {

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use super::Target;
 use crate::bench::target_dir;
@@ -36,36 +35,7 @@ pub fn rust_target(target: Target) -> Result<(), Vec<String>> {
 /// `cargo-zigbuild` and `python3` (whose `-m ziglang` is Zig) first.
 pub fn zig(root: &Path) -> Result<String, Vec<String>> {
     let venv = target_dir(root).join("dist-tools/venv");
-    let python = venv.join("bin/python3");
-    let stamp = venv.join("subzero-packages.txt");
-    let wanted = ZIG_PACKAGES.join("\n") + "\n";
-    if !(std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) && python.exists()) {
-        let started = Instant::now();
-        if !python.exists() {
-            crate::test::run(
-                Command::new("python3").args(["-m", "venv"]).arg(&venv),
-                "python3 -m venv (for cargo-zigbuild)",
-            )?;
-        }
-        crate::test::run(
-            Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(ZIG_PACKAGES),
-            "pip install ziglang cargo-zigbuild",
-        )?;
-        std::fs::write(&stamp, wanted).map_err(|e| vec![format!("cannot write {stamp:?}: {e}")])?;
-        eprintln!(
-            "cargo xtask dist: {} installed ({:.0} s)",
-            ZIG_PACKAGES.join(", "),
-            started.elapsed().as_secs_f64()
-        );
-    }
+    crate::test::pinned_venv(&venv, ZIG_PACKAGES, "target/dist-tools/venv")?;
     let path = std::env::var("PATH").unwrap_or_default();
     Ok(format!("{}:{path}", venv.join("bin").display()))
 }

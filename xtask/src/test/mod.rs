@@ -179,43 +179,44 @@ fn require(program: &str, why: &str) -> Result<(), Vec<String>> {
     }
 }
 
-/// `.venv/` with [`PYTHON_PACKAGES`] installed; returns its directory. A stamp file holds
-/// the pins last installed, so an unchanged venv costs nothing.
+/// `.venv/` with [`PYTHON_PACKAGES`] installed; returns its directory.
 fn python_venv(root: &Path) -> Result<PathBuf, Vec<String>> {
     let venv = root.join(VENV);
+    pinned_venv(&venv, PYTHON_PACKAGES, &format!("{VENV}/"))?;
+    Ok(venv)
+}
+
+/// A Python venv at `venv` with `packages` (pins) installed, made or brought up to date;
+/// `label` names it in messages. A stamp file holds the pins last installed, so an
+/// unchanged venv costs nothing.
+pub(crate) fn pinned_venv(venv: &Path, packages: &[&str], label: &str) -> Result<(), Vec<String>> {
     let python = venv.join("bin/python3");
     let stamp = venv.join("subzero-packages.txt");
-    let wanted = PYTHON_PACKAGES.join("\n") + "\n";
+    let wanted = packages.join("\n") + "\n";
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) && python.exists() {
-        return Ok(venv);
+        return Ok(());
     }
     let started = Instant::now();
     if !python.exists() {
         run(
-            Command::new("python3").args(["-m", "venv"]).arg(&venv),
-            "python3 -m venv .venv",
+            Command::new("python3").args(["-m", "venv"]).arg(venv),
+            &format!("python3 -m venv {label}"),
         )?;
     }
     run(
         Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-            ])
-            .args(PYTHON_PACKAGES),
-        "pip install (into .venv)",
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(["--disable-pip-version-check", "--no-input"])
+            .args(packages),
+        &format!("pip install (into {label})"),
     )?;
     std::fs::write(&stamp, wanted).map_err(|e| vec![format!("cannot write {stamp:?}: {e}")])?;
     eprintln!(
-        "cargo xtask test: {VENV}/ has {} ({})",
-        PYTHON_PACKAGES.join(", "),
+        "cargo xtask: {label} has {} ({})",
+        packages.join(", "),
         minutes(started.elapsed())
     );
-    Ok(venv)
+    Ok(())
 }
 
 /// `npm ci` in `dir` unless its `node_modules` was installed from the current lockfile
