@@ -29,11 +29,7 @@ exec "$@""#;
 
 /// The archive `cargo xtask test` built, unpacked into `dir`; the unpacked directory.
 fn unpacked(dir: &Path) -> Option<PathBuf> {
-    let target = Path::new(env!("CARGO_BIN_EXE_subzero"))
-        .ancestors()
-        .nth(2)
-        .expect("the target directory")
-        .to_path_buf();
+    let target = super::target_dir();
     let out = target.join("dist/dist-check");
     let stem = format!("subzero-{}-aarch64-linux-musl", env!("CARGO_PKG_VERSION"));
     let archive = out.join(format!("{stem}.tar.gz"));

@@ -12,11 +12,7 @@ const GROUP: &str = "cargo_install";
 
 /// `target/cargo-install/bin`, when `cargo xtask test` filled it.
 fn installed() -> Option<PathBuf> {
-    let target = Path::new(env!("CARGO_BIN_EXE_subzero"))
-        .ancestors()
-        .nth(2)
-        .expect("the target directory")
-        .to_path_buf();
+    let target = super::target_dir();
     let bin = target.join("cargo-install/bin");
     if bin.join("subzero").is_file() {
         prereq::present(GROUP);

@@ -51,11 +51,7 @@ fn node_arch() -> &'static str {
 
 /// `target/npm-test`, when `cargo xtask test` filled it and npm runs.
 fn laid_out() -> Option<Layout> {
-    let target = Path::new(env!("CARGO_BIN_EXE_subzero"))
-        .ancestors()
-        .nth(2)
-        .expect("the target directory")
-        .join("npm-test");
+    let target = super::target_dir().join("npm-test");
     let layout = Layout {
         launcher: target.join("subzero-mcp"),
         platform: target.join(format!("subzero-mcp-linux-{}", node_arch())),
