@@ -1,8 +1,9 @@
 //! The lane of the arm64 archive: install `qemu-user-static` when it is missing (Debian's
 //! package; CI runs as root), build the archive as `cargo xtask dist --target aarch64
 //! --profile dist-check` does, then run the broker suite's `install::arm64` tests, which
-//! unpack it and run it under the emulator. Its build is the lane's cost: at the lowest
-//! priority (`nice -n 19`), on the processor time the test lanes leave. The tests themselves wait for
+//! unpack it and run it under the emulator. Its build is the lane's cost: one job at the
+//! lowest priority (`nice -n 19`, `--jobs 1`), on the processor time the test lanes leave
+//! (two jobs, even at that priority, slowed timing-bound tests into failing). The tests themselves wait for
 //! the broker suite to end: on a saturated machine qemu-user 7.2 now and then lost a worker
 //! (docs/install.md), and the emulated demo is seconds, not minutes.
 
@@ -39,13 +40,14 @@ pub fn spawn(
         // The build's own output goes to the log too.
         let xtask = std::env::current_exe()
             .map_err(|e| vec![format!("cannot find the xtask executable: {e}")])?;
-        // At the lowest priority: the build takes the processor time the test lanes leave.
+        // One job at the lowest priority: the build takes the processor time the lanes leave.
         let build = Command::new("nice")
             .args(["-n", "19"])
             .arg(xtask)
             .current_dir(&root)
             .arg("dist")
             .args(&args)
+            .env("SUBZERO_DIST_JOBS", "1")
             .stdout(to_log())
             .stderr(to_log())
             .status()

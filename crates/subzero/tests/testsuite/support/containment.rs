@@ -233,7 +233,8 @@ pub fn binary_for_others(spare: &Path) -> PathBuf {
 /// Watches the workspace's writer slot from outside the tree while a stop or a kill is
 /// under way: every millisecond it tries to take the slot's lock, and whenever it gets it
 /// (while holding it) it looks for live processes of the tree. Any it finds is a moment
-/// in which a second writer could have been admitted while the first tree lived.
+/// in which a second writer could have been admitted while the first tree lived. It has
+/// probed once when [`LockWatcher::start`] returns.
 struct LockWatcher {
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<(u64, Vec<Vec<u32>>)>,
@@ -258,10 +259,11 @@ impl LockWatcher {
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = done.clone();
         let mark = mark.to_owned();
+        let (first, first_taken) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let mut probes = 0;
             let mut violations = Vec::new();
-            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            loop {
                 for slot in &slots {
                     let Ok(file) = std::fs::File::open(slot) else {
                         continue;
@@ -277,10 +279,17 @@ impl LockWatcher {
                         drop(held);
                     }
                 }
+                let _ = first.send(());
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
             (probes, violations)
         });
+        // The first round is taken before the action it watches: a tree gone within
+        // milliseconds on a loaded machine still had the slot probed while it lived.
+        let _ = first_taken.recv();
         LockWatcher { done, thread }
     }
 
