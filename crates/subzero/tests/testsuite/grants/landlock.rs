@@ -118,7 +118,8 @@ fn landlocked_worker() -> WorkerProc {
 }
 
 /// Runs one model turn of `calls`, then a final answer; returns the tool results in order.
-fn run_tools(
+/// The run completing is the model endpoint reached from the worker.
+pub(super) fn run_tools(
     worker: &mut WorkerProc,
     run_id: &str,
     snapshot: Value,

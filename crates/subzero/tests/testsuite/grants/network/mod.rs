@@ -18,11 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::support::control::{hello_containment, is_hello, run_settled};
-use crate::support::worker::{RunSpec, WorkerProc, tool_messages};
+use crate::support::control::{hello_containment, is_hello};
+use crate::support::worker::WorkerProc;
 use serde_json::{Value, json};
-use subzero_protocol as p;
-use subzero_testkit::{Reply, ScriptedServer};
 
 /// A plain HTTP server on `ip`: answers every request with `body`, and counts connections.
 pub(super) struct Listener {
@@ -86,25 +84,9 @@ pub(super) fn run_bash(
     workspace: &Path,
     command: &str,
 ) -> String {
-    let state = tempfile::tempdir().expect("tempdir");
-    let transcript = state.path().join("t.jsonl");
     let args = json!({ "command": command }).to_string();
-    let model = ScriptedServer::start(vec![
-        Reply::tool_calls(&[("c1", "bash", args.as_str())]),
-        Reply::text("done"),
-    ])
-    .expect("model server");
-    worker
-        .send(&RunSpec::new(run_id, model.base_url(), snapshot, workspace, &transcript).message());
-    let settled = run_settled(&worker.settled(run_id));
-    assert_eq!(
-        settled.status,
-        p::RunSettledStatus::Completed,
-        "the model endpoint is reached: {settled:#?}"
-    );
-    let requests = model.requests();
-    assert_eq!(requests.len(), 2, "one tool turn and the answer");
-    tool_messages(&requests[1].json().expect("json")).remove(0)
+    super::landlock::run_tools(worker, run_id, snapshot, workspace, &[("c1", "bash", args)])
+        .remove(0)
 }
 
 pub(super) fn python() -> String {

@@ -2,10 +2,11 @@
 
 use serde_json::{Value, json};
 use subzero_protocol as p;
-use subzero_testkit::Reply;
+use subzero_testkit::{Reply, ScriptedServer};
 
 use super::*;
-use crate::support::worker::coder;
+use crate::support::control::run_settled;
+use crate::support::worker::{RunSpec, coder};
 
 #[test]
 fn under_none_every_way_out_fails_and_the_tools_own_loopback_works() {
